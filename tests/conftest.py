@@ -1,0 +1,63 @@
+"""Shared fixtures: one local Spark + Iceberg session per pytest session (one JVM)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.spark import WAREHOUSE_ENV, start_session, switch_warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    session = start_session(tmp_path_factory.mktemp("initial_warehouse"))
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def warehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh warehouse for this test module, made the session's default catalog."""
+    path = tmp_path_factory.mktemp("warehouse")
+    switch_warehouse(spark, path)
+    previous = os.environ.get(WAREHOUSE_ENV)
+    os.environ[WAREHOUSE_ENV] = str(path.resolve())
+    yield path
+    if previous is None:
+        os.environ.pop(WAREHOUSE_ENV, None)
+    else:
+        os.environ[WAREHOUSE_ENV] = previous
+
+
+class DbtProject:
+    """The integration dbt project, invoked in-process against the module's warehouse."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        self.env = {"DBT_ICEBERG_MAINT_SCHEMA": schema}
+
+    def __call__(self, *args: str, expect_success: bool = True) -> DbtInvocation:
+        invocation = invoke_dbt([*args], env=self.env)
+        if expect_success and not invocation.success:
+            failures = [(n.name, n.message) for n in invocation.failed_nodes()]
+            raise AssertionError(f"dbt {' '.join(args)} failed: {failures or invocation.exception}")
+        return invocation
+
+    def table(self, name: str) -> str:
+        return f"local.{self.schema}.{name}"
+
+
+@pytest.fixture(scope="module")
+def dbt_project(warehouse: Path, request: pytest.FixtureRequest) -> DbtProject:
+    project = DbtProject(schema=f"it_{request.module.__name__.rsplit('.', 1)[-1]}")
+    project("deps", "--quiet")
+    return project

@@ -1,0 +1,144 @@
+"""Jar resolution, Java detection and Spark configuration, without starting a JVM."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.spark import (
+    ICEBERG_JAR_ENV,
+    ICEBERG_PACKAGES_ENV,
+    REQUIRED_JAR_ENTRY,
+    CatalogSpec,
+    IcebergRuntime,
+    bundled_iceberg_jar,
+    check_iceberg_jar,
+    check_java,
+    parse_java_major,
+    resolve_iceberg_runtime,
+    session_conf,
+)
+
+
+def make_jar(path: Path, entries: list[str]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for entry in entries:
+            archive.writestr(entry, b"")
+    return path
+
+
+@pytest.fixture
+def good_jar(tmp_path: Path) -> Path:
+    return make_jar(tmp_path / "good.jar", [REQUIRED_JAR_ENTRY, "org/apache/iceberg/Table.class"])
+
+
+@pytest.fixture
+def broken_jar(tmp_path: Path) -> Path:
+    # The shape of wheel 1.0.3's jar: Iceberg classes present, shaded Jackson missing.
+    return make_jar(tmp_path / "iceberg-spark-runtime-broken.jar", ["org/apache/iceberg/Table.class"])
+
+
+def test_explicit_jar_wins_over_environment(good_jar: Path, broken_jar: Path) -> None:
+    runtime = resolve_iceberg_runtime(jar=good_jar, environ={ICEBERG_JAR_ENV: str(broken_jar)})
+    assert runtime == IcebergRuntime("argument", jars=(str(good_jar),))
+
+
+def test_environment_jar_wins_over_maven_and_bundle(good_jar: Path) -> None:
+    environ = {ICEBERG_JAR_ENV: str(good_jar), ICEBERG_PACKAGES_ENV: "a:b:1"}
+    assert resolve_iceberg_runtime(environ=environ) == IcebergRuntime("environment", jars=(str(good_jar),))
+
+
+def test_maven_coordinates_when_asked() -> None:
+    runtime = resolve_iceberg_runtime(
+        environ={ICEBERG_PACKAGES_ENV: "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"}
+    )
+    assert runtime.source == "maven"
+    assert runtime.spark_conf() == {
+        "spark.jars.packages": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+    }
+
+
+def test_malformed_maven_coordinates_are_refused() -> None:
+    with pytest.raises(RuntimeSetupError, match="not Maven coordinates"):
+        resolve_iceberg_runtime(packages="iceberg-1.10")
+
+
+def test_bundled_jar_is_the_default_and_is_sound() -> None:
+    runtime = resolve_iceberg_runtime(environ={})
+    assert runtime.source == "bundled"
+    assert runtime.jars == (str(bundled_iceberg_jar()),)
+    assert runtime.jars[0].endswith("iceberg-spark-runtime-3.5_2.12-1.10.2.jar")
+
+
+def test_jar_without_shaded_jackson_fails_with_the_jar_and_the_fix(broken_jar: Path) -> None:
+    with pytest.raises(RuntimeSetupError) as excinfo:
+        resolve_iceberg_runtime(jar=broken_jar)
+    message = str(excinfo.value)
+    assert str(broken_jar) in message
+    assert "JsonFactoryBuilder" in message
+    assert "snowpark-connect-deps-iceberg==1.0.2" in message
+    assert "Exception" not in message  # a readable message, not a Java stack trace
+
+
+def test_missing_jar_and_non_zip_jar(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeSetupError, match="does not exist"):
+        check_iceberg_jar(tmp_path / "absent.jar")
+    not_a_jar = tmp_path / "text.jar"
+    not_a_jar.write_text("hello")
+    with pytest.raises(RuntimeSetupError, match="not a jar"):
+        check_iceberg_jar(not_a_jar)
+
+
+@pytest.mark.parametrize(
+    ("output", "major"),
+    [
+        ('openjdk version "17.0.15" 2025-04-15', 17),
+        ('java version "1.8.0_392"', 8),
+        ('openjdk version "21" 2023-09-19', 21),
+        ("no version here", None),
+    ],
+)
+def test_parse_java_major(output: str, major: int | None) -> None:
+    assert parse_java_major(output) == major
+
+
+def test_missing_java_says_what_to_install(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeSetupError, match="install Java 17"):
+        check_java(environ={"JAVA_HOME": str(tmp_path)})
+
+
+def test_old_java_is_refused(tmp_path: Path) -> None:
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
+    java.chmod(0o755)
+    with pytest.raises(RuntimeSetupError, match="found Java 8"):
+        check_java(environ={"JAVA_HOME": str(tmp_path)})
+
+
+def test_default_catalog_is_a_hadoop_iceberg_spark_catalog() -> None:
+    conf = session_conf(IcebergRuntime("bundled", jars=("/x.jar",)), CatalogSpec(warehouse="/wh"))
+    assert conf["spark.sql.catalog.local"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert conf["spark.sql.catalog.local.type"] == "hadoop"
+    assert conf["spark.sql.catalog.local.warehouse"] == "/wh"
+    assert conf["spark.sql.defaultCatalog"] == "local"
+    assert conf["spark.jars"] == "/x.jar"
+    assert "IcebergSparkSessionExtensions" in conf["spark.sql.extensions"]
+
+
+def test_other_catalog_types_through_properties() -> None:
+    rest = CatalogSpec(warehouse="s3://bucket/wh", name="lake",
+                       properties={"type": "rest", "uri": "http://127.0.0.1:8181"})
+    conf = rest.spark_conf()
+    assert conf["spark.sql.catalog.lake.type"] == "rest"
+    assert conf["spark.sql.catalog.lake.uri"] == "http://127.0.0.1:8181"
+    glue = CatalogSpec(warehouse="s3://b/wh", properties={"catalog-impl": "org.apache.iceberg.aws.glue.GlueCatalog"})
+    assert "spark.sql.catalog.local.type" not in glue.spark_conf()
+
+
+def test_invalid_catalog_name_is_refused() -> None:
+    with pytest.raises(RuntimeSetupError, match="not a valid Spark identifier"):
+        CatalogSpec(warehouse="/wh", name="my-catalog").spark_conf()
