@@ -1,0 +1,102 @@
+"""The dbt Cloud path: one real Spark Thrift Server per pytest session, started by the suite.
+
+dbt reaches it with dbt-spark `method: thrift` (the profile's `thrift` target) and can only
+send SQL; tests read table state back through the server with their own PyHive connection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
+
+
+@pytest.fixture(scope="session")
+def thrift_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftServer]:
+    root = tmp_path_factory.mktemp("thrift_server")
+    started = time.monotonic()
+    server = start_thrift_server(root / "warehouse", root / "state")
+    print(f"\nSpark Thrift Server on {server.host}:{server.port} ready in {time.monotonic() - started:.1f} s")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class ThriftSql:
+    """A PyHive connection of its own: a separate client session in the server."""
+
+    def __init__(self, server: ThriftServer) -> None:
+        from pyhive import hive
+
+        self.connection = hive.connect(host=server.host, port=server.port, username="pytest")
+
+    def execute(self, sql: str) -> None:
+        cursor = self.connection.cursor()
+        try:
+            cursor.execute(sql)
+        finally:
+            cursor.close()
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        cursor = self.connection.cursor()
+        try:
+            cursor.execute(sql)
+            return [tuple(row) for row in cursor.fetchall()]
+        finally:
+            cursor.close()
+
+    def scalar(self, sql: str) -> Any:
+        rows = self.rows(sql)
+        assert len(rows) == 1 and len(rows[0]) == 1, rows
+        return rows[0][0]
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+@pytest.fixture(scope="module")
+def thrift_sql(thrift_server: ThriftServer) -> Iterator[ThriftSql]:
+    sql = ThriftSql(thrift_server)
+    yield sql
+    sql.close()
+
+
+class ThriftDbtProject:
+    """The integration dbt project, run over the `thrift` target against the suite's server."""
+
+    def __init__(self, server: ThriftServer, schema: str, target_path: Path) -> None:
+        self.schema = schema
+        # Its own target/log paths: other suites run dbt on the same project concurrently.
+        self.env = {
+            "DBT_ICEBERG_MAINT_TARGET": "thrift",
+            "DBT_ICEBERG_MAINT_SCHEMA": schema,
+            "DBT_TARGET_PATH": str(target_path / "target"),
+            "DBT_LOG_PATH": str(target_path / "logs"),
+            **server.profile_env(),
+        }
+
+    def __call__(self, *args: str, expect_success: bool = True) -> DbtInvocation:
+        invocation = invoke_dbt([*args], env=self.env)
+        if expect_success and not invocation.success:
+            failures = [(n.name, n.message) for n in invocation.failed_nodes()]
+            raise AssertionError(f"dbt {' '.join(args)} over thrift failed: {failures or invocation.exception}")
+        return invocation
+
+    def table(self, name: str) -> str:
+        return f"local.{self.schema}.{name}"
+
+
+@pytest.fixture(scope="module")
+def thrift_project(thrift_server: ThriftServer, request: pytest.FixtureRequest,
+                   tmp_path_factory: pytest.TempPathFactory) -> ThriftDbtProject:
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    project = ThriftDbtProject(thrift_server, f"th_{module}", tmp_path_factory.mktemp(f"dbt_{module}"))
+    project("deps", "--quiet")
+    return project
