@@ -1,0 +1,382 @@
+"""conflicts.classify: every kind, from Iceberg 1.10's real message templates, in every wrapper."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import FrozenInstanceError, dataclass
+
+import pytest
+
+from dbt_iceberg_maint.conflicts import CONFLICT_KINDS, Classification, ConflictKind, classify
+
+VALIDATION = "org.apache.iceberg.exceptions.ValidationException"
+COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
+STATE_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+ISE = "java.lang.IllegalStateException"
+RUNTIME = "java.lang.RuntimeException"
+
+DATA_A = "file:/tmp/wh/analytics/events/data/event_ts_day=2026-11-04/00000-3-8c1d-00001.parquet"
+DATA_B = "file:/tmp/wh/analytics/events/data/event_ts_day=2026-11-04/00001-4-8c1d-00001.parquet"
+DELETE_A = "s3://bucket/wh/db/t/data/id=1/00000-9-77aa-00001-deletes.parquet"
+DV_PUFFIN = "s3://bucket/wh/db/t/data/00000-1-dv.puffin"
+
+# Exactly as Iceberg formats them; see the reference sections 1-2 and CommitStateUnknownException.
+COMMON_INFO = (
+    "Cannot determine whether the commit was successful or not, the underlying data files may or "
+    "may not be needed. Manual intervention via the Remove Orphan Files Action can remove these "
+    "files when a connection to the Catalog can be re-established if the commit was actually "
+    "unsuccessful.\nPlease check to see whether or not your commit was successful before retrying "
+    "this commit. Retrying an already successful operation will result in duplicate records or "
+    "unintentional modifications.\nAt this time no files will be deleted including possibly unused "
+    "manifest lists."
+)
+REWRITE_WRAPPER = (
+    "Cannot commit rewrite because of a ValidationException or CommitFailedException. This usually "
+    "means that this rewrite has conflicted with another concurrent Iceberg operation. To reduce the "
+    "likelihood of conflicts, set partial-progress.enabled which will break up the rewrite into "
+    "multiple smaller commits controlled by partial-progress.max-commits. Separate smaller rewrite "
+    "commits can succeed independently while any commits that conflict with another Iceberg "
+    "operation will be ignored. This mode will create additional snapshots in the table history, "
+    "one for each commit."
+)
+GENERIC_DATA_FILE = (
+    f"GenericDataFile{{content=data, file_path={DATA_A}, file_format=PARQUET, spec_id=0, "
+    "partition=PartitionData{event_ts_day=20396}, record_count=3, file_size_in_bytes=1543, "
+    "column_sizes=null, value_counts=null}"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    exception_class: str
+    message: str
+    kind: ConflictKind
+    files: tuple[str, ...] = ()
+
+
+CASES: tuple[Case, ...] = (
+    Case("missing_files_to_delete", VALIDATION, f"Missing required files to delete: {DATA_A},{DATA_B}",
+         ConflictKind.MISSING_FILES_TO_DELETE, (DATA_A, DATA_B)),
+    Case("missing_files_to_delete_spaced", VALIDATION, f"Missing required files to delete: {DATA_A}, {DATA_B}",
+         ConflictKind.MISSING_FILES_TO_DELETE, (DATA_A, DATA_B)),
+    Case("missing_data_files", VALIDATION, f"Cannot commit, missing data files: [{DATA_A}, {DATA_B}]",
+         ConflictKind.MISSING_DATA_FILES, (DATA_A, DATA_B)),
+    Case("new_position_delete", VALIDATION,
+         f"Cannot commit, found new position delete for replaced data file: {GENERIC_DATA_FILE}",
+         ConflictKind.NEW_DELETE_FOR_REPLACED_FILE, (DATA_A,)),
+    Case("new_delete", VALIDATION, f"Cannot commit, found new delete for replaced data file: {GENERIC_DATA_FILE}",
+         ConflictKind.NEW_DELETE_FOR_REPLACED_FILE, (DATA_A,)),
+    Case("conflicting_added_expr", VALIDATION,
+         f'Found conflicting files that can contain records matching ref(name="id") == 1: [{DATA_A}]',
+         ConflictKind.CONFLICTING_ADDED_FILES, (DATA_A,)),
+    Case("conflicting_added_true", VALIDATION,
+         f"Found conflicting files that can contain records matching true: [{DATA_A}, {DATA_B}]",
+         ConflictKind.CONFLICTING_ADDED_FILES, (DATA_A, DATA_B)),
+    Case("conflicting_added_partitions", VALIDATION,
+         f"Found conflicting files that can contain records matching partitions [id=1]: [{DATA_B}]",
+         ConflictKind.CONFLICTING_ADDED_FILES, (DATA_B,)),
+    Case("conflicting_delete_files", VALIDATION,
+         f'Found new conflicting delete files that can apply to records matching (ref(name="dep") == "hr" and true): [{DELETE_A}]',
+         ConflictKind.CONFLICTING_DELETE_FILES, (DELETE_A,)),
+    Case("conflicting_deleted_expr", VALIDATION,
+         f"Found conflicting deleted files that can contain records matching true: [{DATA_A}]",
+         ConflictKind.CONFLICTING_DELETED_FILES, (DATA_A,)),
+    Case("conflicting_deleted_partitions", VALIDATION,
+         f"Found conflicting deleted files that can apply to records matching [dep=hr]: [{DATA_A}]",
+         ConflictKind.CONFLICTING_DELETED_FILES, (DATA_A,)),
+    Case("concurrent_dv", VALIDATION,
+         f"Found concurrently added DV for {DATA_A}: DV{{location={DV_PUFFIN}, offset=4, length=40, referencedDataFile={DATA_A}}}",
+         ConflictKind.CONCURRENT_DV, (DV_PUFFIN, DATA_A)),
+    Case("history_starting", VALIDATION,
+         "Cannot determine history between starting snapshot 5273456720914564213 and the last known ancestor 8714591923450412312",
+         ConflictKind.HISTORY_BROKEN),
+    Case("history_read", VALIDATION,
+         "Cannot determine history between read snapshot 12 and the last known ancestor null",
+         ConflictKind.HISTORY_BROKEN),
+    Case("partial_row_delete", VALIDATION,
+         f'Cannot delete file where some, but not all, rows match filter ref(name="event_date") == 20396: {DATA_A}',
+         ConflictKind.PARTIAL_ROW_DELETE, (DATA_A,)),
+    Case("manifest_rewrite", VALIDATION,
+         "Deleted manifest file:/tmp/wh/db/t/metadata/4f1-m0.avro could not be found in the latest snapshot 7023",
+         ConflictKind.MANIFEST_REWRITE_CONFLICT),
+    Case("runtime_filtering", ISE,
+         "Runtime file filtering is not possible: the table has been concurrently modified. Row-level "
+         "operation scan snapshot ID: 101, current table snapshot ID: 102. If an external process modifies "
+         "the table, enable table caching in the catalog. If multiple threads modify the table, use "
+         "independent Spark sessions in each thread.",
+         ConflictKind.CONCURRENT_MODIFICATION),
+    Case("partial_progress", RUNTIME,
+         "partial-progress.enabled is true but 3 rewrite commits failed. This is more than the maximum "
+         "allowed failures of 0. Check the logs to determine why the individual commits failed. If this is "
+         "persistent it may help to increase partial-progress.max-commits which will split the rewrite "
+         "operation into smaller commits.",
+         ConflictKind.REWRITE_COMMIT_CONFLICT),
+    Case("rewrite_wrapper_without_cause", RUNTIME, REWRITE_WRAPPER, ConflictKind.REWRITE_COMMIT_CONFLICT),
+    Case("commit_service_timeout", "java.lang.IllegalArgumentException",
+         "Timeout occurred when waiting for commits to complete. {} file groups committed. {} file groups "
+         "remain uncommitted. Retry this operation to attempt rewriting the failed groups. [3, 2]",
+         ConflictKind.REWRITE_COMMIT_CONFLICT),
+    # Catalog CAS failures, every catalog.
+    Case("stale_metastore", COMMIT_FAILED, "Cannot commit: stale table metadata", ConflictKind.COMMIT_FAILED),
+    Case("hadoop_stale", COMMIT_FAILED, "Cannot commit changes based on stale table metadata", ConflictKind.COMMIT_FAILED),
+    Case("hadoop_lock", COMMIT_FAILED, "Failed to acquire lock on file: /wh/t/metadata/v3.metadata.json with owner: 7e1",
+         ConflictKind.COMMIT_FAILED),
+    Case("hadoop_version", COMMIT_FAILED, "Version 4 already exists: /wh/t/metadata/v4.metadata.json", ConflictKind.COMMIT_FAILED),
+    Case("hadoop_rename", COMMIT_FAILED, "Failed to commit changes using rename: /wh/t/metadata/v4.metadata.json",
+         ConflictKind.COMMIT_FAILED),
+    Case("hive_base_location", COMMIT_FAILED,
+         "Cannot commit: Base metadata location 's3://b/t/metadata/00003.metadata.json' is not same as the "
+         "current table metadata location 's3://b/t/metadata/00004.metadata.json' for db.t",
+         ConflictKind.COMMIT_FAILED),
+    Case("hive_modified", COMMIT_FAILED, "The table db.t has been modified concurrently", ConflictKind.COMMIT_FAILED),
+    Case("hive_lock", COMMIT_FAILED,
+         "org.apache.iceberg.hive.LockException: Timed out after 180003 ms waiting for lock on db.t",
+         ConflictKind.COMMIT_FAILED),
+    Case("jdbc_location", COMMIT_FAILED,
+         "Cannot commit db.t: metadata location file:/wh/t/metadata/v5.json has changed from file:/wh/t/metadata/v4.json",
+         ConflictKind.COMMIT_FAILED),
+    Case("jdbc_update", COMMIT_FAILED, "Failed to update table db.t from catalog local", ConflictKind.COMMIT_FAILED),
+    Case("glue_location", COMMIT_FAILED,
+         "Cannot commit db.t because base metadata location 's3://a' is not same as the current Glue location 's3://b'",
+         ConflictKind.COMMIT_FAILED),
+    Case("glue_concurrent", COMMIT_FAILED, "Cannot commit db.t because Glue detected concurrent update",
+         ConflictKind.COMMIT_FAILED),
+    Case("rest_409", COMMIT_FAILED, "Commit failed: Requirement failed: branch main has changed: expected id 1 != 2",
+         ConflictKind.COMMIT_FAILED),
+    Case("nessie_hash", COMMIT_FAILED,
+         "Cannot commit: Reference hash is out of date. Update the reference 'main' and try again",
+         ConflictKind.COMMIT_FAILED),
+    # Unknown commit state, REST 5xx included.
+    Case("state_unknown", STATE_UNKNOWN, f"Read timed out\n{COMMON_INFO}", ConflictKind.COMMIT_STATE_UNKNOWN),
+    Case("rest_503", STATE_UNKNOWN, f"Service failed: 503: Slow down\n{COMMON_INFO}", ConflictKind.COMMIT_STATE_UNKNOWN),
+    Case("hive_heartbeat", STATE_UNKNOWN,
+         "Failed to heartbeat for hive lock while committing changes. This can lead to a concurrent commit "
+         "attempt be able to overwrite this commit. Please check the commit history. If you are running into "
+         f"this issue, try reducing iceberg.hive.lock-heartbeat-interval-ms.\nLock is not active\n{COMMON_INFO}",
+         ConflictKind.COMMIT_STATE_UNKNOWN),
+    # Guards and bad arguments.
+    Case("orphan_guard", "java.lang.IllegalArgumentException",
+         "Cannot remove orphan files with an interval less than 24 hours. Executing this procedure with a short "
+         "interval may corrupt the table if other operations are happening at the same time.",
+         ConflictKind.INVALID_REQUEST),
+    Case("retain_last", "java.lang.IllegalArgumentException",
+         "Number of snapshots to retain must be at least 1, cannot be: 0", ConflictKind.INVALID_REQUEST),
+    Case("unknown_argument", "org.apache.spark.sql.AnalysisException",
+         "Could not build name to arg map: Unknown argument: prefix_listing", ConflictKind.INVALID_REQUEST),
+    Case("unparsable_where", "java.lang.IllegalArgumentException",
+         "Cannot parse predicates in where option: event_ts >>> 3", ConflictKind.INVALID_REQUEST),
+    Case("invalid_isolation", "java.lang.IllegalArgumentException", "Invalid isolation level: strict",
+         ConflictKind.INVALID_REQUEST),
+    Case("bad_option", "java.lang.IllegalArgumentException",
+         "Cannot use options [min-input-file], they are not supported by the action or the rewriter "
+         "BinPackRewriteFilePlanner", ConflictKind.INVALID_REQUEST),
+    Case("missing_parameters", "org.apache.spark.sql.AnalysisException", "Missing required parameters: [table]",
+         ConflictKind.INVALID_REQUEST),
+    Case("gc_disabled", VALIDATION, "Cannot expire snapshots: GC is disabled (deleting files may corrupt other tables)",
+         ConflictKind.INVALID_REQUEST),
+    # Everything else.
+    Case("table_not_found", "org.apache.spark.sql.AnalysisException",
+         "[TABLE_OR_VIEW_NOT_FOUND] The table or view `analytics`.`nope` cannot be found.",
+         ConflictKind.NOT_ICEBERG_CONFLICT),
+    Case("unresolved_column", "org.apache.spark.sql.catalyst.ExtendedAnalysisException",
+         "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `no_such_column` cannot be resolved.",
+         ConflictKind.NOT_ICEBERG_CONFLICT),
+    Case("stage_failure", "org.apache.spark.SparkException",
+         "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: "
+         "java.lang.OutOfMemoryError: Java heap space", ConflictKind.NOT_ICEBERG_CONFLICT),
+)
+
+FRAMES = (
+    "\tat org.apache.iceberg.ManifestFilterManager.validateRequiredDeletes(ManifestFilterManager.java:250)\n"
+    "\tat org.apache.iceberg.SnapshotProducer.apply(SnapshotProducer.java:240)\n"
+    "\tat org.apache.spark.sql.execution.datasources.v2.V2TableWriteExec.writeWithV2(WriteToDataSourceV2Exec.scala:399)\n"
+)
+
+
+def py4j(cls: str, msg: str, frames: str) -> str:
+    return f"An error occurred while calling o87.sql.\n: {cls}: {msg}\n{frames}"
+
+
+def py4j_repr(cls: str, msg: str, frames: str) -> str:
+    return f"py4j.protocol.Py4JJavaError: {py4j(cls, msg, frames)}"
+
+
+def dbt_run_results(cls: str, msg: str, frames: str) -> str:
+    body = py4j(cls, msg, frames)
+    return "Runtime Error in model events (models/events.sql)\n" + "\n".join(f"  {line}" for line in body.splitlines())
+
+
+def thrift(cls: str, msg: str, frames: str) -> str:
+    return (
+        "Database Error in model events (models/events.sql)\n"
+        f"  org.apache.hive.service.cli.HiveSQLException: Error running query: {cls}: {msg}\n"
+        "  \tat org.apache.spark.sql.hive.thriftserver.HiveThriftServerErrors$.runningQueryError(HiveThriftServerErrors.scala:46)\n"
+        f"{frames}"
+    )
+
+
+def log_excerpt(cls: str, msg: str, frames: str) -> str:
+    return (
+        "\x1b[0m07:31:22.104512 [debug] [Thread-1 (]: Spark adapter: Error while running:\nmerge into ...\n"
+        f"\x1b[0m07:31:22.105120 [error] [Thread-1 (]: 1 of 3 ERROR creating sql incremental model analytics.events\n"
+        f"\x1b[0m07:31:22.106002 [debug] [Thread-1 (]: Runtime Error in model events (models/events.sql)\n"
+        f"  An error occurred while calling o87.sql.\n  : {cls}: {msg}\n{frames}"
+        "\x1b[0m07:31:22.200000 [info ] [MainThread]: Finished running 3 models in 0 hours 0 minutes.\n"
+    )
+
+
+def caused_by(cls: str, msg: str, frames: str) -> str:
+    return (
+        "An error occurred while calling o87.sql.\n: org.apache.spark.SparkException: Writing job failed.\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.writingJobFailedError(QueryExecutionErrors.scala:916)\n"
+        f"Caused by: {cls}: {msg}\n{frames}\t... 42 more\n"
+    )
+
+
+def spark_connect(cls: str, msg: str, frames: str) -> str:
+    return f"pyspark.errors.exceptions.connect.SparkConnectGrpcException: ({cls}) {msg}"
+
+
+WRAPPERS: dict[str, Callable[[str, str, str], str]] = {
+    "py4j": py4j,
+    "py4j_repr": py4j_repr,
+    "dbt_run_results": dbt_run_results,
+    "thrift": thrift,
+    "log_excerpt": log_excerpt,
+    "caused_by": caused_by,
+    "spark_connect": spark_connect,
+}
+
+
+@pytest.mark.parametrize("frames", [FRAMES, ""], ids=["frames", "no_frames"])
+@pytest.mark.parametrize("wrapper", WRAPPERS.values(), ids=WRAPPERS.keys())
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_every_kind_in_every_wrapper(case: Case, wrapper: Callable[[str, str, str], str], frames: str) -> None:
+    result = classify(wrapper(case.exception_class, case.message, frames))
+    assert result.kind == case.kind.value
+    assert result.files == case.files
+    if case.kind is not ConflictKind.NOT_ICEBERG_CONFLICT:
+        assert result.exception_class in {case.exception_class, None}
+        assert result.exception_class == case.exception_class or case.kind is ConflictKind.INVALID_REQUEST
+    assert result.retryable is (case.kind in CONFLICT_KINDS or case.kind is ConflictKind.COMMIT_FAILED)
+    assert "\n" not in result.summary and result.summary
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.kind not in {ConflictKind.NOT_ICEBERG_CONFLICT}], ids=lambda c: c.id
+)
+def test_truncated_tail_keeps_the_kind_and_drops_cut_paths(case: Case) -> None:
+    text = py4j(case.exception_class, case.message, FRAMES)
+    # Cut 10 characters before the end of the message (in the middle of the last named path),
+    # keeping at least the first 40 characters that say what happened.
+    keep = max(len(case.message) - 10, min(len(case.message), 40))
+    result = classify(text[: text.index(case.message) + keep])
+    assert result.kind == case.kind.value
+    assert set(result.files) <= set(case.files)
+    assert all(path in case.files for path in result.files)
+
+
+def test_truncated_missing_files_keeps_the_complete_paths() -> None:
+    text = py4j(VALIDATION, f"Missing required files to delete: {DATA_A},{DATA_B}", FRAMES)
+    result = classify(text[: text.index(DATA_B) + 20])
+    assert result.kind == "missing_files_to_delete"
+    assert result.files == (DATA_A,)
+
+
+@pytest.mark.parametrize("cause", [c for c in CASES if c.kind in CONFLICT_KINDS and c.exception_class == VALIDATION],
+                         ids=lambda c: c.id)
+def test_rewrite_wrapper_takes_the_kind_of_its_cause(cause: Case) -> None:
+    text = (
+        "An error occurred while calling o120.sql.\n"
+        f": {RUNTIME}: {REWRITE_WRAPPER}\n"
+        "\tat org.apache.iceberg.spark.actions.RewriteDataFilesSparkAction.doExecute(RewriteDataFilesSparkAction.java:329)\n"
+        f"Caused by: {cause.exception_class}: {cause.message}\n{FRAMES}"
+    )
+    result = classify(text)
+    assert result.kind == cause.kind.value
+    assert result.files == cause.files
+    assert result.retryable
+
+
+def test_rewrite_wrapper_with_a_catalog_cause_is_commit_failed() -> None:
+    text = f"{RUNTIME}: {REWRITE_WRAPPER}\n{FRAMES}Caused by: {COMMIT_FAILED}: Cannot commit: stale table metadata\n"
+    assert classify(text).kind == "commit_failed"
+
+
+def test_rewrite_wrapper_cut_before_its_cause_is_a_rewrite_conflict() -> None:
+    text = f"{RUNTIME}: {REWRITE_WRAPPER}\n{FRAMES}Caused by: org.apache.iceberg.excep"
+    result = classify(text)
+    assert (result.kind, result.retryable) == ("rewrite_commit_conflict", True)
+
+
+def test_unknown_state_wins_over_everything_else_in_the_chain() -> None:
+    text = (
+        f"{COMMIT_FAILED}: Commit failed: x\n{FRAMES}"
+        f"Caused by: {STATE_UNKNOWN}: Service failed: 502: bad gateway\n{COMMON_INFO}\n"
+    )
+    assert classify(text) == Classification(
+        kind="commit_state_unknown",
+        retryable=False,
+        exception_class=STATE_UNKNOWN,
+        summary=classify(text).summary,
+    )
+    # Even when the class line was lost, Iceberg's fixed explanation gives it away.
+    assert classify(COMMON_INFO).kind == "commit_state_unknown"
+
+
+def test_pyspark_captured_guard_without_class_name() -> None:
+    # pyspark.errors.exceptions.captured.IllegalArgumentException prints the message only.
+    result = classify("Cannot remove orphan files with an interval less than 24 hours. Executing this")
+    assert (result.kind, result.retryable, result.exception_class) == ("invalid_request", False, None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "something went wrong",
+        "Compilation Error in model events (models/events.sql)\n  'ref' is undefined",
+        # Iceberg-looking text without an Iceberg exception carrying it.
+        "Missing required files to delete: file:/a.parquet",
+        "Database Error in model x\n  select 'Cannot commit, missing data files: [a]' failed: [PARSE_SYNTAX_ERROR]",
+        # A look-alike class from another library.
+        "javax.xml.bind.ValidationException: Missing required files to delete: file:/a.parquet",
+        # A Python UDF that raises with Iceberg's words is still the user's Python error.
+        "An error occurred while calling o61.sql.\n: org.apache.spark.SparkException: Job aborted due to stage "
+        "failure: Task 0 in stage 2.0 failed 1 times, most recent failure: Lost task 0.0: "
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "/tmp/udf.py", line 3, in f\n    raise RuntimeError("x")\n'
+        "org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: file:/a.parquet\n"
+        "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)\n",
+    ],
+)
+def test_non_iceberg_errors_are_never_conflicts(text: str) -> None:
+    result = classify(text)
+    assert (result.kind, result.retryable, result.files) == ("not_iceberg_conflict", False, ())
+
+
+def test_unrecognised_iceberg_validation_is_not_retryable() -> None:
+    result = classify(f"{VALIDATION}: Invalid Hive object for db.t")
+    assert (result.kind, result.retryable, result.exception_class) == ("not_iceberg_conflict", False, VALIDATION)
+
+
+def test_nessie_missing_reference_is_invalid_request() -> None:
+    assert classify(f"{RUNTIME}: Cannot commit: Reference 'dev' no longer exists").kind == "invalid_request"
+
+
+def test_missing_files_summary_names_the_remediation() -> None:
+    summary = classify(py4j(VALIDATION, f"Missing required files to delete: {DATA_A}", "")).summary
+    assert "compaction" in summary and "re-run is safe for idempotent models" in summary and "where" in summary
+
+
+def test_every_contract_kind_is_covered_by_a_case() -> None:
+    assert {case.kind for case in CASES} == set(ConflictKind)
+
+
+def test_classification_is_frozen_and_text_must_be_str() -> None:
+    result = classify("x")
+    with pytest.raises(FrozenInstanceError):
+        result.kind = "commit_failed"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="expects the failure text as str, got bytes"):
+        classify(b"x")  # type: ignore[arg-type]
