@@ -59,7 +59,9 @@ def _node_results(result: Any) -> tuple[NodeResult, ...]:
         return ()
     nodes = []
     for item in result.results:
-        node = item.node
+        node = getattr(item, "node", None)
+        if node is None:  # run-operation results (RunResultOutput) carry no node
+            continue
         nodes.append(
             NodeResult(
                 unique_id=node.unique_id,

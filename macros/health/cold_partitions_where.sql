@@ -1,0 +1,72 @@
+{#- A Spark SQL predicate (accepted by rewrite_data_files' `where`) selecting exactly the
+    partitions not written for `quiet_hours`, or none when nothing is cold.
+
+    A partition is cold when its `partitions.last_updated_at` (commit time of its newest file)
+    is older than now - quiet_hours; when that snapshot was expired, the oldest retained
+    snapshot's commit time stands in (the partition is at least that old).
+    Each cold partition becomes a range on the source column: identity -> `col = literal` (or
+    `col is null`), years/months/days/hours(ts) -> `(ts >= lo and ts < hi)` with UTC bounds.
+    Partitions that cannot be expressed exactly (bucket, truncate, unknown transforms, unsupported
+    types, tables whose partition spec evolved) are left out, never widened.
+    An unpartitioned table is one partition: `true` when it is cold as a whole, else none. -#}
+{% macro cold_partitions_where(relation, quiet_hours) %}
+  {{ return(adapter.dispatch('cold_partitions_where', 'dbt_iceberg_maint')(relation, quiet_hours)) }}
+{% endmacro %}
+
+{% macro default__cold_partitions_where(relation, quiet_hours) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.cold_partitions_where is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+{% endmacro %}
+
+{% macro spark__cold_partitions_where(relation, quiet_hours) %}
+  {%- if quiet_hours is boolean or quiet_hours is not number or quiet_hours <= 0 -%}
+    {{ exceptions.raise_compiler_error("cold_partitions_where: quiet_hours = " ~ tojson(quiet_hours) ~ " is not allowed; expected a number of hours greater than 0") }}
+  {%- endif -%}
+  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
+  {%- set quiet_micros = (quiet_hours * 3600000000) | int -%}
+  {%- set cold_condition -%}
+    unix_micros(coalesce(last_updated_at, (select min(committed_at) from {{ table }}.snapshots)))
+      < unix_micros(current_timestamp()) - {{ quiet_micros }}
+  {%- endset -%}
+  {%- if layout['partition_fields'] | length == 0 -%}
+    {%- set rows = run_query('select count(*) as total, count_if(' ~ cold_condition ~ ') as cold from ' ~ table ~ '.partitions').rows -%}
+    {{ return('true' if rows[0]['total'] | int > 0 and rows[0]['total'] | int == rows[0]['cold'] | int else none) }}
+  {%- endif -%}
+  {%- set query -%}
+    select to_json(partition, map('ignoreNullFields', 'false')) as partition_json,
+           (select count(distinct spec_id) from {{ table }}.partitions) as spec_count
+    from {{ table }}.partitions
+    where {{ cold_condition }}
+  {%- endset -%}
+  {%- set partitions = [] -%}
+  {%- for row in run_query(query) -%}
+    {%- if row['spec_count'] | int != 1 -%}
+      {#- The partition struct mixes specs: values cannot be mapped back safely. -#}
+      {{ return(none) }}
+    {%- endif -%}
+    {%- do partitions.append(fromjson(row['partition_json'])) -%}
+  {%- endfor -%}
+  {{ return(dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'], partitions)) }}
+{% endmacro %}
+
+{#- Pure: OR of one conjunction per partition (values given as dicts in spec order); partitions
+    with any field that cannot be expressed are left out; none when none is left. -#}
+{% macro get_partitions_where_sql(partition_fields, columns, partitions) %}
+  {%- set terms = [] -%}
+  {%- for partition in partitions -%}
+    {%- set values = partition.values() | list -%}
+    {%- if values | length == partition_fields | length -%}
+      {%- set parts = [] -%}
+      {%- for field in partition_fields -%}
+        {%- set part = dbt_iceberg_maint.get_partition_range_sql(field['transform'], field['column'], columns.get(field['column']), values[loop.index0]) -%}
+        {%- if part is not none -%}{%- do parts.append(part) -%}{%- endif -%}
+      {%- endfor -%}
+      {%- if parts | length == partition_fields | length -%}
+        {%- set term = parts | join(' and ') -%}
+        {%- do terms.append('(' ~ term ~ ')' if parts | length > 1 else term) -%}
+      {%- endif -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(terms | unique | join(' or ') if terms | length > 0 else none) }}
+{% endmacro %}
