@@ -1,0 +1,53 @@
+{#- Test harness (used by tests/unit/test_procedure_sql.py): render many cases in one dbt
+    invocation without touching Spark. Each case logs one line
+    `ICEBERG_MAINT_CASE {"id": ..., "sql": ..., "errors": [...], "value": ...}`. -#}
+
+{% macro iceberg_maint_render_cases(cases) %}
+  {%- for case in cases -%}
+    {%- set kwargs = case.get('kwargs') or {} -%}
+    {%- set kind = case.get('kind', 'sql') -%}
+    {%- set outcome = {'id': case.id} -%}
+    {%- if kind == 'sql' -%}
+      {%- set getter = {
+          'rewrite_data_files': dbt_iceberg_maint.get_rewrite_data_files_sql,
+          'expire_snapshots': dbt_iceberg_maint.get_expire_snapshots_sql,
+          'remove_orphan_files': dbt_iceberg_maint.get_remove_orphan_files_sql,
+          'rewrite_manifests': dbt_iceberg_maint.get_rewrite_manifests_sql,
+          'rewrite_position_delete_files': dbt_iceberg_maint.get_rewrite_position_delete_files_sql,
+      }[case.procedure] -%}
+      {%- do outcome.update({'sql': getter(**kwargs)}) -%}
+    {%- elif kind == 'errors' -%}
+      {%- set validator = {
+          'rewrite_data_files': dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors,
+          'expire_snapshots': dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors,
+          'remove_orphan_files': dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors,
+          'rewrite_manifests': dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors,
+          'rewrite_position_delete_files': dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors,
+      }[case.procedure] -%}
+      {%- do outcome.update({'errors': validator(**kwargs)}) -%}
+    {%- elif kind == 'due' -%}
+      {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_due(kwargs.operation, policy, kwargs.health)}) -%}
+    {%- elif kind == 'policy' -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}, kwargs.get('overrides') or {})}) -%}
+    {%- elif kind == 'compaction_options' -%}
+      {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_compaction_options(policy.compaction)}) -%}
+    {%- elif kind == 'names' -%}
+      {%- do outcome.update({'value': [
+          dbt_iceberg_maint._iceberg_maint_table_name(kwargs.relation),
+          dbt_iceberg_maint._iceberg_maint_qualified_name(kwargs.relation),
+          dbt_iceberg_maint._iceberg_maint_procedure_namespace(kwargs.relation)]}) -%}
+    {%- elif kind == 'selection' -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_selected_models(kwargs.get('select')) | map(attribute='name') | list}) -%}
+    {%- endif -%}
+    {%- do log('ICEBERG_MAINT_CASE ' ~ tojson(outcome), info=true) -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- Calls a public macro with `ref()` relations, for the tests that need a real relation object. -#}
+{% macro iceberg_maint_render_ref_cases(model_name) %}
+  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'ref', 'sql': dbt_iceberg_maint.get_rewrite_manifests_sql(ref(model_name))}), info=true) -%}
+  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'source_like_string', 'sql': dbt_iceberg_maint.get_rewrite_manifests_sql('other_catalog.raw.events')}), info=true) -%}
+{% endmacro %}
