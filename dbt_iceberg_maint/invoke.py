@@ -25,6 +25,9 @@ class NodeResult:
     status: str
     message: str | None
     resource_type: str
+    # The node in manifest.json form (resource_type, config, depends_on): what the re-run
+    # planner (runner.py) needs to judge idempotency and to find skipped children.
+    manifest_node: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,20 @@ def environment(overrides: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def _manifest_node(node: Any) -> dict[str, Any]:
+    config = getattr(node, "config", None)
+    depends_on = getattr(node, "depends_on", None)
+    return {
+        "unique_id": node.unique_id,
+        "name": node.name,
+        "resource_type": str(getattr(node.resource_type, "value", node.resource_type)),
+        "package_name": getattr(node, "package_name", None),
+        "fqn": list(getattr(node, "fqn", None) or []),
+        "config": config.to_dict(omit_none=True) if hasattr(config, "to_dict") else {},
+        "depends_on": {"nodes": list(getattr(depends_on, "nodes", None) or [])},
+    }
+
+
 def _node_results(result: Any) -> tuple[NodeResult, ...]:
     if result is None or not hasattr(result, "results"):
         return ()
@@ -69,6 +86,7 @@ def _node_results(result: Any) -> tuple[NodeResult, ...]:
                 status=str(getattr(item.status, "value", item.status)),
                 message=item.message,
                 resource_type=str(getattr(node.resource_type, "value", node.resource_type)),
+                manifest_node=_manifest_node(node),
             )
         )
     return tuple(nodes)
