@@ -50,7 +50,7 @@
 {% endmacro %}
 
 {% macro _hp_now() %}
-  {{ return(modules.datetime.datetime.now(modules.datetime.timezone.utc)) }}
+  {{ return(modules.datetime.datetime.now(modules.pytz.utc)) }}
 {% endmacro %}
 
 {% macro _hp_elapsed_ms(started) %}

@@ -1,0 +1,118 @@
+"""apply_table_properties on real Spark: the events model's declared policy (integration
+project: isolation_level {delete: serializable, update: snapshot, merge: snapshot},
+commit_retry {num_retries: 10, min_wait_ms: 100}, properties {write.metadata.previous-versions-max: 50})
+is reconciled by its post-hook and by run-operation, altering only what differs."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tests.conftest import DbtProject
+
+pytestmark = pytest.mark.integration
+
+DECLARED = {
+    "write.delete.isolation-level": "serializable",
+    "write.update.isolation-level": "snapshot",
+    "write.merge.isolation-level": "snapshot",
+    "commit.retry.num-retries": "10",
+    "commit.retry.min-wait-ms": "100",
+    "write.metadata.previous-versions-max": "50",
+}
+
+
+def tblproperties(spark: SparkSession, table: str) -> dict[str, str]:
+    return {row["key"]: row["value"] for row in spark.sql(f"show tblproperties {table}").collect()}
+
+
+def metadata_versions(spark: SparkSession, table: str) -> int:
+    """Each ALTER TABLE writes a new metadata.json: this counts them."""
+    return int(spark.sql(f"select count(*) from {table}.metadata_log_entries").collect()[0][0])
+
+
+def property_results(messages: tuple[str, ...]) -> list[MaintenanceResult]:
+    return [r for r in parse_result_lines(messages) if r.operation == "apply_table_properties"]
+
+
+def test_post_hook_applies_policy_then_alters_nothing(spark: SparkSession, dbt_project: DbtProject) -> None:
+    first = dbt_project("build", "--select", "+events", "--exclude", "test_type:data", "--vars", "{batch: 1}")
+    events = dbt_project.table("events")
+    [created] = property_results(first.log_messages)
+    assert created.status == "success"
+    assert created.table.endswith(f"{dbt_project.schema}.events")
+    assert set(created.metrics["changed"]) == set(DECLARED)
+    assert {k: v for k, v in tblproperties(spark, events).items() if k in DECLARED} == DECLARED
+
+    versions = metadata_versions(spark, events)
+    second = dbt_project("run", "--select", "events", "--vars", "{batch: 2}")
+    [unchanged] = property_results(second.log_messages)
+    assert unchanged.status == "skipped"
+    assert unchanged.metrics["changed"] == {}
+    # The MERGE commit adds one metadata version; the post-hook adds none.
+    assert metadata_versions(spark, events) == versions + 1
+
+
+def test_run_operation_reconciles_only_drifted_keys(spark: SparkSession, dbt_project: DbtProject) -> None:
+    events = dbt_project.table("events")
+    spark.sql(f"alter table {events} set tblproperties ('write.merge.isolation-level' = 'serializable', "
+              f"'commit.retry.num-retries' = '4', 'write.target-file-size-bytes' = '1048576')")
+    spark.sql(f"alter table {events} unset tblproperties ('commit.retry.min-wait-ms')")
+    relation = f"{dbt_project.schema}.events"
+
+    fixed = dbt_project("run-operation", "dbt_iceberg_maint.apply_table_properties",
+                        "--args", json.dumps({"relation": relation}))
+    [result] = property_results(fixed.log_messages)
+    assert result.status == "success"
+    assert result.metrics["changed"] == {
+        "write.merge.isolation-level": {"from": "serializable", "to": "snapshot"},
+        "commit.retry.num-retries": {"from": "4", "to": "10"},
+        "commit.retry.min-wait-ms": {"from": None, "to": "100"},
+    }
+    assert result.sql == (f"alter table {relation} set tblproperties ('commit.retry.min-wait-ms' = '100', "
+                          "'commit.retry.num-retries' = '10', 'write.merge.isolation-level' = 'snapshot')")
+    properties = tblproperties(spark, events)
+    assert {k: v for k, v in properties.items() if k in DECLARED} == DECLARED
+    assert properties["write.target-file-size-bytes"] == "1048576"  # undeclared keys are left alone
+
+    versions = metadata_versions(spark, events)
+    again = dbt_project("run-operation", "dbt_iceberg_maint.apply_table_properties",
+                        "--args", json.dumps({"relation": f"local.{relation}"}))
+    [noop] = property_results(again.log_messages)
+    assert (noop.status, noop.metrics["changed"], noop.sql) == ("skipped", {}, None)
+    assert metadata_versions(spark, events) == versions
+
+
+def test_invalid_policy_fails_and_changes_nothing(spark: SparkSession, dbt_project: DbtProject) -> None:
+    events = dbt_project.table("events")
+    before = (tblproperties(spark, events), metadata_versions(spark, events))
+    failed = dbt_project(
+        "run-operation", "dbt_iceberg_maint.apply_table_properties", "--args",
+        json.dumps({"relation": f"{dbt_project.schema}.events",
+                    "policy": {"isolation_level": "snapshot", "commit_retry": {"num_retries": -1}}}),
+        expect_success=False,
+    )
+    assert not failed.success
+    text = " ".join([str(failed.exception), *failed.log_messages])
+    assert "commit_retry.num_retries = -1 is not allowed; expected a positive integer" in text
+    assert (tblproperties(spark, events), metadata_versions(spark, events)) == before
+    assert property_results(failed.log_messages) == []
+
+
+def test_table_without_a_declared_policy_is_skipped(spark: SparkSession, dbt_project: DbtProject) -> None:
+    dbt_project("seed", "--select", "raw_users")
+    users = dbt_project.table("raw_users")
+    versions = metadata_versions(spark, users)
+    invocation = dbt_project("run-operation", "dbt_iceberg_maint.apply_table_properties",
+                             "--args", json.dumps({"relation": f"{dbt_project.schema}.raw_users"}))
+    [result] = property_results(invocation.log_messages)
+    assert result.status == "skipped"
+    assert result.reason == "no isolation_level, commit_retry or properties declared"
+    assert metadata_versions(spark, users) == versions
