@@ -38,6 +38,8 @@
           dbt_iceberg_maint._iceberg_maint_table_name(kwargs.relation),
           dbt_iceberg_maint._iceberg_maint_qualified_name(kwargs.relation),
           dbt_iceberg_maint._iceberg_maint_procedure_namespace(kwargs.relation)]}) -%}
+    {%- elif kind == 'context' -%}
+      {%- do outcome.update({'value': (model.get('resource_type') if model is mapping else none) | string}) -%}
     {%- elif kind == 'selection' -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_selected_models(kwargs.get('select')) | map(attribute='name') | list}) -%}
     {%- endif -%}

@@ -1,0 +1,122 @@
+{#- Pure maintenance decisions: which operations, in which order, which are due given the
+    table's health (dbt_iceberg_maint.table_health), and the compaction options a policy
+    implies. No queries here, so the harness checks them without Spark. -#}
+
+{#- Canonical order (Iceberg's advice): compact data, then position deletes, then expire
+    snapshots, then remove orphans, then rewrite manifests. -#}
+{% macro _iceberg_maint_operation_order() %}
+  {{ return(['rewrite_data_files', 'rewrite_position_delete_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests']) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_default_operations() %}
+  {{ return(['rewrite_data_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests']) }}
+{% endmacro %}
+
+{#- Policy section of each operation (DESIGN.md's YAML calls compaction `compaction`). -#}
+{% macro _iceberg_maint_policy_section(operation) %}
+  {{ return('compaction' if operation == 'rewrite_data_files' else operation) }}
+{% endmacro %}
+
+
+{#- The requested operations in canonical order; `operations` is none (the defaults), a name or
+    a list; `compaction` is accepted for rewrite_data_files. Raises on an unknown name. -#}
+{% macro _iceberg_maint_requested_operations(operations=none) %}
+  {%- set order = dbt_iceberg_maint._iceberg_maint_operation_order() -%}
+  {%- if operations is none -%}{{ return(dbt_iceberg_maint._iceberg_maint_default_operations()) }}{%- endif -%}
+  {%- set requested = [operations] if operations is string else operations -%}
+  {%- if requested is not iterable or requested is mapping -%}
+    {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` is " ~ operations ~ "; expected none, an operation name or a list of them: compaction, " ~ order | join(', ')) }}
+  {%- endif -%}
+  {%- set names = [] -%}
+  {%- for name in requested -%}
+    {%- set canonical = 'rewrite_data_files' if name == 'compaction' else name -%}
+    {%- if canonical not in order -%}
+      {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` contains '" ~ name ~ "'; allowed: compaction, " ~ order | join(', ')) }}
+    {%- endif -%}
+    {%- do names.append(canonical) -%}
+  {%- endfor -%}
+  {{ return(order | select('in', names) | list) }}
+{% endmacro %}
+
+
+{#- {'due': bool, 'reason': str} for one operation, from the resolved policy and health. -#}
+{% macro _iceberg_maint_due(operation, policy, health) %}
+  {%- if operation == 'rewrite_data_files' -%}
+    {%- set threshold = policy.compaction.min_input_files -%}
+    {%- set largest = health.max_small_files_in_partition | int -%}
+    {%- if largest >= threshold -%}
+      {{ return({'due': true, 'reason': 'a partition has ' ~ largest ~ ' small files, >= min_input_files ' ~ threshold}) }}
+    {%- endif -%}
+    {{ return({'due': false, 'reason': 'no partition has >= ' ~ threshold ~ ' small files (largest: ' ~ largest ~ ')'}) }}
+  {%- elif operation == 'rewrite_position_delete_files' -%}
+    {%- set threshold = policy.rewrite_position_delete_files.min_input_files -%}
+    {%- set count = health.delete_files | int -%}
+    {%- if count >= threshold -%}
+      {{ return({'due': true, 'reason': count ~ ' delete files, >= threshold of ' ~ threshold}) }}
+    {%- endif -%}
+    {{ return({'due': false, 'reason': 'only ' ~ count ~ ' delete files, below threshold of ' ~ threshold}) }}
+  {%- elif operation == 'expire_snapshots' -%}
+    {%- set keep = policy.expire_snapshots.retain_last -%}
+    {%- set hours = policy.expire_snapshots.older_than_hours -%}
+    {%- set count = health.snapshots | int -%}
+    {%- set age = health.oldest_snapshot_age_hours -%}
+    {%- if count <= keep -%}
+      {{ return({'due': false, 'reason': 'only ' ~ count ~ ' snapshots, not more than retain_last ' ~ keep}) }}
+    {%- elif age is none or age <= hours -%}
+      {{ return({'due': false, 'reason': 'oldest snapshot is ' ~ (age if age is not none else 0) ~ ' h old, not older than ' ~ hours ~ ' h'}) }}
+    {%- endif -%}
+    {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), oldest ' ~ age ~ ' h old (> ' ~ hours ~ ' h)'}) }}
+  {%- elif operation == 'remove_orphan_files' -%}
+    {#- Orphans cannot be counted without listing the table location, which is the operation
+        itself; it deletes only files older than the window, so it is always due. -#}
+    {{ return({'due': true, 'reason': 'always due: deletes only unreferenced files older than ' ~ policy.remove_orphan_files.older_than_hours ~ ' h'}) }}
+  {%- elif operation == 'rewrite_manifests' -%}
+    {%- set threshold = policy.rewrite_manifests.min_manifests -%}
+    {%- set count = health.data_manifests | int -%}
+    {%- if count >= threshold -%}
+      {{ return({'due': true, 'reason': count ~ ' data manifests, >= threshold of ' ~ threshold}) }}
+    {%- endif -%}
+    {{ return({'due': false, 'reason': 'only ' ~ count ~ ' data manifests, below threshold of ' ~ threshold}) }}
+  {%- endif -%}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint: unknown operation '" ~ operation ~ "'") }}
+{% endmacro %}
+
+
+{#- rewrite_data_files options implied by the compaction policy; explicit `options` win.
+    Partial progress is on with max-failed-commits 0 by default so a commit that loses to a
+    concurrent writer fails the operation instead of being silently ignored. -#}
+{% macro _iceberg_maint_compaction_options(section) %}
+  {%- set options = {'min-input-files': section.min_input_files | string} -%}
+  {%- if section.partial_progress -%}
+    {%- do options.update({'partial-progress.enabled': 'true'}) -%}
+    {%- if section.max_failed_commits is not none -%}
+      {%- do options.update({'partial-progress.max-failed-commits': section.max_failed_commits | string}) -%}
+    {%- endif -%}
+  {%- endif -%}
+  {%- if section.target_file_size_mb -%}
+    {%- do options.update({'target-file-size-bytes': (section.target_file_size_mb * 1024 * 1024) | int | string}) -%}
+  {%- endif -%}
+  {%- do options.update(section.options or {}) -%}
+  {{ return(options) }}
+{% endmacro %}
+
+
+{#- Policy problems (numbers, strategy) as messages, checked before anything runs. -#}
+{% macro _iceberg_maint_policy_errors(policy) %}
+  {%- set errors = [] -%}
+  {%- set number = dbt_iceberg_maint._iceberg_maint_check_positive_number -%}
+  {%- do errors.extend(number('policy compaction', 'min_input_files', policy.compaction.min_input_files, integer=true)) -%}
+  {%- do errors.extend(number('policy compaction', 'target_file_size_mb', policy.compaction.target_file_size_mb)) -%}
+  {%- do errors.extend(number('policy compaction', 'cold_partitions_hours', policy.compaction.cold_partitions_hours)) -%}
+  {%- if policy.compaction.max_failed_commits is not none and (policy.compaction.max_failed_commits is boolean or policy.compaction.max_failed_commits is not integer or policy.compaction.max_failed_commits < 0) -%}
+    {%- do errors.append("policy compaction: argument `max_failed_commits` is " ~ policy.compaction.max_failed_commits ~ "; expected a whole number >= 0") -%}
+  {%- endif -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('policy compaction', 'partial_progress', policy.compaction.partial_progress)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors(policy.compaction.where, policy.compaction.strategy, policy.compaction.sort_order, policy.compaction.options)) -%}
+  {%- do errors.extend(number('policy rewrite_position_delete_files', 'min_input_files', policy.rewrite_position_delete_files.min_input_files, integer=true)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors(policy.rewrite_position_delete_files.where, policy.rewrite_position_delete_files.options)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(policy.expire_snapshots.older_than_hours, policy.expire_snapshots.retain_last)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors(policy.remove_orphan_files.older_than_hours)) -%}
+  {%- do errors.extend(number('policy rewrite_manifests', 'min_manifests', policy.rewrite_manifests.min_manifests, integer=true)) -%}
+  {{ return(errors) }}
+{% endmacro %}
