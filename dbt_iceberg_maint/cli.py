@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
+from typing import IO
 
 import click
 
@@ -59,3 +62,128 @@ def env(warehouse: Path) -> None:
         click.echo(f"export {ICEBERG_JAR_ENV}={runtime.jars[0]}")
     click.echo(f"export {WAREHOUSE_ENV}={warehouse.resolve()}")
     warehouse.mkdir(parents=True, exist_ok=True)
+
+
+def _default_profiles_dir(project_dir: Path) -> Path:
+    """dbt's own order: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt."""
+    if os.environ.get("DBT_PROFILES_DIR"):
+        return Path(os.environ["DBT_PROFILES_DIR"])
+    if (project_dir / "profiles.yml").is_file():
+        return project_dir
+    return Path.home() / ".dbt"
+
+
+@main.command(
+    "run",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--command", "dbt_command", type=click.Choice(["run", "build"]), default="run",
+              show_default=True, help="The dbt command to run.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Attempts per node in total, the first run included.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the JSON report to this file.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=Path("."), show_default=True)
+@click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt.")
+@click.option("--backoff-seconds", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="First wait before a re-run; doubles per attempt (capped at 60 s), half jittered.")
+@click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
+def run_command(
+    dbt_command: str,
+    max_attempts: int,
+    report_path: Path | None,
+    output: str,
+    project_dir: Path,
+    profiles_dir: Path | None,
+    backoff_seconds: float,
+    dbt_args: tuple[str, ...],
+) -> None:
+    """Run dbt; re-run only the nodes that lost an Iceberg commit conflict and are idempotent.
+
+    DBT_ARGS are passed to dbt (e.g. `--select tag:nightly --vars '{batch: 2}'`). Exit 0 when
+    every node ended successfully, 1 when failures remain, 2 on usage errors.
+    """
+    from rich.console import Console
+
+    from dbt_iceberg_maint.errors import UsageError
+    from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
+
+    try:
+        report = run_dbt_with_retries(
+            list(dbt_args),
+            command=dbt_command,
+            max_attempts=max_attempts,
+            project_dir=project_dir,
+            profiles_dir=profiles_dir or _default_profiles_dir(project_dir.resolve()),
+            backoff=lambda attempt: exponential_backoff(attempt, base_seconds=backoff_seconds),
+        )
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except IcebergMaintError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILURES)
+    if report_path is not None:
+        report_path.write_text(report.to_json() + "\n")
+    if output == "json":
+        click.echo(report.to_json())
+    else:
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        if report.error:
+            console.print(f"[red]dbt failed before running any node:[/red] {report.error}")
+        else:
+            console.print(report_table(report))
+            verdict = "[green]all nodes succeeded[/green]" if report.success else "[red]failures remain[/red]"
+            console.print(f"{verdict} after {report.attempts} attempt(s)")
+    sys.exit(report.exit_code)
+
+
+def _failure_texts(content: str) -> list[tuple[str, str, str]]:
+    """(source, status, text) per failure: each failed result of a run_results.json, or the text."""
+    try:
+        document = json.loads(content)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("results"), list):
+        from dbt_iceberg_maint.runner import FAILED_STATUSES
+
+        return [
+            (str(result.get("unique_id")), str(result.get("status")), str(result.get("message") or ""))
+            for result in document["results"]
+            if isinstance(result, dict) and result.get("status") in FAILED_STATUSES
+        ]
+    return [("text", "error", content)]
+
+
+@main.command("classify")
+@click.argument("source", type=click.File("r"))
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def classify_command(source: IO[str], output: str) -> None:
+    """Classify the failures in a run_results.json, a log file or raw text (`-` reads stdin)."""
+    from dataclasses import asdict
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from dbt_iceberg_maint.conflicts import classify
+
+    rows = [(origin, status, classify(text)) for origin, status, text in _failure_texts(source.read())]
+    if output == "json":
+        click.echo(json.dumps(
+            [{"source": origin, "status": status, **asdict(verdict), "files": list(verdict.files)}
+             for origin, status, verdict in rows],
+            indent=2,
+        ))
+        return
+    table = Table(title="Iceberg failure classification")
+    for column in ("source", "kind", "retryable", "exception", "summary"):
+        table.add_column(column, overflow="fold")
+    for origin, _status, verdict in rows:
+        table.add_row(origin, verdict.kind, "yes" if verdict.retryable else "no",
+                      verdict.exception_class or "", verdict.summary)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    if not rows:
+        click.echo("no failed results")

@@ -361,3 +361,26 @@ def run_dbt_with_retries(
         sleep(backoff(attempt))
         args = rerun_args(command, dbt_args, plan, nodes)
     return report.build(command, dbt_args, attempt, max_attempts, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Presentation
+
+
+def report_table(report: RunReport) -> Any:
+    """The report as a rich Table: one row per node that failed, was skipped or was re-run."""
+    from rich.table import Table
+
+    table = Table(title=f"dbt {report.command}: {report.attempts} attempt(s) of at most {report.max_attempts}")
+    for column in ("node", "final status", "attempts", "kind per attempt", "not re-run because"):
+        table.add_column(column, overflow="fold")
+    for node in report.nodes:
+        if node.succeeded and len(node.attempts) == 1:
+            continue  # succeeded at once: nothing to tell
+        kinds = " -> ".join(record.kind or record.status for record in node.attempts)
+        style = "green" if node.succeeded else "red"
+        table.add_row(node.name, f"[{style}]{node.final_status}[/{style}]", str(len(node.attempts)), kinds,
+                      node.not_rerun_reason or "")
+    ok = sum(1 for node in report.nodes if node.succeeded and len(node.attempts) == 1)
+    table.caption = f"{ok} node(s) succeeded at the first attempt and are not listed"
+    return table

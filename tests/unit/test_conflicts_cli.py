@@ -1,0 +1,65 @@
+"""`dbt-iceberg-maint classify`: run_results.json, log files and raw text; text and JSON output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from dbt_iceberg_maint.cli import main
+
+CONFLICT = (
+    "Runtime Error in model events (models/events.sql)\n  An error occurred while calling o61.sql.\n"
+    "  : org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: "
+    "file:/wh/events/data/a.parquet\n  \tat org.apache.iceberg.SnapshotProducer.apply(SnapshotProducer.java:240)"
+)
+RUN_RESULTS = {
+    "metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/run-results/v6.json"},
+    "results": [
+        {"unique_id": "model.p.events", "status": "error", "message": CONFLICT},
+        {"unique_id": "model.p.user_summary", "status": "skipped", "message": None},
+        {"unique_id": "model.p.event_log", "status": "success", "message": "OK"},
+        {"unique_id": "model.p.broken", "status": "error", "message": "Runtime Error\n  [TABLE_OR_VIEW_NOT_FOUND] x"},
+    ],
+}
+
+
+def test_classifies_each_failed_result_of_run_results(tmp_path: Path) -> None:
+    path = tmp_path / "run_results.json"
+    path.write_text(json.dumps(RUN_RESULTS))
+    result = CliRunner().invoke(main, ["classify", str(path), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [(r["source"], r["kind"], r["retryable"]) for r in rows] == [
+        ("model.p.events", "missing_files_to_delete", True),
+        ("model.p.broken", "not_iceberg_conflict", False),
+    ]
+    assert rows[0]["files"] == ["file:/wh/events/data/a.parquet"]
+    assert rows[0]["exception_class"] == "org.apache.iceberg.exceptions.ValidationException"
+
+
+def test_classifies_raw_text_from_stdin_as_a_table() -> None:
+    result = CliRunner().invoke(main, ["classify", "-"], input=CONFLICT)
+    assert result.exit_code == 0, result.output
+    assert "missing_files_to_delete" in result.output and "yes" in result.output
+
+
+def test_classifies_a_log_file(tmp_path: Path) -> None:
+    log = tmp_path / "dbt.log"
+    log.write_text("07:31:22.1 [debug] [Thread-1 (]: " + CONFLICT.replace("ValidationException: Missing required files to delete",
+                   "CommitStateUnknownException: Service failed: 503: x"))
+    result = CliRunner().invoke(main, ["classify", str(log), "--output", "json"])
+    assert json.loads(result.output)[0]["kind"] == "commit_state_unknown"
+
+
+def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["classify", str(tmp_path / "nope.json")])
+    assert result.exit_code == 2
+    assert "nope.json" in result.output
+
+
+def test_run_rejects_bad_options_with_exit_2() -> None:
+    for args in (["run", "--max-attempts", "0"], ["run", "--command", "test"], ["run", "--output", "xml"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (args, result.output)
