@@ -74,12 +74,17 @@
   {%- for row in run_query('describe table ' ~ table) -%}
     {%- set name = (row['col_name'] or '') | trim -%}
     {%- set type = (row['data_type'] or '') | trim -%}
-    {%- if name == '' or name.startswith('#') -%}
-      {%- set section.name = 'partitioning' if name == '# Partitioning' else 'other' -%}
+    {#- Spark prints "# Partitioning" / "Part N" rows for transforms, but for identity-only
+        specs a Hive-style "# Partition Information" section of column rows. -#}
+    {%- if name == '# col_name' and section.name == 'partition_information' -%}
+    {%- elif name == '' or name.startswith('#') -%}
+      {%- set section.name = {'# Partitioning': 'partitioning', '# Partition Information': 'partition_information'}.get(name, 'other') -%}
     {%- elif section.name == 'columns' -%}
       {%- do columns.update({name: type | lower}) -%}
     {%- elif section.name == 'partitioning' and name.startswith('Part ') -%}
       {%- do fields.append(dbt_iceberg_maint.parse_partition_transform(type)) -%}
+    {%- elif section.name == 'partition_information' -%}
+      {%- do fields.append({'transform': 'identity', 'column': name, 'text': name}) -%}
     {%- endif -%}
   {%- endfor -%}
   {{ return({'columns': columns, 'partition_fields': fields}) }}

@@ -8,26 +8,32 @@
     `col is null`), years/months/days/hours(ts) -> `(ts >= lo and ts < hi)` with UTC bounds.
     Partitions that cannot be expressed exactly (bucket, truncate, unknown transforms, unsupported
     types, tables whose partition spec evolved) are left out, never widened.
-    An unpartitioned table is one partition: `true` when it is cold as a whole, else none. -#}
-{% macro cold_partitions_where(relation, quiet_hours) %}
-  {{ return(adapter.dispatch('cold_partitions_where', 'dbt_iceberg_maint')(relation, quiet_hours)) }}
+    An unpartitioned table is one partition: `true` when it is cold as a whole, else none.
+    as_of: the reference time, 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC (default: now), so that a
+    job can judge all its tables against its own start time. -#}
+{% macro cold_partitions_where(relation, quiet_hours, as_of=none) %}
+  {{ return(adapter.dispatch('cold_partitions_where', 'dbt_iceberg_maint')(relation, quiet_hours, as_of)) }}
 {% endmacro %}
 
-{% macro default__cold_partitions_where(relation, quiet_hours) %}
+{% macro default__cold_partitions_where(relation, quiet_hours, as_of=none) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.cold_partitions_where is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
 {% endmacro %}
 
-{% macro spark__cold_partitions_where(relation, quiet_hours) %}
+{% macro spark__cold_partitions_where(relation, quiet_hours, as_of=none) %}
   {%- if quiet_hours is boolean or quiet_hours is not number or quiet_hours <= 0 -%}
     {{ exceptions.raise_compiler_error("cold_partitions_where: quiet_hours = " ~ tojson(quiet_hours) ~ " is not allowed; expected a number of hours greater than 0") }}
   {%- endif -%}
+  {%- if as_of is not none and (as_of is not string or not modules.re.fullmatch('\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?', as_of)) -%}
+    {{ exceptions.raise_compiler_error("cold_partitions_where: as_of = " ~ tojson(as_of) ~ " is not allowed; expected none or a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]'") }}
+  {%- endif -%}
   {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
   {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
   {%- set quiet_micros = (quiet_hours * 3600000000) | int -%}
   {%- set cold_condition -%}
     unix_micros(coalesce(last_updated_at, (select min(committed_at) from {{ table }}.snapshots)))
-      < unix_micros(current_timestamp()) - {{ quiet_micros }}
+      < unix_micros({{ reference }}) - {{ quiet_micros }}
   {%- endset -%}
   {%- if layout['partition_fields'] | length == 0 -%}
     {%- set rows = run_query('select count(*) as total, count_if(' ~ cold_condition ~ ') as cold from ' ~ table ~ '.partitions').rows -%}
