@@ -103,7 +103,6 @@
 
 {#- True when `dbt run-operation <name>` (or <package>.<name>) is what is running. -#}
 {% macro _hp_is_run_operation_of(name) %}
-  {%- set which = flags.WHICH if flags.WHICH is defined else none -%}
-  {%- set macro_name = (flags.MACRO if flags.MACRO is defined else none) or '' -%}
-  {{ return(which == 'run-operation' and macro_name.split('.')[-1] == name) }}
+  {%- set args = invocation_args_dict or {} -%}
+  {{ return(args.get('which') == 'run-operation' and (args.get('macro') or '').split('.')[-1] == name) }}
 {% endmacro %}

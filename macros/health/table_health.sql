@@ -19,13 +19,14 @@
   {%- endif -%}
   {%- if not execute -%}{{ return({}) }}{%- endif -%}
   {%- set started = dbt_iceberg_maint._hp_now() -%}
-  {%- set target = target_file_size_bytes -%}
-  {%- if target is none -%}
-    {%- set target = 536870912 -%}
+  {%- set found = namespace(target=target_file_size_bytes) -%}
+  {%- if found.target is none -%}
+    {%- set found.target = 536870912 -%}
     {%- for row in run_query('show tblproperties ' ~ table) if row['key'] == 'write.target-file-size-bytes' -%}
-      {%- set target = row['value'] | int -%}
+      {%- set found.target = row['value'] | int -%}
     {%- endfor -%}
   {%- endif -%}
+  {%- set target = found.target -%}
   {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
   {%- set sql = dbt_iceberg_maint.get_table_health_sql(table, target, layout['partition_fields'] | length > 0) -%}
   {%- set row = run_query(sql).rows[0] -%}
