@@ -76,7 +76,59 @@ def step_report_health(ctx: DemoContext) -> None:
     ctx.console.print(health_table("Iceberg table health (from metadata tables)", healths))
 
 
-DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (step_build, step_report_health)
+def step_conflict_recovery(ctx: DemoContext) -> None:
+    """A MERGE model loses to a compaction run by another job; only the safe re-run happens."""
+    from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
+    from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
+    from python_udfs.conflict_gate import SCENARIO_MODELS, ConflictGate, add_small_files, compaction_sql
+
+    ctx.console.rule("Commit conflicts: classify, re-run only what is safe (dbt-iceberg-maint run)")
+    warehouse = Path(ctx.env[WAREHOUSE_ENV])
+    gate = ConflictGate(warehouse.parent / "conflict_gate")
+    gate.register(ctx.spark)
+    scenario = "{conflict_scenario: true, batch: %d}"
+    ctx.dbt("build", "--select", "raw_events", *SCENARIO_MODELS, "--vars", scenario % 1)
+    tables = {model: f"{DEFAULT_CATALOG}.{DEMO_SCHEMA}.{model}" for model in SCENARIO_MODELS}
+    maintenance = ctx.spark.newSession()  # the nightly compaction: another job, its own session
+    register_catalog(maintenance, CatalogSpec(warehouse=str(warehouse)))
+    commits = []
+    for model, table in tables.items():
+        add_small_files(ctx.spark, table)
+        gate.arm(model)
+        commits.append(gate.commit_when_reached(model, maintenance, compaction_sql(table)))
+    ctx.console.print("conflict_merge (merge on event_id, idempotent) and conflict_merge_unsafe (meta "
+                      "idempotent: false) each MERGE batch 2 while rewrite_data_files compacts their table")
+    report = run_dbt_with_retries(
+        ["--select", "path:models/conflicts", "--vars", scenario % 2, "--log-level", "none"],
+        project_dir=ctx.project_dir, env=ctx.env,
+        backoff=lambda attempt: exponential_backoff(attempt, base_seconds=0.5),
+    )
+    for commit in commits:
+        commit.join(timeout=120)
+    for model in SCENARIO_MODELS:
+        gate.disarm(model)
+    ctx.console.print(report_table(report))
+    merged = ctx.spark.sql(
+        f"select count(*) as n, count(distinct event_id) as ids from {tables['conflict_merge']}").collect()[0]
+    recovered = report.node("conflict_merge")
+    refused = report.node("conflict_merge_unsafe")
+    if not (recovered.succeeded and len(recovered.attempts) == 2 and merged["n"] == merged["ids"]
+            and not refused.succeeded and refused.not_rerun_reason):
+        raise IcebergMaintError(f"the conflict scenario did not go as expected: {report.to_json()}")
+    ctx.console.print(
+        f"conflict_merge: {recovered.attempts[0].kind} -> re-run -> [green]success[/green]; "
+        f"{merged['n']} rows, {merged['ids']} distinct event_ids (no duplicates)\n"
+        f"conflict_merge_unsafe: {refused.attempts[0].kind} -> [yellow]not re-run[/yellow]: "
+        f"{refused.not_rerun_reason}\n"
+        "conflict_sql_error: a SQL error, never re-run"
+    )
+
+
+DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
+    step_build,
+    step_report_health,
+    step_conflict_recovery,
+)
 
 
 def run_demo(

@@ -105,3 +105,26 @@ class ConflictGate:
         commit.thread = threading.Thread(target=run, name=f"conflict-{key}", daemon=True)
         commit.thread.start()
         return commit
+
+
+# The conflict scenario of integration_tests/models/conflicts (tests and demo).
+SCENARIO_MODELS = ("conflict_merge", "conflict_merge_unsafe")
+
+
+def add_small_files(spark: SparkSession, table: str, files: int = 3) -> None:
+    """Write `files` more small files into every partition of a conflict_merge-like table (new
+    keys, `loaded_batch` 0), so that a compaction really replaces files a later MERGE reads."""
+    for remainder in range(files):
+        spark.sql(
+            f"insert into {table} select event_id + 100000, user_id, event_type, event_ts, amount, 0 "
+            f"from {table} where loaded_batch = 1 and event_id % {files} = {remainder}"
+        )
+
+
+def compaction_sql(table: str) -> str:
+    """Compact every file of `catalog.schema.table` (the compaction a MERGE loses to)."""
+    catalog, name = table.split(".", 1)
+    return (
+        f"CALL {catalog}.system.rewrite_data_files(table => '{name}', "
+        "options => map('min-input-files', '1', 'rewrite-all', 'true'))"
+    )

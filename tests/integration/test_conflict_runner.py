@@ -16,7 +16,13 @@ import pytest
 
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
 from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
-from python_udfs.conflict_gate import ConcurrentCommit, ConflictGate
+from python_udfs.conflict_gate import (
+    SCENARIO_MODELS,
+    ConcurrentCommit,
+    ConflictGate,
+    add_small_files,
+    compaction_sql,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,14 +32,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 SCENARIO = "{conflict_scenario: true, batch: %d}"
-MODELS = ("conflict_merge", "conflict_merge_unsafe")
-
-
-def compaction_sql(table: str) -> str:
-    return (
-        f"CALL local.system.rewrite_data_files(table => '{table.split('.', 1)[1]}', "
-        "options => map('min-input-files', '1', 'rewrite-all', 'true'))"
-    )
+MODELS = SCENARIO_MODELS
 
 
 def maintenance_session(spark: SparkSession, warehouse: Path) -> SparkSession:
@@ -63,14 +62,9 @@ def scenario(
     gate.register(spark)
     dbt_project("build", "--select", "raw_events", *MODELS, "--vars", SCENARIO % 1)
     for model in MODELS:
-        table = dbt_project.table(model)
         # Several small files in every partition the MERGE touches, so that the compaction
         # really replaces files the MERGE reads.
-        for remainder in range(3):
-            spark.sql(
-                f"insert into {table} select event_id + 100000, user_id, event_type, event_ts, amount, 0 "
-                f"from {table} where loaded_batch = 1 and event_id % 3 = {remainder}"
-            )
+        add_small_files(spark, dbt_project.table(model))
     snapshots_before = {m: snapshot_ids(spark, dbt_project.table(m)) for m in MODELS}
     rows_before = {m: spark.sql(f"select count(*) from {dbt_project.table(m)}").collect()[0][0] for m in MODELS}
 
