@@ -57,6 +57,8 @@ class ThriftServerSpec:
     host: str = LOOPBACK
     driver_memory: str = "1g"
     master: str = "local[2]"
+    # The Spark UI's REST API (`/api/v1`) shows which statements are executing; off unless asked.
+    ui_port: int | None = None
     extra_conf: Mapping[str, str] = field(default_factory=dict)
 
     def spark_conf(self) -> dict[str, str]:
@@ -66,6 +68,9 @@ class ThriftServerSpec:
         conf.pop("spark.sql.catalogImplementation", None)
         conf["spark.sql.shuffle.partitions"] = "2"
         conf["spark.app.name"] = f"dbt_iceberg_maint thrift server :{self.port}"
+        if self.ui_port is not None:
+            conf["spark.ui.enabled"] = "true"
+            conf["spark.ui.port"] = str(self.ui_port)
         conf.update(self.extra_conf)
         return conf
 
@@ -187,6 +192,10 @@ class ThriftServer:
         return self.process.pid
 
     @property
+    def ui_url(self) -> str | None:
+        return None if self.spec.ui_port is None else f"http://{self.host}:{self.spec.ui_port}"
+
+    @property
     def log_path(self) -> Path:
         return self.state_dir / LOG_FILE
 
@@ -254,6 +263,7 @@ def start_thrift_server(
     jar: str | os.PathLike[str] | None = None,
     packages: str | None = None,
     driver_memory: str = "1g",
+    with_ui: bool = False,
     extra_conf: Mapping[str, str] | None = None,
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
 ) -> ThriftServer:
@@ -265,6 +275,7 @@ def start_thrift_server(
         runtime=resolve_iceberg_runtime(jar, packages),
         port=port or free_port(),
         driver_memory=driver_memory,
+        ui_port=free_port() if with_ui else None,
         extra_conf=dict(extra_conf or {}),
     )
     command = spec.command(find_spark_submit())

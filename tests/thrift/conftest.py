@@ -6,7 +6,9 @@ send SQL; tests read table state back through the server with their own PyHive c
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,22 @@ from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
 def thrift_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftServer]:
     root = tmp_path_factory.mktemp("thrift_server")
     started = time.monotonic()
-    server = start_thrift_server(root / "warehouse", root / "state")
+    server = start_thrift_server(root / "warehouse", root / "state", with_ui=True)
     print(f"\nSpark Thrift Server on {server.host}:{server.port} ready in {time.monotonic() - started:.1f} s")
     try:
         yield server
     finally:
         server.stop()
+
+
+def running_statements(server: ThriftServer) -> list[str]:
+    """Statements the server is executing now (planned, running), from the Spark UI REST API."""
+    assert server.ui_url is not None, "start the server with with_ui=True"
+    with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications", timeout=10) as response:
+        app_id = json.load(response)[0]["id"]
+    with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications/{app_id}/sql?details=false&length=100000", timeout=10) as response:
+        executions = json.load(response)
+    return [e.get("description", "") for e in executions if e.get("status") == "RUNNING"]
 
 
 class ThriftSql:
@@ -73,11 +85,12 @@ class ThriftDbtProject:
 
     def __init__(self, server: ThriftServer, schema: str, target_path: Path) -> None:
         self.schema = schema
+        self.target_path = target_path / "target"
         # Its own target/log paths: other suites run dbt on the same project concurrently.
         self.env = {
             "DBT_ICEBERG_MAINT_TARGET": "thrift",
             "DBT_ICEBERG_MAINT_SCHEMA": schema,
-            "DBT_TARGET_PATH": str(target_path / "target"),
+            "DBT_TARGET_PATH": str(self.target_path),
             "DBT_LOG_PATH": str(target_path / "logs"),
             **server.profile_env(),
         }
@@ -91,6 +104,10 @@ class ThriftDbtProject:
 
     def table(self, name: str) -> str:
         return f"local.{self.schema}.{name}"
+
+    def run_results(self) -> dict[str, Any]:
+        """The last invocation's target/run_results.json: what dbt Cloud shows for a run."""
+        return json.loads((self.target_path / "run_results.json").read_text())
 
 
 @pytest.fixture(scope="module")

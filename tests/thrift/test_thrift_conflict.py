@@ -1,0 +1,122 @@
+"""A real commit conflict over a Spark Thrift Server, as a dbt Cloud job meets it.
+
+dbt MERGEs the `conflict_events` model through the server while a second client connection
+(its own Spark session in the same server, like a maintenance job) compacts the very files the
+MERGE read. The MERGE source is slowed by deterministic SQL work; the test waits until the
+server reports the MERGE statement executing (planned against its snapshot, Spark UI REST API)
+and only then compacts, so the compaction always commits between the MERGE's planning and its
+commit. Empirically (Spark 3.5.9, Iceberg 1.10.2) the MERGE then fails at commit time with
+`ValidationException: Missing required files to delete` — separate connections do not share a
+catalog instance, so the runtime-filtering abort (`concurrent_modification`) does not occur.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from dbt_iceberg_maint.conflicts import classify
+from dbt_iceberg_maint.invoke import DbtInvocation
+from tests.thrift.conftest import ThriftSql, running_statements
+
+if TYPE_CHECKING:
+    from dbt_iceberg_maint.thrift_server import ThriftServer
+    from tests.thrift.conftest import ThriftDbtProject
+
+pytestmark = pytest.mark.integration
+
+GATE_EVENT_ID = 60  # a batch-2 row: the MERGE source does its slow work on it
+MERGE_WORK = 12000  # x 10,000 lambda steps: several seconds of source work
+START_TIMEOUT_S = 120.0
+
+
+def scenario_vars(batch: int, work: int = 0) -> str:
+    gate = GATE_EVENT_ID if work else -1
+    return f"{{thrift_conflict_scenario: true, batch: {batch}, conflict_gate_id: {gate}, conflict_work: {work}}}"
+
+
+def merge_is_executing(server: ThriftServer) -> bool:
+    return any("merge into" in statement.lower() for statement in running_statements(server))
+
+
+def data_files(sql: ThriftSql, table: str) -> set[str]:
+    return {row[0].removeprefix("file:") for row in sql.rows(f"select file_path from {table}.files")}
+
+
+def test_merge_over_thrift_loses_to_compaction_from_another_connection(
+    thrift_server: ThriftServer, thrift_project: ThriftDbtProject, thrift_sql: ThriftSql
+) -> None:
+    target = thrift_project.table("conflict_events")
+    thrift_project("seed", "--select", "raw_events")
+    thrift_project("run", "--select", "conflict_events", "--vars", scenario_vars(1))
+    # Three more small appends: every day partition the MERGE reads now has four small files.
+    for round_ in (1, 2, 3):
+        thrift_sql.execute(
+            f"insert into {target} select event_id + {1000 * round_}, user_id, event_type, event_ts, "
+            f"amount, loaded_batch from {target} where event_id <= 30"
+        )
+    files_before = data_files(thrift_sql, target)
+    partitions = thrift_sql.scalar(f"select count(*) from {target}.partitions")
+    assert len(files_before) == 4 * partitions
+    assert thrift_sql.scalar(f"select count(*) from {target}") == 120
+    assert not merge_is_executing(thrift_server)
+
+    outcome: dict[str, DbtInvocation] = {}
+
+    def merge() -> None:
+        outcome["merge"] = thrift_project(
+            "run", "--select", "conflict_events", "--vars", scenario_vars(2, MERGE_WORK), expect_success=False
+        )
+
+    runner = threading.Thread(target=merge, name="dbt-merge")
+    runner.start()
+    maintenance = ThriftSql(thrift_server)  # the second connection: its own server session
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not merge_is_executing(thrift_server):
+            assert runner.is_alive(), "the dbt MERGE ended before the server reported it executing"
+            assert time.monotonic() < deadline, f"the MERGE did not start within {START_TIMEOUT_S:.0f} s"
+            time.sleep(0.1)
+        compaction = maintenance.rows(
+            f"CALL local.system.rewrite_data_files(table => '{target.removeprefix('local.')}', "
+            "options => map('min-input-files', '2'))"
+        )
+        merge_still_running = runner.is_alive()
+        snapshots_after_compaction = thrift_sql.rows(
+            f"select snapshot_id, operation from {target}.snapshots order by committed_at"
+        )
+    finally:
+        runner.join(timeout=300)
+        maintenance.close()
+
+    # The compaction really replaced the MERGE's input, and committed while the MERGE ran.
+    rewritten, added = compaction[0][0], compaction[0][1]
+    assert (rewritten, added) == (len(files_before), partitions), compaction
+    assert merge_still_running
+    assert snapshots_after_compaction[-1][1] == "replace"
+
+    # dbt Cloud shows the run_results message; classify names the conflict from it.
+    invocation = outcome["merge"]
+    assert not invocation.success
+    [node] = invocation.nodes
+    assert node.name == "conflict_events" and node.status == "error"
+    [result] = thrift_project.run_results()["results"]
+    assert result["status"] == "error" and result["message"] == node.message
+    verdict = classify(result["message"])
+    assert verdict.kind == "missing_files_to_delete", verdict
+    assert verdict.retryable
+    assert verdict.exception_class == "org.apache.iceberg.exceptions.ValidationException"
+    assert verdict.files and set(verdict.files) <= files_before - data_files(thrift_sql, target)
+
+    # The MERGE committed nothing: the compaction is still the newest snapshot, no batch-2 row.
+    assert thrift_sql.rows(f"select snapshot_id, operation from {target}.snapshots order by committed_at") == (
+        snapshots_after_compaction
+    )
+    assert thrift_sql.rows(f"select count(*), max(loaded_batch) from {target}") == [(120, 1)]
+
+    # The model is an idempotent MERGE: re-running it (what the runner would do) is safe.
+    thrift_project("run", "--select", "conflict_events", "--vars", scenario_vars(2))
+    assert thrift_sql.rows(f"select count(*), count(distinct event_id) from {target}") == [(150, 150)]
