@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -261,3 +262,29 @@ def test_bad_arguments_are_usage_errors(kwargs: dict[str, Any], message: str) ->
     with pytest.raises(UsageError, match=message):
         run_dbt_with_retries(invoke=dbt, **kwargs)
     assert dbt.calls == []
+
+
+# Recorded from a real run (python_udfs.conflict_gate scenario: dbt MERGE models against a
+# rewrite_data_files committed from another Spark session): target/run_results.json and the
+# manifest's nodes for the same invocation.
+RECORDED = Path(__file__).parent / "recorded"
+
+
+def test_plan_from_a_recorded_real_conflict_run() -> None:
+    run_results = json.loads((RECORDED / "conflict_run_results.json").read_text())
+    manifest_nodes = json.loads((RECORDED / "conflict_manifest_nodes.json").read_text())
+    outcomes = [NodeOutcome.from_run_result(result) for result in run_results["results"]]
+    plan = plan_reruns(outcomes, manifest_nodes)
+    prefix = f"model.{PKG}."
+    assert plan.rerun == (f"{prefix}conflict_merge",)
+    assert plan.rerun_skipped == (f"{prefix}conflict_merge_child",)
+    merge = plan.decisions[f"{prefix}conflict_merge"].classification
+    assert merge is not None and merge.kind == "missing_files_to_delete"
+    assert len(merge.files) == 2 and all(f.endswith(".parquet") and "/conflict_merge/data/" in f for f in merge.files)
+    unsafe = plan.decisions[f"{prefix}conflict_merge_unsafe"]
+    assert not unsafe.rerun and "meta.iceberg_maint.idempotent: false" in unsafe.reason
+    assert plan.decisions[f"{prefix}conflict_sql_error"].reason.startswith("not_iceberg_conflict")
+    assert rerun_args("run", ["--select", "path:models/conflicts", "--vars", "{batch: 2}"], plan, manifest_nodes) == [
+        "run", "--vars", "{batch: 2}", "--select",
+        f"fqn:{PKG}.conflicts.conflict_merge", f"fqn:{PKG}.conflicts.conflict_merge_child",
+    ]
