@@ -133,7 +133,8 @@ def run_command(
     else:
         console = Console(width=None if sys.stdout.isatty() else 160)
         if report.error:
-            console.print(f"[red]dbt failed before running any node:[/red] {report.error}")
+            what = "dbt rejected its arguments" if report.usage_error else "dbt failed before running any node"
+            console.print(f"[red]{what}:[/red] {report.error}")
         else:
             console.print(report_table(report))
             verdict = "[green]all nodes succeeded[/green]" if report.success else "[red]failures remain[/red]"

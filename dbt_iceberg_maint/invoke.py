@@ -37,6 +37,8 @@ class DbtInvocation:
     nodes: tuple[NodeResult, ...]
     log_messages: tuple[str, ...] = field(repr=False)
     exception: str | None = None
+    # dbt rejected its arguments (DbtUsageException): a usage error, not a failed run.
+    usage_error: bool = False
 
     def failed_nodes(self) -> tuple[NodeResult, ...]:
         return tuple(node for node in self.nodes if node.status in {"error", "fail", "runtime error"})
@@ -124,4 +126,5 @@ def invoke_dbt(
         nodes=_node_results(outcome.result),
         log_messages=tuple(messages),
         exception=None if outcome.exception is None else str(outcome.exception),
+        usage_error=type(outcome.exception).__name__ == "DbtUsageException",
     )

@@ -228,6 +228,8 @@ class RunReport:
     max_attempts: int
     nodes: tuple[NodeReport, ...]
     error: str | None = None  # dbt itself failed to run (no node results)
+    usage_error: bool = False  # ... because it rejected its arguments
+
 
     @property
     def success(self) -> bool:
@@ -235,6 +237,8 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
+        if self.usage_error:
+            return 2
         return 0 if self.success else 1
 
     def node(self, name_or_id: str) -> NodeReport:
@@ -251,6 +255,7 @@ class RunReport:
             "max_attempts": self.max_attempts,
             "success": self.success,
             "error": self.error,
+            "usage_error": self.usage_error,
             "nodes": [node.to_dict() for node in self.nodes],
         }
 
@@ -288,7 +293,7 @@ class _ReportBuilder:
             )
 
     def build(self, command: str, dbt_args: Sequence[str], attempts: int, max_attempts: int,
-              error: str | None) -> RunReport:
+              error: str | None, usage_error: bool = False) -> RunReport:
         nodes = tuple(
             NodeReport(
                 unique_id=uid,
@@ -300,7 +305,7 @@ class _ReportBuilder:
             )
             for uid, records in self.history.items()
         )
-        return RunReport(command, tuple(dbt_args), attempts, max_attempts, nodes, error)
+        return RunReport(command, tuple(dbt_args), attempts, max_attempts, nodes, error, usage_error)
 
 
 Invoker = Callable[[Sequence[str]], DbtInvocation]
@@ -347,7 +352,8 @@ def run_dbt_with_retries(
         if not invocation.nodes and not invocation.success:
             # dbt itself failed (bad arguments, project or profile error): nothing to re-run.
             return report.build(command, dbt_args, attempt, max_attempts,
-                                invocation.exception or "dbt failed before running any node")
+                                invocation.exception or "dbt failed before running any node",
+                                usage_error=invocation.usage_error)
         report.record(attempt, invocation.nodes)
         nodes.update({n.unique_id: n.manifest_node for n in invocation.nodes if n.manifest_node})
         outcomes = [NodeOutcome(n.unique_id, n.status, n.message) for n in invocation.nodes]

@@ -46,3 +46,9 @@ def test_clean_run_exits_0_with_a_text_report(cli_env: None) -> None:
     code, output = invoke("--command", "build", "--select", "raw_users")
     assert code == 0, output
     assert "all nodes succeeded after 1 attempt(s)" in output
+
+
+def test_dbt_rejecting_its_arguments_is_a_usage_error(cli_env: None) -> None:
+    code, output = invoke("--no-such-dbt-flag")
+    assert code == 2, output
+    assert "no-such-dbt-flag" in output
