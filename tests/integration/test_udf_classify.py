@@ -81,6 +81,11 @@ def failures(spark: SparkSession, warehouse: Path, tmp_path_factory: pytest.Temp
     # The losing MERGE committed nothing: only the compaction moved the table.
     operation = spark.sql(f"select operation from {TABLE}.snapshots where snapshot_id = {after_conflict}").collect()
     assert operation[0][0] == "replace" and after_conflict != before
+    spark.sql(f"alter table {TABLE} set tblproperties ('write.merge.isolation-level' = 'strict')")
+    texts["bad_isolation_level"] = failure_text(
+        spark, f"merge into {TABLE} t using udf.src s on t.id = s.id when matched then update set *")
+    spark.sql(f"alter table {TABLE} unset tblproperties ('write.merge.isolation-level')")
+    assert current_snapshot(spark) == after_conflict  # refused requests change nothing
     texts["same_session"] = lose_merge_to_compaction(spark, spark, gate, "same_session")
     return texts
 
@@ -93,6 +98,7 @@ EXPECTED = {
     "retain_last": ("invalid_request", False, None),
     "unknown_argument": ("invalid_request", False, None),
     "bad_where": ("invalid_request", False, None),
+    "bad_isolation_level": ("invalid_request", False, None),
 }
 
 
