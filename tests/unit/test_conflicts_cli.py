@@ -63,3 +63,15 @@ def test_run_rejects_bad_options_with_exit_2() -> None:
     for args in (["run", "--max-attempts", "0"], ["run", "--command", "test"], ["run", "--output", "xml"]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2, (args, result.output)
+
+
+def test_classifies_a_recorded_real_run_results() -> None:
+    recorded = Path(__file__).parent / "recorded" / "conflict_run_results.json"
+    result = CliRunner().invoke(main, ["classify", str(recorded), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    kinds = {row["source"].rsplit(".", 1)[-1]: row["kind"] for row in json.loads(result.output)}
+    assert kinds == {
+        "conflict_merge": "missing_files_to_delete",
+        "conflict_merge_unsafe": "missing_files_to_delete",
+        "conflict_sql_error": "not_iceberg_conflict",
+    }
