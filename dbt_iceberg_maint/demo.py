@@ -6,19 +6,21 @@ steps rather than rewrite the flow.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from dbt_iceberg_maint.errors import IcebergMaintError
-from dbt_iceberg_maint.health import TableHealth, read_health
+from dbt_iceberg_maint.health import TableHealth, health_via_dbt
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ class DemoContext:
     console: Console
     project_dir: Path
     env: dict[str, str]
+    state: dict[str, Any] = field(default_factory=dict)  # what one step hands to a later one
 
     def dbt(self, *args: str) -> DbtInvocation:
         invocation = invoke_dbt([*args, "--quiet"], self.project_dir, env=self.env)
@@ -71,9 +74,64 @@ def step_build(ctx: DemoContext) -> None:
         ctx.console.print(f"batch {batch}: dbt run (incremental MERGE / append) [green]ok[/green]")
 
 
+# The models the demo maintains: the two maintained incremental models, and user_summary, whose
+# policy switches maintenance off (it is rebuilt in full every run).
+MAINTENANCE_SELECT = ("tag:maintained", "user_summary")
+
+
+def health_change_table(before: Sequence[TableHealth], after: Sequence[TableHealth]) -> Table:
+    table = Table(title="Iceberg table health before -> after maintenance")
+    columns = ("data_files", "small_files", "max_small_files_in_partition", "snapshots", "manifests", "records")
+    table.add_column("table")
+    for column in columns:
+        table.add_column(column.replace("_", " ").replace("max small files in partition", "max small/partition"),
+                         justify="right")
+    for old, new in zip(before, after):
+        cells = []
+        for column in columns:
+            a, b = getattr(old, column), getattr(new, column)
+            cells.append(str(a) if a == b else f"{a} -> [bold]{b}[/bold]")
+        table.add_row(new.table.split(".", 1)[-1], *cells)
+    return table
+
+
+def maintenance_table(results: Sequence[MaintenanceResult]) -> Table:
+    table = Table(title="iceberg_maintenance: one result per table and operation")
+    for column in ("table", "operation", "status", "details"):
+        table.add_column(column)
+    colours = {"success": "green", "skipped": "yellow", "failed": "red", "dry_run": "cyan"}
+    for r in results:
+        counts = ", ".join(f"{k}={v}" for k, v in r.metrics.items() if isinstance(v, int) and not isinstance(v, bool))
+        table.add_row(r.table.split(".", 1)[-1], r.operation, f"[{colours.get(r.status, 'white')}]{r.status}[/]",
+                      r.reason if r.status == "skipped" else counts)
+    return table
+
+
 def step_report_health(ctx: DemoContext) -> None:
-    healths = [read_health(ctx.spark, table) for table in ctx.tables()]
+    """Health from the package's table_health macro (dbt run-operation), the one source of truth."""
+    ctx.console.rule("Table health (dbt run-operation dbt_iceberg_maint.table_health)")
+    healths = health_via_dbt(ctx.tables(), ctx.project_dir, ctx.env)
+    ctx.state["health_before"] = healths
     ctx.console.print(health_table("Iceberg table health (from metadata tables)", healths))
+
+
+def step_maintenance(ctx: DemoContext) -> None:
+    """The nightly job: every maintained model per its meta.iceberg_maint policy."""
+    args = {"select": list(MAINTENANCE_SELECT)}
+    ctx.console.rule(f"Maintenance: dbt run-operation iceberg_maintenance --args '{json.dumps(args)}'")
+    invocation = ctx.dbt("run-operation", "iceberg_maintenance", "--args", json.dumps(args))
+    results = parse_result_lines(invocation.log_messages)
+    if not results:
+        raise IcebergMaintError("iceberg_maintenance reported no result lines")
+    ctx.state["maintenance_results"] = results
+    ctx.console.print(maintenance_table(results))
+
+
+def step_health_after(ctx: DemoContext) -> None:
+    ctx.console.rule("Table health after maintenance")
+    before: Sequence[TableHealth] = ctx.state["health_before"]
+    after = health_via_dbt([h.table for h in before], ctx.project_dir, ctx.env)
+    ctx.console.print(health_change_table(before, after))
 
 
 def step_conflict_recovery(ctx: DemoContext) -> None:
@@ -127,6 +185,8 @@ def step_conflict_recovery(ctx: DemoContext) -> None:
 DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
     step_build,
     step_report_health,
+    step_maintenance,
+    step_health_after,
     step_conflict_recovery,
 )
 

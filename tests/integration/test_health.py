@@ -95,3 +95,16 @@ def test_target_from_property_argument_and_unpartitioned_tables(spark: SparkSess
     assert got["unpartitioned"]["max_small_files_in_partition"] == got["unpartitioned"]["small_files"]
     # Called from another macro, table_health logs only when asked to.
     assert [r.table for r in parse_result_lines(invocation.log_messages)] == [summary]
+
+
+def test_python_health_comes_from_the_macro(spark: SparkSession, built: DbtProject) -> None:
+    from dbt_iceberg_maint.health import health_via_dbt
+
+    events = built.table("events")
+    [health] = health_via_dbt([events], env=built.env)
+    properties = {r["key"]: r["value"] for r in spark.sql(f"show tblproperties {events}").collect()}
+    target = int(properties.get("write.target-file-size-bytes", DEFAULT_TARGET))
+    expected = expected_health(spark, events, target, True)
+    assert health.table == events
+    assert {k: v for k, v in health.as_dict().items() if k in expected} == {
+        k: v for k, v in expected.items() if k not in {"target_file_size_bytes", "small_file_threshold_bytes"}}
