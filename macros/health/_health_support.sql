@@ -1,67 +1,32 @@
-{#- Private helpers shared by the health/ and properties/ macros. Names start with `_hp_` so
-    they never collide with the package's other internal helpers. -#}
+{#- Private helpers of the health/ and properties/ macros (prefix `_hp_`). -#}
 
-{#- `catalog.schema.table` / `schema.table` text for a Relation or a string (run-operation). -#}
+{#- Relation names, graph lookups and the result channel come from macros/internal (shared
+    with the procedures and maintain()), so every result line names tables the same way. -#}
+
 {% macro _hp_table_name(relation, argument='relation') %}
-  {%- if relation is none -%}
-    {{ exceptions.raise_compiler_error(argument ~ " is required: pass a relation (e.g. this) or a table name such as 'schema.table'") }}
-  {%- elif relation is string -%}
-    {%- set parts = relation.split('.') -%}
-    {%- if parts | length < 2 or parts | length > 3 -%}
-      {{ exceptions.raise_compiler_error(argument ~ " = '" ~ relation ~ "' is not a table name; expected schema.table or catalog.schema.table") }}
-    {%- endif -%}
-    {%- for part in parts -%}
-      {%- if not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*|`[^`]+`', part) -%}
-        {{ exceptions.raise_compiler_error(argument ~ " = '" ~ relation ~ "' is not a table name; expected schema.table or catalog.schema.table made of identifiers") }}
-      {%- endif -%}
-    {%- endfor -%}
-    {{ return(relation) }}
-  {%- else -%}
-    {{ return(relation.render()) }}
-  {%- endif -%}
-{% endmacro %}
-
-{#- The dbt model node behind a relation (matched on schema and alias), or none. -#}
-{% macro _hp_model_node(relation) %}
-  {%- if relation is string -%}
-    {%- set parts = relation.replace('`', '').split('.') -%}
-    {%- set schema, identifier = parts[-2], parts[-1] -%}
-  {%- else -%}
-    {%- set schema, identifier = relation.schema, relation.identifier -%}
-  {%- endif -%}
-  {%- for node in graph.nodes.values() if node.resource_type == 'model' -%}
-    {%- if (node.alias or node.name) | lower == identifier | lower and node.schema | lower == schema | lower -%}
-      {{ return(node) }}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ return(none) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_qualified_name(relation, argument)) }}
 {% endmacro %}
 
 {#- The model's `meta.iceberg_maint` policy: from the running model when relation is none,
-    else from the graph node of the relation (a run-operation). -#}
+    else from the graph node of the relation (a run-operation); {} when there is none. -#}
 {% macro _hp_policy(relation) %}
   {%- if relation is none -%}
     {%- set meta = config.get('meta') or {} -%}
-  {%- else -%}
-    {%- set node = dbt_iceberg_maint._hp_model_node(relation) -%}
-    {%- set meta = {} if node is none else ((node.config or {}).get('meta') or node.get('meta') or {}) -%}
+    {{ return(meta.get('iceberg_maint') or {}) }}
   {%- endif -%}
-  {{ return(meta.get('iceberg_maint') or {}) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_model_policy(dbt_iceberg_maint._iceberg_maint_node_for_relation(relation))) }}
 {% endmacro %}
 
 {% macro _hp_now() %}
-  {{ return(modules.datetime.datetime.now(modules.pytz.utc)) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_now()) }}
 {% endmacro %}
 
 {% macro _hp_elapsed_ms(started) %}
-  {{ return(((dbt_iceberg_maint._hp_now() - started).total_seconds() * 1000) | int) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_elapsed_ms(started)) }}
 {% endmacro %}
 
-{#- One `ICEBERG_MAINT_RESULT <json>` line (the package's result channel, see DESIGN.md). -#}
 {% macro _hp_log_result(table, operation, status, reason=none, sql=none, metrics={}, duration_ms=0) %}
-  {%- set payload = {'table': table, 'operation': operation, 'status': status, 'reason': reason,
-                     'sql': sql, 'metrics': metrics, 'duration_ms': duration_ms} -%}
-  {{ log('ICEBERG_MAINT_RESULT ' ~ tojson(payload), info=true) }}
+  {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, operation, status, reason, sql, metrics, duration_ms) -%}
 {% endmacro %}
 
 {#- Columns (name -> Spark type) and the current partition spec, from `describe table`:

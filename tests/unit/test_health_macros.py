@@ -115,7 +115,7 @@ def test_health_sql_uses_threshold_and_treats_unpartitioned_table_as_one_partiti
         ("dbt_iceberg_maint.cold_partitions_where", {"relation": "analytics.events", "quiet_hours": 0},
          "cold_partitions_where: quiet_hours = 0 is not allowed; expected a number of hours greater than 0"),
         ("dbt_iceberg_maint.table_health", {"relation": "analytics.events; drop table x"},
-         "relation = 'analytics.events; drop table x' is not a table name"),
+         "argument `relation` is 'analytics.events; drop table x'; expected 'table', 'schema.table' or 'catalog.schema.table'"),
     ],
 )
 def test_bad_arguments_are_compiler_errors(dbt_target: Path, macro: str, args: dict[str, Any], message: str) -> None:
