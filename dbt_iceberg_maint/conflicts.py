@@ -322,6 +322,9 @@ _STATE_UNKNOWN_CLASS = "CommitStateUnknownException"
 _STATE_UNKNOWN_TEMPLATES: tuple[_Template, ...] = (
     _template(ConflictKind.COMMIT_STATE_UNKNOWN, r"Cannot determine whether the commit was successful or not", None),
     _template(ConflictKind.COMMIT_STATE_UNKNOWN, r"^Failed to heartbeat for hive lock while committing changes", None),
+    # REST: an I/O failure of a POST (commits are POSTs) is neither cleaned nor known to have
+    # failed (RESTException is not a CleanableFailure): treat it as an unknown commit state.
+    _template(ConflictKind.COMMIT_STATE_UNKNOWN, r"^Error occurred while processing POST", {"RESTException"}),
 )
 
 # Guards and bad arguments: Iceberg-specific wording, so they are recognised with or without

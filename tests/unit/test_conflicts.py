@@ -155,6 +155,8 @@ CASES: tuple[Case, ...] = (
          "attempt be able to overwrite this commit. Please check the commit history. If you are running into "
          f"this issue, try reducing iceberg.hive.lock-heartbeat-interval-ms.\nLock is not active\n{COMMON_INFO}",
          ConflictKind.COMMIT_STATE_UNKNOWN),
+    Case("rest_io_on_commit", "org.apache.iceberg.exceptions.RESTException",
+         "Error occurred while processing POST request", ConflictKind.COMMIT_STATE_UNKNOWN),
     # Guards and bad arguments.
     Case("orphan_guard", "java.lang.IllegalArgumentException",
          "Cannot remove orphan files with an interval less than 24 hours. Executing this procedure with a short "
@@ -359,6 +361,11 @@ def test_non_iceberg_errors_are_never_conflicts(text: str) -> None:
 def test_unrecognised_iceberg_validation_is_not_retryable() -> None:
     result = classify(f"{VALIDATION}: Invalid Hive object for db.t")
     assert (result.kind, result.retryable, result.exception_class) == ("not_iceberg_conflict", False, VALIDATION)
+
+
+def test_rest_io_failure_of_a_read_is_not_a_conflict() -> None:
+    result = classify("org.apache.iceberg.exceptions.RESTException: Error occurred while processing GET request")
+    assert (result.kind, result.retryable) == ("not_iceberg_conflict", False)
 
 
 def test_nessie_missing_reference_is_invalid_request() -> None:
