@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import IO
@@ -64,15 +63,6 @@ def env(warehouse: Path) -> None:
     warehouse.mkdir(parents=True, exist_ok=True)
 
 
-def _default_profiles_dir(project_dir: Path) -> Path:
-    """dbt's own order: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt."""
-    if os.environ.get("DBT_PROFILES_DIR"):
-        return Path(os.environ["DBT_PROFILES_DIR"])
-    if (project_dir / "profiles.yml").is_file():
-        return project_dir
-    return Path.home() / ".dbt"
-
-
 @main.command(
     "run",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
@@ -117,7 +107,7 @@ def run_command(
             command=dbt_command,
             max_attempts=max_attempts,
             project_dir=project_dir,
-            profiles_dir=profiles_dir or _default_profiles_dir(project_dir.resolve()),
+            profiles_dir=profiles_dir,
             backoff=lambda attempt: exponential_backoff(attempt, base_seconds=backoff_seconds),
         )
     except UsageError as exc:

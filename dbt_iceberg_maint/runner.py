@@ -19,12 +19,13 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint.conflicts import Classification, classify
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.idempotency import idempotency
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, NodeResult, invoke_dbt
+from dbt_iceberg_maint.invoke import DbtInvocation, NodeResult, invoke_dbt
 
 FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
 SUCCESS_STATUSES = frozenset({"success", "pass", "warn", "no-op", "partial success"})
@@ -311,12 +312,21 @@ class _ReportBuilder:
 Invoker = Callable[[Sequence[str]], DbtInvocation]
 
 
+def default_profiles_dir(project_dir: Path, environ: Mapping[str, str]) -> Path:
+    """dbt's own order: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt."""
+    if environ.get("DBT_PROFILES_DIR"):
+        return Path(environ["DBT_PROFILES_DIR"])
+    if (project_dir / "profiles.yml").is_file():
+        return project_dir
+    return Path.home() / ".dbt"
+
+
 def run_dbt_with_retries(
     dbt_args: Sequence[str] = (),
     *,
     command: str = "run",
     max_attempts: int = 3,
-    project_dir: str | os.PathLike[str] = INTEGRATION_PROJECT,
+    project_dir: str | os.PathLike[str] = ".",
     profiles_dir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     backoff: Callable[[int], float] = exponential_backoff,
@@ -327,6 +337,8 @@ def run_dbt_with_retries(
 
     The Python API behind `dbt-iceberg-maint run` (for Airflow, Dagster, ...). Returns the
     report; never raises for model failures (see `RunReport.success` / `exit_code`).
+    `profiles_dir` defaults as in dbt: DBT_PROFILES_DIR, the project directory if it holds a
+    profiles.yml, else ~/.dbt.
     """
     if command not in COMMANDS:
         raise UsageError(f"command {command!r} is not supported; expected one of {', '.join(COMMANDS)}")
@@ -338,8 +350,10 @@ def run_dbt_with_retries(
             "--command (run|build) and only its options as dbt arguments"
         )
 
+    profiles = profiles_dir or default_profiles_dir(Path(project_dir).resolve(), os.environ)
+
     def default_invoke(args: Sequence[str]) -> DbtInvocation:
-        return invoke_dbt(args, project_dir, profiles_dir, env)
+        return invoke_dbt(args, project_dir, profiles, env)
 
     call = invoke or default_invoke
     report = _ReportBuilder()

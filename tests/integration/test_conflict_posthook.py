@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
 from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
 from python_udfs.conflict_gate import ConflictGate, compaction_sql
@@ -55,6 +56,7 @@ def report(
         commits.append(gate.commit_when_reached(audit, maintenance, compaction_sql(table)))
     result = run_dbt_with_retries(
         ["--select", *AUDITS, "--vars", SCENARIO % 2],
+        project_dir=INTEGRATION_PROJECT,
         env=dbt_project.env, backoff=lambda attempt: 0.1, sleep=lambda seconds: None,
     )
     for commit in commits:

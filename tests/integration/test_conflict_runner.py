@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
 from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
 from python_udfs.conflict_gate import (
@@ -78,6 +79,7 @@ def scenario(
         ["--select", "path:models/conflicts", "--vars", SCENARIO % 2],
         command="run",
         max_attempts=3,
+        project_dir=INTEGRATION_PROJECT,
         env=dbt_project.env,
         backoff=lambda attempt: 0.2 * attempt,
         sleep=waits.append,

@@ -288,3 +288,12 @@ def test_plan_from_a_recorded_real_conflict_run() -> None:
         "run", "--vars", "{batch: 2}", "--select",
         f"fqn:{PKG}.conflicts.conflict_merge", f"fqn:{PKG}.conflicts.conflict_merge_child",
     ]
+
+
+def test_default_profiles_dir_follows_dbt(tmp_path: Path) -> None:
+    from dbt_iceberg_maint.runner import default_profiles_dir
+
+    assert default_profiles_dir(tmp_path, {"DBT_PROFILES_DIR": "/etc/dbt"}) == Path("/etc/dbt")
+    assert default_profiles_dir(tmp_path, {}) == Path.home() / ".dbt"
+    (tmp_path / "profiles.yml").write_text("x: {}\n")
+    assert default_profiles_dir(tmp_path, {}) == tmp_path
