@@ -53,3 +53,19 @@
   {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'ref', 'sql': dbt_iceberg_maint.get_rewrite_manifests_sql(ref(model_name))}), info=true) -%}
   {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'source_like_string', 'sql': dbt_iceberg_maint.get_rewrite_manifests_sql('other_catalog.raw.events')}), info=true) -%}
 {% endmacro %}
+
+
+{#- Call one public macro of the package with keyword arguments and log what it returns as
+    `ICEBERG_MAINT_CASE {"id": "return", "value": ...}` (tests check the returned dict). -#}
+{% macro iceberg_maint_call(macro_name, kwargs={}) %}
+  {%- set macros = {
+      'rewrite_data_files': dbt_iceberg_maint.rewrite_data_files,
+      'expire_snapshots': dbt_iceberg_maint.expire_snapshots,
+      'remove_orphan_files': dbt_iceberg_maint.remove_orphan_files,
+      'rewrite_manifests': dbt_iceberg_maint.rewrite_manifests,
+      'rewrite_position_delete_files': dbt_iceberg_maint.rewrite_position_delete_files,
+      'maintain': dbt_iceberg_maint.maintain,
+  } -%}
+  {%- set returned = macros[macro_name](**kwargs) -%}
+  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'return', 'value': dbt_iceberg_maint._iceberg_maint_json_safe(returned)}), info=true) -%}
+{% endmacro %}

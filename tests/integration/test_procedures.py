@@ -1,0 +1,233 @@
+"""Each procedure macro on a real Iceberg table in a real bad state, through dbt."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tests.conftest import DbtProject
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3600
+
+
+def call(dbt_project: DbtProject, macro: str, expect_success: bool = True, vars: str | None = None, **kwargs: Any):
+    """Run one package macro through the harness; return (invocation, result lines, returned)."""
+    args = ["run-operation", "iceberg_maint_call", "--args", json.dumps({"macro_name": macro, "kwargs": kwargs})]
+    if vars:
+        args += ["--vars", vars]
+    invocation = dbt_project(*args, expect_success=expect_success)
+    returned = [
+        json.loads(m.split(" ", 1)[1])["value"]
+        for m in invocation.log_messages
+        if m.startswith("ICEBERG_MAINT_CASE ")
+    ]
+    return invocation, parse_result_lines(invocation.log_messages), (returned[0] if returned else None)
+
+
+def scalar(spark: SparkSession, sql: str) -> Any:
+    return spark.sql(sql).collect()[0][0]
+
+
+def current_snapshot(spark: SparkSession, table: str) -> int:
+    return scalar(spark, f"select snapshot_id from {table}.snapshots order by committed_at desc limit 1")
+
+
+def data_files(spark: SparkSession, table: str) -> int:
+    return scalar(spark, f"select count(*) from {table}.data_files")
+
+
+def fingerprint(spark: SparkSession, table: str) -> tuple[int, int]:
+    row = spark.sql(f"select count(*) as n, sum(hash(id, part)) as h from {table}").collect()[0]
+    return row["n"], row["h"]
+
+
+@pytest.fixture(scope="module")
+def schema(spark: SparkSession, dbt_project: DbtProject) -> str:
+    spark.sql(f"create namespace if not exists local.{dbt_project.schema}")
+    return dbt_project.schema
+
+
+def small_files_table(spark: SparkSession, name: str, inserts_per_part: int, parts: tuple[str, ...] = ("a",)) -> str:
+    spark.sql(f"create or replace table {name} (id bigint, part string) using iceberg partitioned by (part)")
+    for i in range(inserts_per_part):
+        values = ", ".join(f"({i * 10 + j}, '{part}')" for j, part in enumerate(parts))
+        spark.sql(f"insert into {name} values {values}")
+    return name
+
+
+def test_rewrite_data_files_merges_small_files_and_keeps_the_data(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    table = small_files_table(spark, f"local.{schema}.compact", 6, parts=("a", "b"))
+    before = fingerprint(spark, table)
+    assert data_files(spark, table) == 12
+
+    # Only partition a (the where literal needs quotes escaped inside the CALL's string).
+    _, results, returned = call(
+        dbt_project, "rewrite_data_files", relation=f"{schema}.compact", where="part = 'a'", options={"min-input-files": 2}
+    )
+
+    (result,) = results
+    assert result.status == "success" and result.operation == "rewrite_data_files"
+    assert result.table == f"{schema}.compact"
+    assert result.metrics["rewritten_data_files_count"] == 6
+    assert result.metrics["added_data_files_count"] == 1
+    assert "where => 'part = \\'a\\''" in result.sql
+    assert returned["rewritten_data_files_count"] == 6 and returned["status"] == "success"
+    assert returned["sql"] == result.sql and returned["duration_ms"] >= 0
+    assert set(returned) >= {"added_data_files_count", "rewritten_bytes_count", "failed_data_files_count", "removed_delete_files_count"}
+    files_by_part = dict(spark.sql(f"select partition.part, count(*) from {table}.data_files group by 1").collect())
+    assert files_by_part == {"a": 1, "b": 6}
+    assert fingerprint(spark, table) == before
+
+
+def test_rewrite_data_files_sort_strategy_and_dry_run(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    table = small_files_table(spark, f"local.{schema}.sorted", 3)
+    snapshot = current_snapshot(spark, table)
+
+    _, results, returned = call(dbt_project, "rewrite_data_files", relation=f"{schema}.sorted", sort_order="id DESC NULLS LAST", dry_run=True)
+    assert [(r.status, r.operation) for r in results] == [("dry_run", "rewrite_data_files")]
+    assert "strategy => 'sort', sort_order => 'id DESC NULLS LAST'" in results[0].sql
+    assert returned["status"] == "dry_run"
+    assert current_snapshot(spark, table) == snapshot  # nothing ran
+
+    _, results, _ = call(dbt_project, "rewrite_data_files", relation=f"{schema}.sorted", strategy="sort",
+                         sort_order="zorder(id, part)", options={"rewrite-all": True})
+    assert results[0].status == "success" and results[0].metrics["rewritten_data_files_count"] == 3
+    assert data_files(spark, table) == 1
+
+
+def test_expire_snapshots_honours_age_and_retain_last(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    by_age = small_files_table(spark, f"local.{schema}.history_age", 4)
+    by_count = small_files_table(spark, f"local.{schema}.history_count", 4)
+    time.sleep(14)  # the first four snapshots of each table become older than 0.003 h (10.8 s)
+    for table in (by_age, by_count):
+        spark.sql(f"insert into {table} values (100, 'a')")
+        spark.sql(f"insert into {table} values (101, 'a')")
+    young = {r[0] for r in spark.sql(f"select snapshot_id from {by_age}.snapshots order by committed_at desc limit 2").collect()}
+
+    # retain_last 1, but the two young snapshots are inside the age window: both stay.
+    _, results, returned = call(dbt_project, "expire_snapshots", relation=f"{schema}.history_age", older_than_hours=0.003, retain_last=1)
+
+    assert results[0].status == "success"
+    assert "retain_last => 1" in results[0].sql and "older_than => TIMESTAMP '" in results[0].sql
+    assert set(returned) >= {"deleted_manifest_lists_count", "deleted_data_files_count", "sql", "status", "duration_ms"}
+    assert returned["deleted_manifest_lists_count"] == 4
+    assert {r[0] for r in spark.sql(f"select snapshot_id from {by_age}.snapshots").collect()} == young
+
+    # retain_last 3 keeps the newest three, whatever their age.
+    newest_three = {r[0] for r in spark.sql(f"select snapshot_id from {by_count}.snapshots order by committed_at desc limit 3").collect()}
+    call(dbt_project, "expire_snapshots", relation=f"{schema}.history_count", older_than_hours=0.003, retain_last=3)
+    assert {r[0] for r in spark.sql(f"select snapshot_id from {by_count}.snapshots").collect()} == newest_three
+    assert scalar(spark, f"select count(*) from {by_count}") == 6
+
+
+def test_remove_orphan_files_deletes_only_orphans_older_than_the_window(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    table = small_files_table(spark, f"local.{schema}.orphans", 2)
+    data_dir = Path(scalar(spark, f"select file_path from {table}.data_files limit 1").removeprefix("file:")).parent
+    old_orphan = data_dir / "old-orphan.parquet"
+    fresh_orphan = data_dir / "fresh-orphan.parquet"
+    for orphan in (old_orphan, fresh_orphan):
+        orphan.write_bytes(b"not referenced by any snapshot")
+    four_days_ago = time.time() - 96 * HOUR
+    os.utime(old_orphan, (four_days_ago, four_days_ago))
+    # The table's own files must look old too, or nothing distinguishes them from orphans.
+    for path in data_dir.parent.rglob("*"):
+        if path.is_file() and path != fresh_orphan:
+            os.utime(path, (four_days_ago, four_days_ago))
+
+    _, results, returned = call(dbt_project, "remove_orphan_files", relation=f"{schema}.orphans", dry_run=True)
+    assert results[0].status == "dry_run"
+    assert "dry_run => true" in results[0].sql
+    assert [Path(p).name for p in returned["orphan_file_location"]] == ["old-orphan.parquet"]
+    assert old_orphan.exists() and fresh_orphan.exists()
+
+    _, results, returned = call(dbt_project, "remove_orphan_files", relation=f"{schema}.orphans", older_than_hours=72)
+    assert results[0].status == "success" and results[0].metrics["orphan_file_count"] == 1
+    assert not old_orphan.exists()
+    assert fresh_orphan.exists()
+    assert scalar(spark, f"select count(*) from {table}") == 2
+
+
+def test_rewrite_manifests_consolidates_manifests(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    table = small_files_table(spark, f"local.{schema}.manifests", 5)
+    assert scalar(spark, f"select count(*) from {table}.manifests") == 5
+
+    _, results, returned = call(dbt_project, "rewrite_manifests", relation=f"{schema}.manifests", use_caching=False)
+
+    assert results[0].status == "success" and "use_caching => false" in results[0].sql
+    assert returned["rewritten_manifests_count"] == 5 and returned["added_manifests_count"] == 1
+    assert scalar(spark, f"select count(*) from {table}.manifests") == 1
+
+
+def test_rewrite_position_delete_files_compacts_deletes(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    table = f"local.{schema}.deletes"
+    spark.sql(
+        f"create or replace table {table} (id bigint, part string) using iceberg partitioned by (part) "
+        "tblproperties ('format-version'='2', 'write.delete.mode'='merge-on-read')"
+    )
+    # Three data files, one row deleted from each: three position delete files (Iceberg merges
+    # deletes aimed at the same data file, so each targets its own file).
+    for start in (0, 10, 20):
+        spark.sql(f"insert into {table} select id, 'a' from range({start}, {start + 10})")
+    for i in (0, 10, 20):
+        spark.sql(f"delete from {table} where id = {i}")
+    assert scalar(spark, f"select count(*) from {table}.delete_files") == 3
+
+    _, results, returned = call(dbt_project, "rewrite_position_delete_files", relation=f"{schema}.deletes",
+                                where="part = 'a'", options={"min-input-files": 2})
+
+    assert results[0].status == "success"
+    assert returned["rewritten_delete_files_count"] == 3
+    assert returned["added_delete_files_count"] >= 1
+    assert scalar(spark, f"select count(*) from {table}") == 27
+    assert {r[0] for r in spark.sql(f"select id from {table} where id in (0, 10, 20, 1)").collect()} == {1}
+
+
+def test_catalog_var_targets_the_named_catalog(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    table = small_files_table(spark, f"local.{schema}.catalogued", 3)
+    _, results, _ = call(dbt_project, "rewrite_manifests", vars="{dbt_iceberg_maint_catalog: local}", relation=f"{schema}.catalogued")
+    assert results[0].sql.startswith("CALL local.system.rewrite_manifests(table => ")
+    assert results[0].table == f"local.{schema}.catalogued" and results[0].status == "success"
+    # A three-part name picks its catalog too.
+    _, results, _ = call(dbt_project, "rewrite_data_files", relation=f"local.{schema}.catalogued", options={"min-input-files": 2})
+    assert results[0].sql.startswith("CALL local.system.rewrite_data_files(") and results[0].status == "success"
+    assert data_files(spark, table) == 1
+
+
+@pytest.mark.parametrize(
+    ("macro", "kwargs", "message"),
+    [
+        ("rewrite_data_files", {"where": "part = 'a'; drop table x"}, "argument `where` is \"part = 'a'; drop table x\""),
+        ("rewrite_data_files", {"where": "part = 'a' -- everything"}, "must not contain a SQL comment"),
+        ("rewrite_data_files", {"strategy": "zorder"}, "argument `strategy` is 'zorder'; allowed values: binpack, sort"),
+        ("expire_snapshots", {"retain_last": 0}, "argument `retain_last` is 0; it must be a whole number of at least 1"),
+        ("remove_orphan_files", {"older_than_hours": 23}, "argument `older_than_hours` is 23; it must be at least 24"),
+    ],
+)
+def test_bad_input_is_refused_and_changes_nothing(
+    spark: SparkSession, dbt_project: DbtProject, schema: str, macro: str, kwargs: dict[str, Any], message: str
+) -> None:
+    table = f"local.{schema}.guarded"
+    if not spark.catalog.tableExists(table):
+        small_files_table(spark, table, 6)
+    snapshot = current_snapshot(spark, table)
+    files = data_files(spark, table)
+
+    invocation, results, _ = call(dbt_project, macro, expect_success=False, relation=f"{schema}.guarded", **kwargs)
+
+    assert not invocation.success
+    assert message in " ".join(invocation.log_messages) + (invocation.exception or "")
+    assert results == ()
+    assert current_snapshot(spark, table) == snapshot
+    assert data_files(spark, table) == files
