@@ -234,7 +234,7 @@ class ThriftServer:
                 _signal_group(self.pid, signal.SIGKILL)
                 self.process.wait(timeout=timeout_s)
         # Children of the group (none expected) must not outlive the server either.
-        _signal_group(self.pid, signal.SIGKILL)
+        _wait_for_group_exit(self.pid, timeout_s)
         (self.state_dir / STATE_FILE).unlink(missing_ok=True)
         return self.process.returncode
 
@@ -304,10 +304,20 @@ def stop_recorded_server(state_dir: str | os.PathLike[str], timeout_s: float = D
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and _group_alive(pid):
         time.sleep(0.2)
-    if _group_alive(pid):
-        _signal_group(pid, signal.SIGKILL)
+    _wait_for_group_exit(pid, timeout_s)
     state_file.unlink(missing_ok=True)
     return True
+
+
+def _wait_for_group_exit(pgid: int, timeout_s: float) -> None:
+    """SIGKILL what is left of the group and wait (bounded) until the kernel has removed it."""
+    if _group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid):
+        if time.monotonic() > deadline:
+            raise RuntimeSetupError(f"process group {pgid} of the Spark Thrift Server survived SIGKILL for {timeout_s:.0f} s")
+        time.sleep(0.05)
 
 
 def _group_alive(pgid: int) -> bool:

@@ -7,6 +7,7 @@ send SQL; tests read table state back through the server with their own PyHive c
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +20,18 @@ from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
 
 
+# Known defect, found by these tests: dbt-spark over thrift fails a statement without a result
+# set sent through `run_query` (fetch=True) — PyHive's cursor has no description and dbt's
+# result conversion raises "'NoneType' object is not iterable" after the statement ran.
+# macros/properties/apply_table_properties.sql sends its ALTER TABLE that way, so the `events`
+# post-hook fails every run over thrift. Strict: these tests must lose the mark once it is fixed.
+APPLY_PROPERTIES_THRIFT_BUG = pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="apply_table_properties runs ALTER TABLE via run_query; over thrift that raises "
+           "'NoneType' object is not iterable (send it with a statement that fetches no result)",
+)
+
+
 @pytest.fixture(scope="session")
 def thrift_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftServer]:
     root = tmp_path_factory.mktemp("thrift_server")
@@ -29,6 +42,13 @@ def thrift_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftSe
         yield server
     finally:
         server.stop()
+        # Nothing of the server may outlive the suite.
+        try:
+            os.killpg(server.pid, 0)
+            leftover = True
+        except ProcessLookupError:
+            leftover = False
+        assert not leftover, f"Spark Thrift Server process group {server.pid} is still alive after stop()"
 
 
 def running_statements(server: ThriftServer) -> list[str]:

@@ -1,0 +1,156 @@
+"""How the Spark Thrift Server is started and stopped, without starting a JVM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.spark import CatalogSpec, IcebergRuntime
+from dbt_iceberg_maint.thrift_server import (
+    THRIFT_SERVER_CLASS,
+    ThriftServer,
+    ThriftServerSpec,
+    find_spark_submit,
+    prepare_default_namespace,
+    server_catalog,
+    stop_recorded_server,
+    tail,
+)
+
+RUNTIME = IcebergRuntime("argument", jars=("/jars/iceberg-spark-runtime.jar",))
+
+
+def conf_pairs(argv: list[str]) -> dict[str, str]:
+    pairs = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def hiveconf(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, arg in enumerate(argv) if arg == "--hiveconf"]
+
+
+def spec(tmp_path: Path, **overrides: object) -> ThriftServerSpec:
+    return ThriftServerSpec(catalog=server_catalog(tmp_path / "wh"), runtime=RUNTIME, port=10123, **overrides)  # type: ignore[arg-type]
+
+
+def test_command_starts_the_thrift_server_class_on_loopback(tmp_path: Path) -> None:
+    argv = spec(tmp_path).command("/spark/bin/spark-submit")
+    assert argv[:3] == ["/spark/bin/spark-submit", "--class", THRIFT_SERVER_CLASS]
+    assert argv[argv.index("--driver-memory") + 1] == "1g"
+    assert hiveconf(argv) == [
+        "hive.server2.thrift.bind.host=127.0.0.1",
+        "hive.server2.thrift.port=10123",
+        "hive.server2.transport.mode=binary",
+    ]
+    assert argv[-1] == "spark-internal"
+
+
+def test_iceberg_runtime_goes_on_the_driver_class_path(tmp_path: Path) -> None:
+    argv = spec(tmp_path).command("spark-submit")
+    # Only --jars/spark.jars leaves the server unable to find the `iceberg` source.
+    assert argv[argv.index("--driver-class-path") + 1] == "/jars/iceberg-spark-runtime.jar"
+
+
+def test_maven_runtime_has_no_driver_class_path(tmp_path: Path) -> None:
+    maven = IcebergRuntime("maven", packages=("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",))
+    argv = ThriftServerSpec(catalog=server_catalog(tmp_path), runtime=maven, port=1).command("spark-submit")
+    assert "--driver-class-path" not in argv
+    assert conf_pairs(argv)["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+
+
+def test_catalog_is_the_embedded_default_with_the_table_cache_off(tmp_path: Path) -> None:
+    conf = conf_pairs(spec(tmp_path).command("spark-submit"))
+    warehouse = str((tmp_path / "wh").resolve())
+    assert conf["spark.sql.catalog.local"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert conf["spark.sql.catalog.local.type"] == "hadoop"
+    assert conf["spark.sql.catalog.local.warehouse"] == warehouse
+    assert conf["spark.sql.defaultCatalog"] == "local"
+    assert conf["spark.sql.extensions"] == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    # One session per connection: a cached table would read other connections' commits stale.
+    assert conf["spark.sql.catalog.local.cache-enabled"] == "false"
+    assert conf["spark.sql.shuffle.partitions"] == "2"
+    assert conf["spark.ui.enabled"] == "false"
+    # The server enables Hive support itself; the embedded in-memory setting must not fight it.
+    assert "spark.sql.catalogImplementation" not in conf
+
+
+def test_caller_properties_override_the_cache_default(tmp_path: Path) -> None:
+    catalog = server_catalog(tmp_path, name="lake", properties={"cache-enabled": "true", "type": "rest", "uri": "http://x"})
+    conf = ThriftServerSpec(catalog=catalog, runtime=RUNTIME, port=1).spark_conf()
+    assert conf["spark.sql.catalog.lake.cache-enabled"] == "true"
+    assert conf["spark.sql.catalog.lake.type"] == "rest"
+    assert conf["spark.sql.defaultCatalog"] == "lake"
+
+
+def test_ui_is_enabled_only_when_a_port_is_given(tmp_path: Path) -> None:
+    conf = spec(tmp_path, ui_port=4077).spark_conf()
+    assert (conf["spark.ui.enabled"], conf["spark.ui.port"]) == ("true", "4077")
+
+
+def test_extra_conf_wins(tmp_path: Path) -> None:
+    assert spec(tmp_path, extra_conf={"spark.sql.shuffle.partitions": "8"}).spark_conf()["spark.sql.shuffle.partitions"] == "8"
+
+
+def test_default_namespace_directory_exists_before_the_first_connection(tmp_path: Path) -> None:
+    catalog = server_catalog(tmp_path / "wh")
+    prepare_default_namespace(catalog)
+    assert (tmp_path / "wh" / "default").is_dir()
+
+
+def test_remote_warehouses_are_left_alone(tmp_path: Path) -> None:
+    prepare_default_namespace(CatalogSpec(warehouse="s3://bucket/wh"))
+    assert not (tmp_path / "s3:").exists()
+
+
+def test_pyspark_ships_the_thrift_server() -> None:
+    assert find_spark_submit().name == "spark-submit"
+
+
+def test_spark_home_without_the_thrift_server_jar_is_explained(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "spark-submit").write_text("#!/bin/sh\n")
+    (tmp_path / "jars").mkdir()
+    with pytest.raises(RuntimeSetupError, match="no spark-hive-thriftserver_"):
+        find_spark_submit(tmp_path)
+    with pytest.raises(RuntimeSetupError, match="does not exist"):
+        find_spark_submit(tmp_path / "missing")
+
+
+def test_tail_of_a_missing_log() -> None:
+    assert tail(Path("/nonexistent/thrift.log")) == "(no log written)"
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_stop_ends_the_whole_process_group_and_nothing_else(tmp_path: Path) -> None:
+    # A real process group with a child, as spark-submit leaves one (bash -> java).
+    process = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        server = ThriftServer(spec(tmp_path), tmp_path, process)
+        assert group_alive(process.pid)
+        assert server.stop(timeout_s=5) == -signal.SIGTERM
+        deadline = time.monotonic() + 5
+        while group_alive(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group_alive(process.pid)
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_stop_recorded_server_without_a_state_file(tmp_path: Path) -> None:
+    assert stop_recorded_server(tmp_path) is False
