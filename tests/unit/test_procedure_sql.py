@@ -1,0 +1,264 @@
+"""SQL text and validation messages of the procedure macros, rendered by dbt without Spark.
+
+One `dbt run-operation` of the harness macro renders every case (rendering never starts a
+SparkSession: dbt-spark's session connection opens one only on the first query).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+
+ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
+HEALTH = {"max_small_files_in_partition": 3, "delete_files": 0, "snapshots": 8,
+          "oldest_snapshot_age_hours": 200.5, "data_manifests": 3}
+
+CASES: list[dict[str, Any]] = [
+    # --- SQL ---------------------------------------------------------------------------------
+    {"id": "rdf_minimal", "procedure": "rewrite_data_files", "kwargs": {"relation": "analytics.events"}},
+    {"id": "rdf_full", "procedure": "rewrite_data_files", "kwargs": {
+        "relation": "analytics.events", "where": "event_date < '2026-01-01'", "strategy": "BINPACK",
+        "options": {"partial-progress.enabled": True, "min-input-files": 2}}},
+    {"id": "rdf_sort_only", "procedure": "rewrite_data_files", "kwargs": {"relation": "events", "sort_order": "id DESC NULLS LAST, ts"}},
+    {"id": "rdf_zorder", "procedure": "rewrite_data_files", "kwargs": {"relation": "cat.analytics.events", "strategy": "sort", "sort_order": "zorder(user_id, event_ts)"}},
+    {"id": "rdf_escape", "procedure": "rewrite_data_files", "kwargs": {"relation": "analytics.events", "where": "note = 'it\\'s' or path like 'a\\\\b'"}},
+    {"id": "exp_full", "procedure": "expire_snapshots", "kwargs": {
+        "relation": "analytics.events", "older_than_hours": 168, "retain_last": 5, "max_concurrent_deletes": 4,
+        "stream_results": True, "snapshot_ids": [11, 12], "clean_expired_metadata": False}},
+    {"id": "exp_minimal", "procedure": "expire_snapshots", "kwargs": {"relation": "analytics.events"}},
+    {"id": "rof_default", "procedure": "remove_orphan_files", "kwargs": {"relation": "analytics.events"}},
+    {"id": "rof_full", "procedure": "remove_orphan_files", "kwargs": {
+        "relation": "analytics.events", "older_than_hours": 24, "dry_run": True, "location": "s3://bucket/it's",
+        "max_concurrent_deletes": 8, "file_list_view": "tmp.listing", "equal_schemes": {"s3a": "s3", "s3n": "s3"},
+        "equal_authorities": {"a.example": "b.example"}, "prefix_mismatch_mode": "ignore", "prefix_listing": True}},
+    {"id": "rm_full", "procedure": "rewrite_manifests", "kwargs": {"relation": "analytics.events", "use_caching": True, "spec_id": 0}},
+    {"id": "rpd_full", "procedure": "rewrite_position_delete_files", "kwargs": {"relation": "analytics.events", "where": "d = 1", "options": {"rewrite-all": "true"}}},
+    # --- validation messages -----------------------------------------------------------------
+    {"id": "v_rdf", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"where": "a = 1; drop table t", "strategy": "fast", "options": ["x"]}},
+    {"id": "v_rdf_comment", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"where": "a = 1 /* all */"}},
+    {"id": "v_rdf_sort_binpack", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"strategy": "binpack", "sort_order": "id"}},
+    {"id": "v_rdf_bad_sort", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"sort_order": "id, zorder(a, b)"}},
+    {"id": "v_exp", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {
+        "older_than_hours": 0, "retain_last": 0, "max_concurrent_deletes": -1, "stream_results": "yes", "snapshot_ids": []}},
+    {"id": "v_rof", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {
+        "older_than_hours": 23, "prefix_mismatch_mode": "NONE", "file_list_view": "x; drop", "equal_schemes": "s3"}},
+    {"id": "v_rof_negative", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": -5}},
+    {"id": "v_rm", "kind": "errors", "procedure": "rewrite_manifests", "kwargs": {"use_caching": 1, "spec_id": -1}},
+    {"id": "v_rpd", "kind": "errors", "procedure": "rewrite_position_delete_files", "kwargs": {"where": "x -- y", "options": {"k": ["v"]}}},
+    {"id": "v_ok", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 0.5, "retain_last": 1}},
+    # --- names, policy, decisions ------------------------------------------------------------
+    {"id": "names_2", "kind": "names", "kwargs": {"relation": "analytics.events"}},
+    {"id": "names_1", "kind": "names", "kwargs": {"relation": "events"}},
+    {"id": "names_3", "kind": "names", "kwargs": {"relation": "glue.analytics.events"}},
+    {"id": "due_compaction", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": HEALTH}},
+    {"id": "due_compaction_low", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": HEALTH, "policy": {"compaction": {"min_input_files": 3}}}},
+    {"id": "due_expire", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH}},
+    {"id": "due_expire_few", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH, "policy": {"expire_snapshots": {"retain_last": 8}}}},
+    {"id": "due_expire_young", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH, "policy": {"expire_snapshots": {"older_than_hours": 300}}}},
+    {"id": "due_manifests", "kind": "due", "kwargs": {"operation": "rewrite_manifests", "health": HEALTH}},
+    {"id": "due_orphans", "kind": "due", "kwargs": {"operation": "remove_orphan_files", "health": HEALTH}},
+    {"id": "due_deletes", "kind": "due", "kwargs": {"operation": "rewrite_position_delete_files", "health": HEALTH}},
+    {"id": "policy", "kind": "policy", "kwargs": {"policy": {"compaction": {"min_input_files": 2}, "remove_orphan_files": False},
+                                                   "overrides": {"expire_snapshots": {"retain_last": 9}}}},
+    {"id": "options_default", "kind": "compaction_options"},
+    {"id": "options_custom", "kind": "compaction_options", "kwargs": {"policy": {"compaction": {
+        "target_file_size_mb": 256, "partial_progress": False, "options": {"min-input-files": "9"}}}}},
+    {"id": "select_all", "kind": "selection"},
+    {"id": "select_tag", "kind": "selection", "kwargs": {"select": "tag:maintained"}},
+    {"id": "select_mixed", "kind": "selection", "kwargs": {"select": ["user_summary", "tag:maintained", "events"]}},
+    {"id": "context", "kind": "context"},
+]
+
+
+def render(args: list[str], target: Path) -> DbtInvocation:
+    # Own target path: no partial-parse state shared with concurrent dbt invocations.
+    return invoke_dbt([*args, "--target-path", str(target), "--no-partial-parse"], env=ENV)
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dbt_target")
+
+
+@pytest.fixture(scope="module")
+def rendered(target: Path) -> dict[str, dict[str, Any]]:
+    started = datetime.now(timezone.utc)
+    invocation = render(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": CASES})], target)
+    assert invocation.success, invocation.exception
+    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    by_id = {outcome["id"]: outcome for outcome in outcomes}
+    by_id["_started"] = {"value": started}
+    return by_id
+
+
+def sql(rendered: dict[str, dict[str, Any]], case: str) -> str:
+    return rendered[case]["sql"]
+
+
+def older_than(statement: str) -> datetime:
+    match = re.search(r"older_than => TIMESTAMP '(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)Z'", statement)
+    assert match, statement
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+
+
+def test_rewrite_data_files_sql(rendered: dict[str, dict[str, Any]]) -> None:
+    assert sql(rendered, "rdf_minimal") == "CALL system.rewrite_data_files(table => 'analytics.events')"
+    assert sql(rendered, "rdf_full") == (
+        "CALL system.rewrite_data_files(table => 'analytics.events', strategy => 'binpack', "
+        "options => map('min-input-files', '2', 'partial-progress.enabled', 'true'), "
+        "where => 'event_date < \\'2026-01-01\\'')"
+    )
+    # A sort order alone means strategy sort (Iceberg's rule), stated explicitly.
+    assert sql(rendered, "rdf_sort_only") == (
+        "CALL system.rewrite_data_files(table => 'analytics.events', strategy => 'sort', sort_order => 'id DESC NULLS LAST, ts')"
+    )
+    assert sql(rendered, "rdf_zorder") == (
+        "CALL cat.system.rewrite_data_files(table => 'analytics.events', strategy => 'sort', sort_order => 'zorder(user_id, event_ts)')"
+    )
+
+
+def test_quotes_and_backslashes_are_escaped_spark_style(rendered: dict[str, dict[str, Any]]) -> None:
+    # where = note = 'it\'s' or path like 'a\\b'  ->  every \ doubled, every ' preceded by \
+    assert sql(rendered, "rdf_escape").endswith(
+        "where => 'note = \\'it\\\\\\'s\\' or path like \\'a\\\\\\\\b\\'')"
+    )
+    assert "location => 's3://bucket/it\\'s'" in sql(rendered, "rof_full")
+
+
+def test_expire_snapshots_sql(rendered: dict[str, dict[str, Any]]) -> None:
+    statement = sql(rendered, "exp_full")
+    cutoff = older_than(statement)
+    expected = rendered["_started"]["value"] - timedelta(hours=168)
+    assert abs((cutoff - expected).total_seconds()) < 120
+    assert statement == (
+        "CALL system.expire_snapshots(table => 'analytics.events', older_than => TIMESTAMP '"
+        + cutoff.strftime("%Y-%m-%d %H:%M:%S")
+        + "Z', retain_last => 5, max_concurrent_deletes => 4, stream_results => true, "
+        "snapshot_ids => array(11, 12), clean_expired_metadata => false)"
+    )
+    assert sql(rendered, "exp_minimal") == "CALL system.expire_snapshots(table => 'analytics.events')"
+
+
+def test_remove_orphan_files_sql(rendered: dict[str, dict[str, Any]]) -> None:
+    default = sql(rendered, "rof_default")
+    cutoff = older_than(default)
+    assert abs((cutoff - (rendered["_started"]["value"] - timedelta(hours=72))).total_seconds()) < 120
+    assert default == (
+        "CALL system.remove_orphan_files(table => 'analytics.events', older_than => TIMESTAMP '"
+        + cutoff.strftime("%Y-%m-%d %H:%M:%S") + "Z')"
+    )
+    full = sql(rendered, "rof_full")
+    assert full.endswith(
+        "location => 's3://bucket/it\\'s', dry_run => true, max_concurrent_deletes => 8, "
+        "file_list_view => 'tmp.listing', equal_schemes => map('s3a', 's3', 's3n', 's3'), "
+        "equal_authorities => map('a.example', 'b.example'), prefix_mismatch_mode => 'IGNORE', prefix_listing => true)"
+    )
+
+
+def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str, Any]]) -> None:
+    assert sql(rendered, "rm_full") == "CALL system.rewrite_manifests(table => 'analytics.events', use_caching => true, spec_id => 0)"
+    assert sql(rendered, "rpd_full") == (
+        "CALL system.rewrite_position_delete_files(table => 'analytics.events', options => map('rewrite-all', 'true'), where => 'd = 1')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "messages"),
+    [
+        ("v_rdf", [
+            "rewrite_data_files: argument `where` is \"a = 1; drop table t\"; it must not contain ';' (a statement separator: only one predicate/expression is allowed)",
+            "rewrite_data_files: argument `strategy` is 'fast'; allowed values: binpack, sort",
+            "rewrite_data_files: argument `options` is ['x']; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
+        ]),
+        ("v_rdf_comment", ["rewrite_data_files: argument `where` is \"a = 1 /* all */\"; it must not contain a SQL comment (--, /* or */)"]),
+        ("v_rdf_sort_binpack", ["rewrite_data_files: argument `sort_order` is 'id' but `strategy` is 'binpack'; a sort order needs strategy 'sort' (or no strategy, which means sort)"]),
+        ("v_rdf_bad_sort", ["rewrite_data_files: argument `sort_order` is 'id, zorder(a, b)'; a z-order must be exactly 'zorder(col1, col2, ...)' and cannot be mixed with other sort columns"]),
+        ("v_exp", [
+            "expire_snapshots: argument `older_than_hours` is 0; it must be greater than 0",
+            "expire_snapshots: argument `retain_last` is 0; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)",
+            "expire_snapshots: argument `max_concurrent_deletes` is -1; it must be greater than 0",
+            "expire_snapshots: argument `stream_results` is yes; expected true or false",
+            "expire_snapshots: argument `snapshot_ids` is []; expected a non-empty list of snapshot ids",
+        ]),
+        ("v_rof", [
+            "remove_orphan_files: argument `older_than_hours` is 23; it must be at least 24: removing files younger than a day can delete the files of a write still in progress and corrupt the table",
+            "remove_orphan_files: argument `prefix_mismatch_mode` is 'NONE'; allowed values: ERROR, IGNORE, DELETE",
+            "remove_orphan_files: argument `equal_schemes` is s3; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
+            "remove_orphan_files: argument `file_list_view` is 'x; drop'; expected a view name (letters, digits, underscores, dots) with columns file_path string and last_modified timestamp",
+        ]),
+        ("v_rof_negative", ["remove_orphan_files: argument `older_than_hours` is -5; it must be greater than 0"]),
+        ("v_rm", [
+            "rewrite_manifests: argument `use_caching` is 1; expected true or false",
+            "rewrite_manifests: argument `spec_id` is -1; expected a partition spec id, a whole number >= 0",
+        ]),
+        ("v_rpd", [
+            "rewrite_position_delete_files: argument `where` is \"x -- y\"; it must not contain a SQL comment (--, /* or */)",
+            "rewrite_position_delete_files: argument `options` has entry k: ['v']; keys must be non-empty strings and values strings, numbers or booleans",
+        ]),
+        ("v_ok", []),
+    ],
+)
+def test_validation_messages(rendered: dict[str, dict[str, Any]], case: str, messages: list[str]) -> None:
+    assert rendered[case]["errors"] == messages
+
+
+def test_relation_names(rendered: dict[str, dict[str, Any]]) -> None:
+    assert rendered["names_2"]["value"] == ["analytics.events", "analytics.events", "system"]
+    assert rendered["names_1"]["value"] == ["analytics.events", "analytics.events", "system"]  # target schema
+    assert rendered["names_3"]["value"] == ["analytics.events", "glue.analytics.events", "glue.system"]
+
+
+def test_thresholds(rendered: dict[str, dict[str, Any]]) -> None:
+    value = lambda case: rendered[case]["value"]  # noqa: E731
+    assert value("due_compaction") == {"due": False, "reason": "no partition has >= 5 small files (largest: 3)"}
+    assert value("due_compaction_low") == {"due": True, "reason": "a partition has 3 small files, >= min_input_files 3"}
+    assert value("due_expire") == {"due": True, "reason": "8 snapshots (> retain_last 5), oldest 200.5 h old (> 168 h)"}
+    assert value("due_expire_few") == {"due": False, "reason": "only 8 snapshots, not more than retain_last 8"}
+    assert value("due_expire_young") == {"due": False, "reason": "oldest snapshot is 200.5 h old, not older than 300 h"}
+    assert value("due_manifests") == {"due": False, "reason": "only 3 data manifests, below threshold of 5"}
+    assert value("due_orphans")["due"] is True
+    assert value("due_deletes") == {"due": False, "reason": "only 0 delete files, below threshold of 5"}
+
+
+def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]) -> None:
+    policy = rendered["policy"]["value"]
+    assert policy["compaction"]["min_input_files"] == 2
+    assert policy["compaction"]["partial_progress"] is True
+    assert policy["remove_orphan_files"] == {"enabled": False, "older_than_hours": 72}
+    assert policy["expire_snapshots"] == {"enabled": True, "older_than_hours": 168, "retain_last": 9}
+    assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5}
+    assert rendered["options_default"]["value"] == {
+        "min-input-files": "5", "partial-progress.enabled": "true", "partial-progress.max-failed-commits": "0"}
+    assert rendered["options_custom"]["value"] == {"min-input-files": "9", "target-file-size-bytes": "268435456"}
+
+
+def test_model_selection(rendered: dict[str, dict[str, Any]]) -> None:
+    assert rendered["select_all"]["value"] == ["event_log", "events", "user_summary"]
+    assert rendered["select_tag"]["value"] == ["event_log", "events"]
+    assert rendered["select_mixed"]["value"] == ["user_summary", "event_log", "events"]
+
+
+def test_run_operation_context_is_a_macro(rendered: dict[str, dict[str, Any]]) -> None:
+    # maintain() returns its results here; only inside a node's hooks does it render to ''.
+    assert rendered["context"]["value"] == "macro"
+
+
+@pytest.mark.parametrize(
+    ("macro", "args", "message"),
+    [
+        ("dbt_iceberg_maint.get_rewrite_data_files_sql", {"relation": "a.b", "where": "x = 1; select 1"}, "argument `where` is \"x = 1; select 1\""),
+        ("dbt_iceberg_maint.get_remove_orphan_files_sql", {"relation": "a.b", "older_than_hours": 1}, "argument `older_than_hours` is 1; it must be at least 24"),
+        ("dbt_iceberg_maint.get_rewrite_manifests_sql", {"relation": "a.b-c"}, "argument `relation` is 'a.b-c'; expected 'table', 'schema.table' or 'catalog.schema.table'"),
+    ],
+)
+def test_get_sql_raises_a_compiler_error(target: Path, macro: str, args: dict[str, Any], message: str) -> None:
+    invocation = render(["run-operation", macro, "--args", json.dumps(args)], target)
+    assert not invocation.success
+    assert message in " ".join(invocation.log_messages) + (invocation.exception or "")
