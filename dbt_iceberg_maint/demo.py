@@ -115,6 +115,19 @@ def step_report_health(ctx: DemoContext) -> None:
     ctx.console.print(health_table("Iceberg table health (from metadata tables)", healths))
 
 
+def step_table_properties(ctx: DemoContext) -> None:
+    """Reconcile each maintained model's declared table properties (isolation, commit retries)."""
+    ctx.console.rule("Table properties: dbt run-operation dbt_iceberg_maint.apply_table_properties")
+    for name in ("events", "event_log"):
+        relation = f"{DEMO_SCHEMA}.{name}"
+        invocation = ctx.dbt("run-operation", "dbt_iceberg_maint.apply_table_properties",
+                             "--args", json.dumps({"relation": relation}))
+        for result in parse_result_lines(invocation.log_messages):
+            changed = result.metrics.get("changed") or {}
+            detail = ", ".join(f"{key}: {change['from']} -> {change['to']}" for key, change in changed.items())
+            ctx.console.print(f"{name}: {result.status}" + (f" ({detail})" if detail else f" ({result.reason})"))
+
+
 def step_maintenance(ctx: DemoContext) -> None:
     """The nightly job: every maintained model per its meta.iceberg_maint policy."""
     args = {"select": list(MAINTENANCE_SELECT)}
@@ -185,6 +198,7 @@ def step_conflict_recovery(ctx: DemoContext) -> None:
 DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
     step_build,
     step_report_health,
+    step_table_properties,
     step_maintenance,
     step_health_after,
     step_conflict_recovery,
