@@ -18,7 +18,8 @@
 {% macro spark__apply_table_properties(relation=none, policy=none) %}
   {#- Hooks are rendered at parse time too; only act when dbt executes. -#}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
-  {%- set target_relation = relation if relation is not none else this -%}
+  {#- Outside a model (run-operation) there is no `this`: the relation must be given. -#}
+  {%- set target_relation = relation if relation is not none else (this if this is defined else none) -%}
   {%- set table = dbt_iceberg_maint._hp_table_name(target_relation) -%}
   {%- set declared_policy = policy if policy is not none else dbt_iceberg_maint._hp_policy(relation) -%}
   {#- Validate before touching the table: bad input changes nothing. -#}

@@ -157,3 +157,9 @@ def test_invalid_policy_raises_a_compiler_error(dbt_target: Path) -> None:
     assert ("invalid meta.iceberg_maint table-property policy: isolation_level.merge = \"read_committed\" "
             "is not allowed; expected one of serializable, snapshot") in " ".join(
                 [str(invocation.exception), *invocation.log_messages])
+
+
+def test_run_operation_without_relation_names_the_argument(dbt_target: Path) -> None:
+    invocation = run_operation(dbt_target, "dbt_iceberg_maint.apply_table_properties", {})
+    assert not invocation.success
+    assert "argument `relation` is none" in " ".join([str(invocation.exception), *invocation.log_messages])
