@@ -218,10 +218,9 @@ class ThriftServer:
                 self.started_in_s = time.monotonic() - started
                 return self.started_in_s
             time.sleep(0.5)
-        self.stop()
         raise RuntimeSetupError(
             f"the Spark Thrift Server did not accept connections on {self.host}:{self.port} within "
-            f"{timeout_s:.0f} s (stopped it); last lines of {self.log_path}:\n{tail(self.log_path)}"
+            f"{timeout_s:.0f} s; last lines of {self.log_path}:\n{tail(self.log_path)}"
         )
 
     def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> int | None:
@@ -290,7 +289,11 @@ def start_thrift_server(
                                    stdin=subprocess.DEVNULL, start_new_session=True)
     server = ThriftServer(spec, state, process)
     (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": spec.port}))
-    server.wait_until_ready(start_timeout_s)
+    try:
+        server.wait_until_ready(start_timeout_s)
+    except BaseException:
+        server.stop()  # an early exit, a timeout or Ctrl-C: leave no process or state file behind
+        raise
     return server
 
 

@@ -26,3 +26,4 @@ def test_failed_start_names_the_exit_and_shows_the_log_tail(tmp_path: Path) -> N
     message = str(failure.value)
     assert "exited with code" in message and "before accepting connections" in message
     assert "Invalid maximum heap size" in message  # the JVM's own words, from the log tail
+    assert not (tmp_path / "state" / STATE_FILE).exists()  # nothing recorded as running

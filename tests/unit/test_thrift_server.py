@@ -154,3 +154,18 @@ def test_stop_ends_the_whole_process_group_and_nothing_else(tmp_path: Path) -> N
 
 def test_stop_recorded_server_without_a_state_file(tmp_path: Path) -> None:
     assert stop_recorded_server(tmp_path) is False
+
+
+def test_cli_stop_without_a_recorded_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dbt_iceberg_maint.thrift_server import main
+
+    assert main(["stop", "--state-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == f"no server recorded in {tmp_path}"
+
+
+def test_cli_requires_an_action(capsys: pytest.CaptureFixture[str]) -> None:
+    from dbt_iceberg_maint.thrift_server import main
+
+    with pytest.raises(SystemExit) as usage:
+        main([])
+    assert usage.value.code == 2
