@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 GATE_EVENT_ID = 60  # a batch-2 row: the MERGE source does its slow work on it
-MERGE_WORK = 12000  # x 10,000 lambda steps: several seconds of source work
+MERGE_WORK = 16000  # x 10,000 lambda steps: several seconds of source work, margin for a busy machine
 START_TIMEOUT_S = 120.0
 
 
