@@ -1,0 +1,150 @@
+"""maintain() and the iceberg_maintenance run-operation on the integration project, end to end."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tests.conftest import DbtProject
+
+pytestmark = pytest.mark.integration
+
+ORDER = ["rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]
+
+
+def current_snapshot(spark: SparkSession, table: str) -> int:
+    return spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at desc limit 1").collect()[0][0]
+
+
+def by_table(results: tuple[MaintenanceResult, ...], table: str) -> dict[str, MaintenanceResult]:
+    return {r.operation: r for r in results if r.table.endswith("." + table)}
+
+
+def maintenance(dbt_project: DbtProject, expect_success: bool = True, vars: str | None = None, **args: object):
+    command = ["run-operation", "iceberg_maintenance", "--args", json.dumps(args)]
+    if vars:
+        command += ["--vars", vars]
+    invocation = dbt_project(*command, expect_success=expect_success)
+    return invocation, parse_result_lines(invocation.log_messages)
+
+
+@pytest.fixture(scope="module")
+def built(spark: SparkSession, dbt_project: DbtProject) -> DbtProject:
+    """Three batches: many small files, several snapshots and manifests per table."""
+    dbt_project("seed")
+    for batch in (1, 2, 3):
+        dbt_project("run", "--vars", f"{{batch: {batch}}}", "--select", "events", "event_log")
+    # event_log declares commit_retry.num_retries 20: partial-progress compaction commits its
+    # groups in quick succession and the Hadoop catalog's default 4 retries are too few.
+    dbt_project("run-operation", "dbt_iceberg_maint.apply_table_properties",
+                "--args", json.dumps({"relation": f"{dbt_project.schema}.event_log"}))
+    props = dict(spark.sql(f"show tblproperties {dbt_project.table('event_log')}").collect())
+    assert props.get("commit.retry.num-retries") == "20"
+    return dbt_project
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(spark: SparkSession, built: DbtProject) -> None:
+    tables = {name: built.table(name) for name in ("events", "event_log")}
+    before = {name: current_snapshot(spark, table) for name, table in tables.items()}
+
+    invocation, results = maintenance(built, dry_run=True, force=True)
+
+    log = invocation.log_messages
+    assert any(m.startswith("iceberg_maintenance: 3 Iceberg model(s)") for m in log)  # user_summary too
+    event_log = by_table(results, "event_log")
+    assert list(event_log) == ORDER
+    assert {r.status for r in event_log.values()} == {"dry_run"}
+    assert event_log["rewrite_data_files"].sql.startswith(f"CALL system.rewrite_data_files(table => '{built.schema}.event_log'")
+    assert "'partial-progress.max-failed-commits', '0'" in event_log["rewrite_data_files"].sql
+    assert "'target-file-size-bytes', '67108864'" in event_log["rewrite_data_files"].sql
+    # events compacts only cold partitions, and nothing is cold yet.
+    assert by_table(results, "events")["rewrite_data_files"].status == "skipped"
+    assert "quiet for 6 h" in by_table(results, "events")["rewrite_data_files"].reason
+    assert {r.status for r in by_table(results, "user_summary").values()} == {"skipped"}
+    assert {name: current_snapshot(spark, table) for name, table in tables.items()} == before
+
+
+def test_thresholds_decide_what_runs_and_the_data_survives(spark: SparkSession, built: DbtProject) -> None:
+    event_log = built.table("event_log")
+    rows = spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect()[0]
+    files_before = spark.sql(f"select count(*) from {event_log}.data_files").collect()[0][0]
+
+    invocation, results = maintenance(built, select="tag:maintained")
+
+    assert invocation.success
+    log = " ".join(invocation.log_messages)
+    assert "1 of 2 event_log" in log and "2 of 2 events" in log
+    assert "iceberg_maintenance summary: 2 table(s), 8 operation(s)" in log
+    done = by_table(results, "event_log")
+    assert list(done) == ORDER
+    assert done["rewrite_data_files"].status == "success"
+    assert done["rewrite_data_files"].metrics["rewritten_data_files_count"] > 0
+    assert spark.sql(f"select count(*) from {event_log}.data_files").collect()[0][0] < files_before
+    assert tuple(spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect()[0]) == tuple(rows)
+    # Snapshots are minutes old, the policy expires after 1 h.
+    assert done["expire_snapshots"].status == "skipped"
+    assert "not older than 1 h" in done["expire_snapshots"].reason
+    assert done["remove_orphan_files"].status == "success"
+    assert done["rewrite_manifests"].status in {"success", "skipped"}
+    if done["rewrite_manifests"].status == "skipped":
+        assert "below threshold of 3" in done["rewrite_manifests"].reason
+
+
+def test_a_failing_operation_does_not_stop_the_following_ones(spark: SparkSession, built: DbtProject) -> None:
+    event_log = built.table("event_log")
+    for event_id in (9001, 9002):  # two more manifests for rewrite_manifests to merge
+        spark.sql(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-01', 1.00, 9)")
+    spark.sql(f"alter table {event_log} set tblproperties ('gc.enabled'='false')")
+    try:
+        invocation, results = maintenance(built, expect_success=False, select="event_log", force=True)
+    finally:
+        spark.sql(f"alter table {event_log} unset tblproperties ('gc.enabled')")
+
+    assert not invocation.success  # the run-operation fails after its summary
+    done = by_table(results, "event_log")
+    assert list(done) == ORDER
+    assert done["expire_snapshots"].status == "failed"
+    assert "GC is disabled" in done["expire_snapshots"].reason
+    assert done["remove_orphan_files"].status == "failed"
+    assert done["rewrite_manifests"].status == "success"  # ran after the failures
+    assert done["rewrite_manifests"].metrics["rewritten_manifests_count"] >= 2
+    assert spark.sql(f"select count(*) from {event_log}.manifests").collect()[0][0] == 1
+    log = " ".join(invocation.log_messages) + (invocation.exception or "")
+    assert "4 operation(s): 2 success, 0 skipped, 0 dry_run, 2 failed" in log
+    assert "2 operation(s) failed" in log
+
+
+def test_kill_switch_var_skips_everything(spark: SparkSession, built: DbtProject) -> None:
+    before = current_snapshot(spark, built.table("event_log"))
+    _, results = maintenance(built, vars="{dbt_iceberg_maint_enabled: false}", select=["event_log", "events"], force=True)
+    assert len(results) == 8
+    assert {r.status for r in results} == {"skipped"}
+    assert {r.reason for r in results} == {"maintenance disabled by var dbt_iceberg_maint_enabled: false"}
+    assert current_snapshot(spark, built.table("event_log")) == before
+
+
+def test_unknown_selection_or_operation_is_refused(spark: SparkSession, built: DbtProject) -> None:
+    before = current_snapshot(spark, built.table("event_log"))
+    invocation, results = maintenance(built, expect_success=False, select="nope")
+    assert "argument `select` contains 'nope'" in " ".join(invocation.log_messages) + (invocation.exception or "")
+    invocation, results2 = maintenance(built, expect_success=False, operations=["vacuum"])
+    assert "argument `operations` contains 'vacuum'" in " ".join(invocation.log_messages) + (invocation.exception or "")
+    assert results == results2 == ()
+    assert current_snapshot(spark, built.table("event_log")) == before
+
+
+def test_maintain_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None:
+    run = built("run", "--vars", "{batch: 4, maintain_after_run: true}", "--select", "event_log")
+    results = parse_result_lines(run.log_messages)
+    assert [r.operation for r in results] == ORDER
+    assert all(r.table.endswith(".event_log") for r in results)
+    assert {r.status for r in results} <= {"success", "skipped"}
+    assert results[0].status == "success"  # batch 4 added small files to compact
+    assert spark.sql(f"select count(*) from {built.table('event_log')}").collect()[0][0] == 137  # + the two inserted above
