@@ -7,7 +7,7 @@
     Each cold partition becomes a range on the source column: identity -> `col = literal` (or
     `col is null`), years/months/days/hours(ts) -> `(ts >= lo and ts < hi)` with UTC bounds.
     Partitions that cannot be expressed exactly (bucket, truncate, unknown transforms, unsupported
-    types, tables whose partition spec evolved) are left out, never widened.
+    types, partitions written under an older partition spec) are left out, never widened.
     An unpartitioned table is one partition: `true` when it is cold as a whole, else none.
     as_of: the reference time, 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC (default: now), so that a
     job can judge all its tables against its own start time. -#}
@@ -39,19 +39,23 @@
     {%- set rows = run_query('select count(*) as total, count_if(' ~ cold_condition ~ ') as cold from ' ~ table ~ '.partitions').rows -%}
     {{ return('true' if rows[0]['total'] | int > 0 and rows[0]['total'] | int == rows[0]['cold'] | int else none) }}
   {%- endif -%}
+  {#- A row belongs to the current spec only if its spec has as many fields as the current one
+      (the field count of each spec comes from its manifests' partition_summaries); rows of
+      older specs are left out, as the partition struct is the union of every spec's fields. -#}
   {%- set query -%}
-    select to_json(partition, map('ignoreNullFields', 'false')) as partition_json,
-           (select count(distinct spec_id) from {{ table }}.partitions) as spec_count
-    from {{ table }}.partitions
+    with spec_fields as (
+      select partition_spec_id as spec_id, max(size(partition_summaries)) as fields
+      from {{ table }}.manifests group by partition_spec_id
+    )
+    select to_json(p.partition, map('ignoreNullFields', 'false')) as partition_json, s.fields as spec_fields
+    from {{ table }}.partitions as p left join spec_fields as s on p.spec_id = s.spec_id
     where {{ cold_condition }}
   {%- endset -%}
   {%- set partitions = [] -%}
   {%- for row in run_query(query) -%}
-    {%- if row['spec_count'] | int != 1 -%}
-      {#- The partition struct mixes specs: values cannot be mapped back safely. -#}
-      {{ return(none) }}
+    {%- if row['spec_fields'] is not none and row['spec_fields'] | int == layout['partition_fields'] | length -%}
+      {%- do partitions.append(fromjson(row['partition_json'])) -%}
     {%- endif -%}
-    {%- do partitions.append(fromjson(row['partition_json'])) -%}
   {%- endfor -%}
   {{ return(dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'], partitions)) }}
 {% endmacro %}

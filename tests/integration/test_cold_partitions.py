@@ -50,7 +50,7 @@ def data_files_by_partition(spark: SparkSession, table: str) -> dict[str, int]:
 def tables(spark: SparkSession, dbt_project: DbtProject) -> dict[str, Any]:
     schema = f"local.{dbt_project.schema}_cold"
     spark.sql(f"create namespace if not exists {schema}")
-    t = {name: f"{schema}.{name}" for name in ("by_day", "by_identity", "by_bucket", "unpartitioned_old", "unpartitioned_new")}
+    t = {name: f"{schema}.{name}" for name in ("by_day", "by_identity", "by_bucket", "by_evolved", "unpartitioned_old", "unpartitioned_new")}
     spark.sql(f"create table {t['by_day']} (id bigint, event_ts timestamp, v string) using iceberg partitioned by (days(event_ts))")
     spark.sql(f"create table {t['by_identity']} (id bigint, event_date date, country string) using iceberg "
               "partitioned by (event_date, country)")
@@ -64,6 +64,12 @@ def tables(spark: SparkSession, dbt_project: DbtProject) -> dict[str, Any]:
     insert_rows(spark, t["by_identity"], OLD_DAYS, "({id}, date '{day}', " + "if('{day}' = '2026-11-01', null, 'NL'))")
     insert_rows(spark, t["by_bucket"], OLD_DAYS, "({id}, timestamp '{day} 12:00:00')")
     spark.sql(f"insert into {t['unpartitioned_old']} values (1)")
+    # Partition evolution: old days written under spec 0 (days), later ones under spec 1
+    # (days, identity v): rows of the old spec cannot be mapped onto the current fields.
+    spark.sql(f"create table {t['by_evolved']} (id bigint, event_ts timestamp, v string) using iceberg partitioned by (days(event_ts))")
+    insert_rows(spark, t["by_evolved"], OLD_DAYS[:1], day_row)
+    spark.sql(f"alter table {t['by_evolved']} add partition field v")
+    insert_rows(spark, t["by_evolved"], OLD_DAYS[1:], day_row)
     old_done = time.time()
     time.sleep(GAP_SECONDS)
     recent_start = time.time()
@@ -135,6 +141,12 @@ def test_identity_partitions_including_null_values(spark: SparkSession, tables: 
 
 def test_bucket_partitions_are_left_out_not_widened(tables: dict[str, Any]) -> None:
     assert tables["where"]["by_bucket"] is None
+
+
+def test_partitions_of_an_older_spec_are_left_out(tables: dict[str, Any]) -> None:
+    assert tables["where"]["by_evolved"] == (
+        "((event_ts >= timestamp '2026-11-02 00:00:00+00:00' and event_ts < timestamp '2026-11-03 00:00:00+00:00')"
+        " and v = 'x')")
 
 
 def test_unpartitioned_table_is_one_partition(tables: dict[str, Any]) -> None:
