@@ -24,6 +24,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def installed_package() -> None:
+    """`dbt deps` once: the integration project installs this package (packages.yml: local ../)."""
+    invocation = invoke_dbt(["deps", "--quiet"])
+    assert invocation.success, f"dbt deps failed: {invocation.exception}"
+
+
 @pytest.fixture(scope="module")
 def warehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh warehouse for this test module, made the session's default catalog."""
@@ -57,7 +64,5 @@ class DbtProject:
 
 
 @pytest.fixture(scope="module")
-def dbt_project(warehouse: Path, request: pytest.FixtureRequest) -> DbtProject:
-    project = DbtProject(schema=f"it_{request.module.__name__.rsplit('.', 1)[-1]}")
-    project("deps", "--quiet")
-    return project
+def dbt_project(warehouse: Path, installed_package: None, request: pytest.FixtureRequest) -> DbtProject:
+    return DbtProject(schema=f"it_{request.module.__name__.rsplit('.', 1)[-1]}")

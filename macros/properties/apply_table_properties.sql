@@ -38,7 +38,8 @@
   {%- set changes = dbt_iceberg_maint.table_property_changes(declared, current) -%}
   {%- set sql = dbt_iceberg_maint.get_apply_table_properties_sql(table, declared, current) -%}
   {%- if sql -%}
-    {%- do run_query(sql) -%}
+    {#- No result set: over thrift, run_query (fetch) fails on a statement that returns none. -#}
+    {%- call statement('apply_table_properties', fetch_result=False) -%}{{ sql }}{%- endcall -%}
     {{ dbt_iceberg_maint._hp_log_result(table, 'apply_table_properties', 'success', sql=sql,
          metrics={'changed': changes, 'declared': declared | length},
          duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}

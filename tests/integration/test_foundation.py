@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.health import read_health
+from dbt_iceberg_maint.health import health_via_dbt
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -67,7 +67,7 @@ def test_project_builds_then_incremental_run_merges(spark: SparkSession, dbt_pro
 
 def test_health_reads_metadata_tables(spark: SparkSession, dbt_project: DbtProject) -> None:
     dbt_project("run", "--vars", "{batch: 3}", "--select", "events")
-    health = read_health(spark, dbt_project.table("events"))
+    [health] = health_via_dbt([f"{dbt_project.schema}.events"], env=dbt_project.env)
     files = spark.sql(f"select count(*) from {dbt_project.table('events')}.files").collect()[0][0]
     assert health.data_files == files > 0
     assert health.small_files == health.data_files  # every demo file is far below 512 MB

@@ -63,7 +63,8 @@ def test_run_operation_logs_health_equal_to_metadata_tables(spark: SparkSession,
     age = health.pop("oldest_snapshot_age_hours")
     first_commit_age = scalar(spark, f"select (unix_micros(current_timestamp()) - unix_micros(min(committed_at))) "
                                      f"/ 3600000000.0 from {events}.snapshots")
-    assert 0 < age <= float(first_commit_age)
+    # The macro rounds to 3 decimals and measured a moment before this query did.
+    assert 0 < age <= float(first_commit_age) + 0.0005
     assert health == {"table": f"{built.schema}.events", **expected_health(spark, events, DEFAULT_TARGET, True)}
     # Three incremental loads over ~10 day partitions: many small files, several per partition.
     assert health["data_files"] == health["small_files"] > health["partitions"] > 1

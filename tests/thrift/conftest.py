@@ -20,18 +20,6 @@ from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
 
 
-# Known defect, found by these tests: dbt-spark over thrift fails a statement without a result
-# set sent through `run_query` (fetch=True) — PyHive's cursor has no description and dbt's
-# result conversion raises "'NoneType' object is not iterable" after the statement ran.
-# macros/properties/apply_table_properties.sql sends its ALTER TABLE that way, so the `events`
-# post-hook fails every run over thrift. Strict: these tests must lose the mark once it is fixed.
-APPLY_PROPERTIES_THRIFT_BUG = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="apply_table_properties runs ALTER TABLE via run_query; over thrift that raises "
-           "'NoneType' object is not iterable (send it with a statement that fetches no result)",
-)
-
-
 @pytest.fixture(scope="session")
 def thrift_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftServer]:
     root = tmp_path_factory.mktemp("thrift_server")

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.thrift.conftest import APPLY_PROPERTIES_THRIFT_BUG
 
 if TYPE_CHECKING:
     from tests.thrift.conftest import ThriftDbtProject, ThriftSql
@@ -14,7 +13,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 
-@APPLY_PROPERTIES_THRIFT_BUG  # the events model's post-hook
 def test_project_builds_and_merges_over_thrift(thrift_project: ThriftDbtProject, thrift_sql: ThriftSql) -> None:
     build = thrift_project("build", "--vars", "{batch: 1}")
     statuses = {node.name: node.status for node in build.nodes}

@@ -17,7 +17,6 @@ import pytest
 
 from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
-from tests.thrift.conftest import APPLY_PROPERTIES_THRIFT_BUG
 
 if TYPE_CHECKING:
     from dbt_iceberg_maint.thrift_server import ThriftServer
@@ -63,7 +62,6 @@ def built(thrift_project: ThriftDbtProject) -> ThriftDbtProject:
     return thrift_project
 
 
-@APPLY_PROPERTIES_THRIFT_BUG
 def test_apply_table_properties_post_hook_reconciles_drift(built: ThriftDbtProject, thrift_sql: ThriftSql) -> None:
     events = built.table("events")
     built("run", "--select", "events", "--vars", "{batch: 1}")

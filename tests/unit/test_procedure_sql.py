@@ -83,7 +83,7 @@ def render(args: list[str], target: Path) -> DbtInvocation:
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def target(tmp_path_factory: pytest.TempPathFactory, installed_package: None) -> Path:
     return tmp_path_factory.mktemp("dbt_target")
 
 

@@ -39,7 +39,7 @@ def render_cases(target: Path, cases: Sequence[tuple[str, str, Mapping[str, Any]
 
 
 @pytest.fixture(scope="module")
-def dbt_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dbt_target(tmp_path_factory: pytest.TempPathFactory, installed_package: None) -> Path:
     return tmp_path_factory.mktemp("hp_dbt")
 
 
