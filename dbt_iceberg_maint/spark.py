@@ -193,6 +193,7 @@ def session_conf(
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",  # progress bars garble the demo and dbt logs
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     }

@@ -32,7 +32,7 @@
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}, kwargs.get('overrides') or {})}) -%}
     {%- elif kind == 'compaction_options' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
-      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_compaction_options(policy.compaction)}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_compaction_options(policy.compaction, kwargs.get('serial_group_commits', false))}) -%}
     {%- elif kind == 'names' -%}
       {%- do outcome.update({'value': [
           dbt_iceberg_maint._iceberg_maint_table_name(kwargs.relation),

@@ -84,13 +84,19 @@
 
 {#- rewrite_data_files options implied by the compaction policy; explicit `options` win.
     Partial progress is on with max-failed-commits 0 by default so a commit that loses to a
-    concurrent writer fails the operation instead of being silently ignored. -#}
-{% macro _iceberg_maint_compaction_options(section) %}
+    concurrent writer fails the operation instead of being silently ignored.
+    `serial_group_commits`: Iceberg commits partial-progress groups from its rewrite threads, so
+    on a catalog without an atomic metadata swap (Hadoop) its own commits race ("Version N
+    already exists") and fail; there one file group is rewritten at a time. -#}
+{% macro _iceberg_maint_compaction_options(section, serial_group_commits=false) %}
   {%- set options = {'min-input-files': section.min_input_files | string} -%}
   {%- if section.partial_progress -%}
     {%- do options.update({'partial-progress.enabled': 'true'}) -%}
     {%- if section.max_failed_commits is not none -%}
       {%- do options.update({'partial-progress.max-failed-commits': section.max_failed_commits | string}) -%}
+    {%- endif -%}
+    {%- if serial_group_commits -%}
+      {%- do options.update({'max-concurrent-file-group-rewrites': '1'}) -%}
     {%- endif -%}
   {%- endif -%}
   {%- if section.target_file_size_mb -%}

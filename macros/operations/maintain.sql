@@ -95,7 +95,9 @@
       {%- endif -%}
       {%- set where = ('(' ~ where ~ ') and (' ~ cold ~ ')') if where else cold -%}
     {%- endif -%}
-    {{ return({'sql': dbt_iceberg_maint.get_rewrite_data_files_sql(relation, where, section.strategy, section.sort_order, dbt_iceberg_maint._iceberg_maint_compaction_options(section)), 'reason': none}) }}
+    {%- set options = dbt_iceberg_maint._iceberg_maint_compaction_options(
+          section, serial_group_commits=section.partial_progress and dbt_iceberg_maint._iceberg_maint_is_hadoop_catalog(relation)) -%}
+    {{ return({'sql': dbt_iceberg_maint.get_rewrite_data_files_sql(relation, where, section.strategy, section.sort_order, options), 'reason': none}) }}
   {%- elif operation == 'rewrite_position_delete_files' -%}
     {%- set section = policy.rewrite_position_delete_files -%}
     {%- set options = {'min-input-files': section.min_input_files | string} -%}
@@ -108,6 +110,18 @@
   {%- else -%}
     {{ return({'sql': dbt_iceberg_maint.get_rewrite_manifests_sql(relation), 'reason': none}) }}
   {%- endif -%}
+{% endmacro %}
+
+
+{#- Whether the relation's Iceberg catalog is a HadoopCatalog (read from the session's catalog
+    configuration with SET, so it works over any connection). -#}
+{% macro _iceberg_maint_is_hadoop_catalog(relation) %}
+  {%- set catalog = dbt_iceberg_maint._iceberg_maint_relation_parts(relation).catalog
+        or run_query('select current_catalog()').columns[0].values()[0] -%}
+  {%- set prefix = 'spark.sql.catalog.' ~ catalog -%}
+  {%- set catalog_type = run_query('set `' ~ prefix ~ '.type`').columns[1].values()[0] | string -%}
+  {%- set catalog_impl = run_query('set `' ~ prefix ~ '.catalog-impl`').columns[1].values()[0] | string -%}
+  {{ return(catalog_type | lower == 'hadoop' or catalog_impl.endswith('.HadoopCatalog')) }}
 {% endmacro %}
 
 

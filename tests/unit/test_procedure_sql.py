@@ -68,6 +68,11 @@ CASES: list[dict[str, Any]] = [
     {"id": "policy", "kind": "policy", "kwargs": {"policy": {"compaction": {"min_input_files": 2}, "remove_orphan_files": False},
                                                    "overrides": {"expire_snapshots": {"retain_last": 9}}}},
     {"id": "options_default", "kind": "compaction_options"},
+    {"id": "options_hadoop", "kind": "compaction_options", "kwargs": {"serial_group_commits": True}},
+    {"id": "options_hadoop_explicit", "kind": "compaction_options", "kwargs": {"serial_group_commits": True, "policy": {
+        "compaction": {"options": {"max-concurrent-file-group-rewrites": "4"}}}}},
+    {"id": "options_hadoop_no_partial_progress", "kind": "compaction_options", "kwargs": {
+        "serial_group_commits": True, "policy": {"compaction": {"partial_progress": False}}}},
     {"id": "options_custom", "kind": "compaction_options", "kwargs": {"policy": {"compaction": {
         "target_file_size_mb": 256, "partial_progress": False, "options": {"min-input-files": "9"}}}}},
     {"id": "select_all", "kind": "selection"},
@@ -237,6 +242,11 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
     assert rendered["options_default"]["value"] == {
         "min-input-files": "5", "partial-progress.enabled": "true", "partial-progress.max-failed-commits": "0"}
     assert rendered["options_custom"]["value"] == {"min-input-files": "9", "target-file-size-bytes": "268435456"}
+    # On a Hadoop catalog partial-progress group commits are serialised unless options say otherwise.
+    assert rendered["options_hadoop"]["value"] == {
+        **rendered["options_default"]["value"], "max-concurrent-file-group-rewrites": "1"}
+    assert rendered["options_hadoop_explicit"]["value"]["max-concurrent-file-group-rewrites"] == "4"
+    assert rendered["options_hadoop_no_partial_progress"]["value"] == {"min-input-files": "5"}
 
 
 def test_model_selection(rendered: dict[str, dict[str, Any]]) -> None:
