@@ -12,6 +12,7 @@ import click
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.spark import (
     ICEBERG_JAR_ENV,
+    ICEBERG_PACKAGES_ENV,
     WAREHOUSE_ENV,
     check_java,
     resolve_iceberg_runtime,
@@ -59,6 +60,8 @@ def env(warehouse: Path) -> None:
         sys.exit(EXIT_USAGE)
     if runtime.jars:
         click.echo(f"export {ICEBERG_JAR_ENV}={runtime.jars[0]}")
+    if runtime.packages:
+        click.echo(f"export {ICEBERG_PACKAGES_ENV}={','.join(runtime.packages)}")
     click.echo(f"export {WAREHOUSE_ENV}={warehouse.resolve()}")
     warehouse.mkdir(parents=True, exist_ok=True)
 

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 ICEBERG_JAR_ENV = "DBT_ICEBERG_MAINT_ICEBERG_JAR"
 ICEBERG_PACKAGES_ENV = "DBT_ICEBERG_MAINT_ICEBERG_PACKAGES"
 WAREHOUSE_ENV = "DBT_ICEBERG_MAINT_WAREHOUSE"
-CATALOG_ENV = "DBT_ICEBERG_MAINT_CATALOG"
 
 DEFAULT_CATALOG = "local"
 DEFAULT_WAREHOUSE = "iceberg_warehouse"
@@ -230,7 +229,7 @@ def start_session(
         warehouse_path = str(Path(warehouse_path).expanduser().resolve())
     catalog = CatalogSpec(
         warehouse=warehouse_path,
-        name=catalog_name or os.environ.get(CATALOG_ENV) or DEFAULT_CATALOG,
+        name=catalog_name or DEFAULT_CATALOG,
         properties=dict(catalog_properties or {}),
     )
     prepare_warehouse(catalog)

@@ -26,7 +26,6 @@ from types import TracebackType
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
 from dbt_iceberg_maint.spark import (
-    CATALOG_ENV,
     DEFAULT_CATALOG,
     CatalogSpec,
     IcebergRuntime,
@@ -118,7 +117,7 @@ def server_catalog(warehouse: str | os.PathLike[str], name: str | None = None,
         path = str(Path(path).expanduser().resolve())
     return CatalogSpec(
         warehouse=path,
-        name=name or os.environ.get(CATALOG_ENV) or DEFAULT_CATALOG,
+        name=name or DEFAULT_CATALOG,
         properties={"cache-enabled": "false", **dict(properties or {})},
     )
 

@@ -28,6 +28,10 @@
     {%- elif kind == 'due' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_due(kwargs.operation, policy, kwargs.health)}) -%}
+    {%- elif kind == 'policy_errors' -%}
+      {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.policy if kwargs.policy is mapping else {}) -%}
+      {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_policy_shape_errors(kwargs.policy)
+            + dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)}) -%}
     {%- elif kind == 'policy' -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}, kwargs.get('overrides') or {})}) -%}
     {%- elif kind == 'compaction_options' -%}
@@ -48,10 +52,17 @@
 {% endmacro %}
 
 
-{#- Calls a public macro with `ref()` relations, for the tests that need a real relation object. -#}
-{% macro iceberg_maint_render_ref_cases(model_name) %}
-  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'ref', 'sql': dbt_iceberg_maint.get_rewrite_manifests_sql(ref(model_name))}), info=true) -%}
-  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'source_like_string', 'sql': dbt_iceberg_maint.get_rewrite_manifests_sql('other_catalog.raw.events')}), info=true) -%}
+{#- The SQL of each procedure for `ref()` and `source()` relations (relation objects, not strings). -#}
+{% macro iceberg_maint_render_relation_cases() %}
+  {%- set relations = {'ref': ref('events'), 'source': source('landing', 'raw_events')} -%}
+  {%- for id, relation in relations.items() -%}
+    {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': id, 'sql': [
+          dbt_iceberg_maint.get_rewrite_data_files_sql(relation),
+          dbt_iceberg_maint.get_expire_snapshots_sql(relation),
+          dbt_iceberg_maint.get_remove_orphan_files_sql(relation),
+          dbt_iceberg_maint.get_rewrite_manifests_sql(relation),
+          dbt_iceberg_maint.get_rewrite_position_delete_files_sql(relation)]}), info=true) -%}
+  {%- endfor -%}
 {% endmacro %}
 
 

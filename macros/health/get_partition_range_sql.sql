@@ -46,7 +46,10 @@
 
 {% macro _hp_identity_sql(col, type, value) %}
   {%- if type in ['string'] or type.startswith('varchar') or type.startswith('char') -%}
-    {{ return(col ~ ' = ' ~ dbt_iceberg_maint._hp_string_literal(value)) if value is string else return(none) }}
+    {#- A value with ';' or comment markers would make the whole `where` fail the procedures'
+        fragment check: leave that partition out rather than abort the maintenance run. -#}
+    {%- if value is not string or ';' in value or '--' in value or '/*' in value or '*/' in value -%}{{ return(none) }}{%- endif -%}
+    {{ return(col ~ ' = ' ~ dbt_iceberg_maint._hp_string_literal(value)) }}
   {%- elif type == 'boolean' -%}
     {{ return(col ~ ' = ' ~ ('true' if value else 'false')) if value is boolean else return(none) }}
   {%- elif type in ['tinyint', 'smallint', 'int', 'integer', 'bigint'] -%}

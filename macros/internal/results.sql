@@ -47,3 +47,14 @@
   {%- do log('ICEBERG_MAINT_RESULT ' ~ tojson(record), info=true) -%}
   {{ return(record) }}
 {% endmacro %}
+
+
+{#- What a public macro that executes statements hands back: inside a node (its hooks or SQL)
+    dbt runs the rendered text as SQL, so there it renders to '' (the result line is in the
+    log); called from a macro or run-operation it returns the value. -#}
+{% macro _iceberg_maint_outside_node(value) %}
+  {%- if model is mapping and model.get('resource_type') in ['model', 'seed', 'snapshot'] -%}
+    {{ return('') }}
+  {%- endif -%}
+  {{ return(value) }}
+{% endmacro %}

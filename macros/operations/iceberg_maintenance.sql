@@ -19,8 +19,9 @@
         + dbt_iceberg_maint._iceberg_maint_check_boolean('iceberg_maintenance', 'force', force)) -%}
   {%- set nodes = dbt_iceberg_maint._iceberg_maint_selected_models(select) -%}
   {%- for node in nodes -%}
-    {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(dbt_iceberg_maint._iceberg_maint_model_policy(node)) -%}
-    {%- set errors = dbt_iceberg_maint._iceberg_maint_policy_errors(policy) -%}
+    {%- set raw_policy = dbt_iceberg_maint._iceberg_maint_model_policy(node) -%}
+    {%- set errors = dbt_iceberg_maint._iceberg_maint_policy_shape_errors(raw_policy)
+          + dbt_iceberg_maint._iceberg_maint_policy_errors(dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy)) -%}
     {%- if errors -%}
       {{ exceptions.raise_compiler_error("iceberg_maintenance: model " ~ node.name ~ " has an invalid meta.iceberg_maint policy: " ~ errors | join('; ')) }}
     {%- endif -%}

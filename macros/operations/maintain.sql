@@ -5,11 +5,7 @@
     text as SQL), so `{{ dbt_iceberg_maint.maintain() }}` works as a post-hook. -#}
 
 {% macro maintain(relation=none, operations=none, dry_run=false, force=false, policy=none) %}
-  {%- set results = adapter.dispatch('maintain', 'dbt_iceberg_maint')(relation if relation is not none else this, operations, dry_run, force, policy) -%}
-  {%- if model is mapping and model.get('resource_type') in ['model', 'seed', 'snapshot'] -%}
-    {{ return('') }}
-  {%- endif -%}
-  {{ return(results) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('maintain', 'dbt_iceberg_maint')(relation if relation is not none else this, operations, dry_run, force, policy))) }}
 {% endmacro %}
 
 {% macro default__maintain(relation, operations, dry_run, force, policy) %}
@@ -23,8 +19,12 @@
   {%- set arg_errors = dbt_iceberg_maint._iceberg_maint_check_boolean('maintain', 'dry_run', dry_run) + dbt_iceberg_maint._iceberg_maint_check_boolean('maintain', 'force', force) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(arg_errors) -%}
   {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
-  {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(dbt_iceberg_maint._iceberg_maint_model_policy(node), policy or {}) -%}
-  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
+  {%- set raw_policy = dbt_iceberg_maint._iceberg_maint_model_policy(node) -%}
+  {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy or {}) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
+        dbt_iceberg_maint._iceberg_maint_policy_shape_errors(raw_policy)
+        + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy)
+        + dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
   {%- set results = [] -%}
   {%- set log_result = dbt_iceberg_maint._iceberg_maint_log_result -%}
 

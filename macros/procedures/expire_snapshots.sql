@@ -17,7 +17,8 @@
   {%- if retain_last is not none -%}{%- do arguments.append(['retain_last', retain_last | string]) -%}{%- endif -%}
   {%- if max_concurrent_deletes is not none -%}{%- do arguments.append(['max_concurrent_deletes', max_concurrent_deletes | string]) -%}{%- endif -%}
   {%- if stream_results is not none -%}{%- do arguments.append(['stream_results', dbt_iceberg_maint._iceberg_maint_boolean_literal(stream_results)]) -%}{%- endif -%}
-  {%- if snapshot_ids is not none -%}{%- do arguments.append(['snapshot_ids', 'array(' ~ snapshot_ids | map('string') | join(', ') ~ ')']) -%}{%- endif -%}
+  {#- Iceberg declares array<bigint>; the L suffix keeps small ids from typing the array as int. -#}
+  {%- if snapshot_ids is not none -%}{%- do arguments.append(['snapshot_ids', 'array(' ~ snapshot_ids | map('string') | map('trim') | join('L, ') ~ 'L)']) -%}{%- endif -%}
   {%- if clean_expired_metadata is not none -%}{%- do arguments.append(['clean_expired_metadata', dbt_iceberg_maint._iceberg_maint_boolean_literal(clean_expired_metadata)]) -%}{%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_call_sql(relation, 'expire_snapshots', arguments)) }}
 {% endmacro %}
@@ -48,7 +49,7 @@
 
 
 {% macro expire_snapshots(relation=none, older_than_hours=none, retain_last=none, max_concurrent_deletes=none, stream_results=none, snapshot_ids=none, clean_expired_metadata=none, dry_run=false) %}
-  {{ return(adapter.dispatch('expire_snapshots', 'dbt_iceberg_maint')(relation if relation is not none else this, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata, dry_run)) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('expire_snapshots', 'dbt_iceberg_maint')(relation if relation is not none else this, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata, dry_run))) }}
 {% endmacro %}
 
 {% macro default__expire_snapshots(relation, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata, dry_run) %}

@@ -64,7 +64,7 @@
 
 
 {% macro rewrite_data_files(relation=none, where=none, strategy=none, sort_order=none, options=none, dry_run=false) %}
-  {{ return(adapter.dispatch('rewrite_data_files', 'dbt_iceberg_maint')(relation if relation is not none else this, where, strategy, sort_order, options, dry_run)) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_data_files', 'dbt_iceberg_maint')(relation if relation is not none else this, where, strategy, sort_order, options, dry_run))) }}
 {% endmacro %}
 
 {% macro default__rewrite_data_files(relation, where, strategy, sort_order, options, dry_run) %}

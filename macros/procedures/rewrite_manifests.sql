@@ -27,7 +27,7 @@
 
 
 {% macro rewrite_manifests(relation=none, use_caching=none, spec_id=none, dry_run=false) %}
-  {{ return(adapter.dispatch('rewrite_manifests', 'dbt_iceberg_maint')(relation if relation is not none else this, use_caching, spec_id, dry_run)) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_manifests', 'dbt_iceberg_maint')(relation if relation is not none else this, use_caching, spec_id, dry_run))) }}
 {% endmacro %}
 
 {% macro default__rewrite_manifests(relation, use_caching, spec_id, dry_run) %}

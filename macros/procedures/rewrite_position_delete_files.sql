@@ -27,7 +27,7 @@
 
 
 {% macro rewrite_position_delete_files(relation=none, where=none, options=none, dry_run=false) %}
-  {{ return(adapter.dispatch('rewrite_position_delete_files', 'dbt_iceberg_maint')(relation if relation is not none else this, where, options, dry_run)) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_position_delete_files', 'dbt_iceberg_maint')(relation if relation is not none else this, where, options, dry_run))) }}
 {% endmacro %}
 
 {% macro default__rewrite_position_delete_files(relation, where, options, dry_run) %}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -91,9 +92,30 @@ def test_thresholds_decide_what_runs_and_the_data_survives(spark: SparkSession, 
     assert done["expire_snapshots"].status == "skipped"
     assert "not older than 1 h" in done["expire_snapshots"].reason
     assert done["remove_orphan_files"].status == "success"
-    assert done["rewrite_manifests"].status in {"success", "skipped"}
-    if done["rewrite_manifests"].status == "skipped":
-        assert "below threshold of 3" in done["rewrite_manifests"].reason
+    # Three appends left three data manifests: at the policy's min_manifests 3.
+    assert done["rewrite_manifests"].status == "success", done["rewrite_manifests"].reason
+    assert done["rewrite_manifests"].reason == "3 data manifests, >= threshold of 3"
+    assert spark.sql(f"select count(*) from {event_log}.manifests").collect()[0][0] == 1
+
+
+def test_expire_snapshots_runs_when_due(spark: SparkSession, built: DbtProject) -> None:
+    event_log = built.table("event_log")
+    rows = spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect()
+    newest = [r[0] for r in spark.sql(f"select snapshot_id from {event_log}.snapshots order by committed_at desc").collect()]
+    assert len(newest) > 2
+    time.sleep(4)  # every snapshot is now older than 0.001 h (3.6 s)
+
+    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
+        "relation": f"{built.schema}.event_log", "operations": ["expire_snapshots"],
+        "policy": {"expire_snapshots": {"older_than_hours": 0.001}}}))
+
+    [result] = parse_result_lines(invocation.log_messages)
+    assert (result.operation, result.status) == ("expire_snapshots", "success"), result.reason
+    assert result.reason.startswith(f"{len(newest)} snapshots (> retain_last 2), oldest ")
+    assert result.metrics["deleted_manifest_lists_count"] == len(newest) - 2
+    # The model's retain_last 2 keeps the two newest.
+    assert [r[0] for r in spark.sql(f"select snapshot_id from {event_log}.snapshots order by committed_at desc").collect()] == newest[:2]
+    assert spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect() == rows
 
 
 def test_a_failing_operation_does_not_stop_the_following_ones(spark: SparkSession, built: DbtProject) -> None:
@@ -147,6 +169,18 @@ def test_maintain_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None
     assert {r.status for r in results} <= {"success", "skipped"}
     assert results[0].status == "success"  # batch 4 added small files to compact
     assert spark.sql(f"select count(*) from {built.table('event_log')}").collect()[0][0] == 137  # + the two inserted above
+
+
+def test_a_procedure_macro_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None:
+    """Inside a node the runner macros render to nothing (dbt would run a returned dict as SQL)."""
+    run = built("run", "--vars", "{procedure_post_hook: true}", "--select", "user_summary")
+
+    [result] = parse_result_lines(run.log_messages)
+    assert result.table == f"{built.schema}.user_summary"
+    assert (result.operation, result.status) == ("rewrite_manifests", "success")
+    assert result.sql == f"CALL system.rewrite_manifests(table => '{built.schema}.user_summary')"
+    assert set(result.metrics) == {"rewritten_manifests_count", "added_manifests_count"}
+    assert spark.sql(f"select count(*) from {built.table('user_summary')}").collect()[0][0] == 20
 
 
 def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(

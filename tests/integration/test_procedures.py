@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.results import parse_result_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -192,6 +193,54 @@ def test_rewrite_position_delete_files_compacts_deletes(spark: SparkSession, dbt
     assert returned["added_delete_files_count"] >= 1
     assert scalar(spark, f"select count(*) from {table}") == 27
     assert {r[0] for r in spark.sql(f"select id from {table} where id in (0, 10, 20, 1)").collect()} == {1}
+
+
+def test_the_less_common_arguments_reach_iceberg_as_it_expects_them(
+        spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    """Every argument group Iceberg 1.10 accepts, run for real (not only rendered)."""
+    table = small_files_table(spark, f"local.{schema}.arguments", 4)
+    relation = f"{schema}.arguments"
+    history = [r[0] for r in spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at").collect()]
+
+    # snapshot_ids (array<bigint>), clean_expired_metadata, stream_results, max_concurrent_deletes.
+    _, results, returned = call(dbt_project, "expire_snapshots", relation=relation, snapshot_ids=[history[0]],
+                                clean_expired_metadata=True, stream_results=True, max_concurrent_deletes=2)
+    assert results[0].status == "success", results[0].reason
+    assert returned["deleted_manifest_lists_count"] == 1
+    assert [r[0] for r in spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at").collect()] == history[1:]
+
+    # location, prefix_mismatch_mode, equal_schemes/equal_authorities, prefix_listing (dry run).
+    data_dir = Path(scalar(spark, f"select file_path from {table}.data_files limit 1").removeprefix("file:")).parent
+    orphan = data_dir / "listed-orphan.parquet"
+    orphan.write_bytes(b"not referenced by any snapshot")
+    four_days_ago = time.time() - 96 * HOUR
+    for path in data_dir.parent.rglob("*"):
+        if path.is_file():
+            os.utime(path, (four_days_ago, four_days_ago))
+    _, results, returned = call(dbt_project, "remove_orphan_files", relation=relation, dry_run=True,
+                                location=f"file:{data_dir}", prefix_mismatch_mode="ERROR", max_concurrent_deletes=2,
+                                equal_schemes={"file": "file"}, equal_authorities={"localhost": "localhost"},
+                                prefix_listing=True)
+    assert results[0].status == "dry_run", results[0].reason
+    assert [Path(p).name for p in returned["orphan_file_location"]] == ["listed-orphan.parquet"]
+
+    # file_list_view: the caller's own listing instead of Iceberg's (Iceberg keeps the entries
+    # under the table location, written as the table writes it).
+    location = next(r[1] for r in spark.sql(f"describe table extended {table}").collect() if r[0] == "Location")
+    spark.createDataFrame([(f"{location}/data/part=a/{orphan.name}", datetime.fromtimestamp(four_days_ago))],
+                          "file_path string, last_modified timestamp").createOrReplaceTempView("arguments_listing")
+    _, results, returned = call(dbt_project, "remove_orphan_files", relation=relation, dry_run=True,
+                                file_list_view="arguments_listing")
+    assert results[0].status == "dry_run", results[0].reason
+    assert [Path(p).name for p in returned["orphan_file_location"]] == ["listed-orphan.parquet"]
+    assert orphan.exists()
+
+    # spec_id and use_caching.
+    _, results, returned = call(dbt_project, "rewrite_manifests", relation=relation, spec_id=0, use_caching=True)
+    assert results[0].status == "success", results[0].reason
+    assert "spec_id => 0" in results[0].sql and returned["added_manifests_count"] == 1
+    assert scalar(spark, f"select count(*) from {table}.manifests") == 1
+    assert scalar(spark, f"select count(*) from {table}") == 4
 
 
 def test_catalog_var_targets_the_named_catalog(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:

@@ -35,6 +35,10 @@ RANGE_CASES: dict[str, tuple[dict[str, Any], str | None]] = {
                       "event_date = date '2026-11-03'"),
     "identity_string_quoted": ({"transform": "identity", "column": "my col", "column_type": "string", "value": "o'k"},
                                "`my col` = 'o\\'k'"),
+    "identity_string_with_separator_left_out": (
+        {"transform": "identity", "column": "s", "column_type": "string", "value": "a;b"}, None),
+    "identity_string_with_comment_left_out": (
+        {"transform": "identity", "column": "s", "column_type": "string", "value": "x -- y"}, None),
     "identity_bigint": ({"transform": "identity", "column": "id", "column_type": "bigint", "value": 42}, "id = 42"),
     "identity_boolean": ({"transform": "identity", "column": "ok", "column_type": "boolean", "value": False}, "ok = false"),
     "identity_null": ({"transform": "identity", "column": "country", "column_type": "string", "value": None},

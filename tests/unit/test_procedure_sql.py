@@ -52,6 +52,29 @@ CASES: list[dict[str, Any]] = [
     {"id": "v_rof_negative", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": -5}},
     {"id": "v_rm", "kind": "errors", "procedure": "rewrite_manifests", "kwargs": {"use_caching": 1, "spec_id": -1}},
     {"id": "v_rpd", "kind": "errors", "procedure": "rewrite_position_delete_files", "kwargs": {"where": "x -- y", "options": {"k": ["v"]}}},
+    {"id": "v_rdf_sort_shape", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"sort_order": "id sideways"}},
+    {"id": "v_rdf_sort_separator", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"sort_order": "id; drop"}},
+    {"id": "v_rdf_empty_where", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"where": "  "}},
+    {"id": "v_rdf_where_not_text", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"where": 5}},
+    {"id": "v_exp_types", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {
+        "retain_last": 2.5, "snapshot_ids": ["a", 7], "clean_expired_metadata": "yes"}},
+    {"id": "v_rof_more", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {
+        "location": "", "prefix_listing": "yes", "dry_run": "no", "max_concurrent_deletes": 0, "equal_authorities": "x"}},
+    {"id": "v_policy_typos", "kind": "policy_errors", "kwargs": {"policy": {
+        "compaction": {"min_input_file": 2}, "expire_snapshot": {"retain_last": 3}, "remove_orphan_files": 72,
+        "enabled": "no", "rewrite_manifests": {"enabled": "sometimes"}}}},
+    {"id": "v_policy_numbers", "kind": "policy_errors", "kwargs": {"policy": {
+        "compaction": {"min_input_files": 0, "target_file_size_mb": -1, "cold_partitions_hours": 0,
+                       "max_failed_commits": -1, "partial_progress": "yes"},
+        "rewrite_position_delete_files": {"min_input_files": 1.5}, "rewrite_manifests": {"min_manifests": 0}}}},
+    {"id": "v_policy_not_a_mapping", "kind": "policy_errors", "kwargs": {"policy": ["compaction"]}},
+    {"id": "v_policy_ok", "kind": "policy_errors", "kwargs": {"policy": {
+        "idempotent": True, "isolation_level": "snapshot", "commit_retry": {"num_retries": 10},
+        "properties": {"write.target-file-size-bytes": "268435456"},
+        "compaction": {"cold_partitions_hours": 6, "min_input_files": 5, "target_file_size_mb": 256, "strategy": "binpack",
+                       "partial_progress": True, "where": None, "options": {}},
+        "expire_snapshots": {"older_than_hours": 168, "retain_last": 5}, "remove_orphan_files": {"older_than_hours": 72},
+        "rewrite_manifests": {"min_manifests": 5}, "rewrite_position_delete_files": False}}},
     {"id": "v_ok", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 0.5, "retain_last": 1}},
     # --- names, policy, decisions ------------------------------------------------------------
     {"id": "names_2", "kind": "names", "kwargs": {"relation": "analytics.events"}},
@@ -146,7 +169,7 @@ def test_expire_snapshots_sql(rendered: dict[str, dict[str, Any]]) -> None:
         "CALL system.expire_snapshots(table => 'analytics.events', older_than => TIMESTAMP '"
         + cutoff.strftime("%Y-%m-%d %H:%M:%S")
         + "Z', retain_last => 5, max_concurrent_deletes => 4, stream_results => true, "
-        "snapshot_ids => array(11, 12), clean_expired_metadata => false)"
+        "snapshot_ids => array(11L, 12L), clean_expired_metadata => false)"
     )
     assert sql(rendered, "exp_minimal") == "CALL system.expire_snapshots(table => 'analytics.events')"
 
@@ -208,6 +231,42 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
             "rewrite_position_delete_files: argument `options` has entry k: ['v']; keys must be non-empty strings and values strings, numbers or booleans",
         ]),
         ("v_ok", []),
+        ("v_rdf_sort_shape", ["rewrite_data_files: argument `sort_order` is 'id sideways'; expected 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(col1, col2, ...)'"]),
+        ("v_rdf_sort_separator", ["rewrite_data_files: argument `sort_order` is \"id; drop\"; it must not contain ';' (a statement separator: only one predicate/expression is allowed)"]),
+        ("v_rdf_empty_where", ["rewrite_data_files: argument `where` is '  '; expected a non-empty SQL string"]),
+        ("v_rdf_where_not_text", ["rewrite_data_files: argument `where` is '5'; expected a non-empty SQL string"]),
+        ("v_exp_types", [
+            "expire_snapshots: argument `retain_last` is 2.5; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)",
+            "expire_snapshots: argument `clean_expired_metadata` is yes; expected true or false",
+            "expire_snapshots: argument `snapshot_ids` contains a; snapshot ids are whole numbers",
+        ]),
+        ("v_rof_more", [
+            "remove_orphan_files: argument `dry_run` is no; expected true or false",
+            "remove_orphan_files: argument `prefix_listing` is yes; expected true or false",
+            "remove_orphan_files: argument `max_concurrent_deletes` is 0; it must be greater than 0",
+            "remove_orphan_files: argument `equal_authorities` is x; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
+            "remove_orphan_files: argument `location` is ''; expected a non-empty path or URI",
+        ]),
+        ("v_policy_typos", [
+            "meta.iceberg_maint.compaction has unknown key `min_input_file`; allowed keys: enabled, min_input_files, "
+            "target_file_size_mb, strategy, sort_order, partial_progress, max_failed_commits, cold_partitions_hours, where, options",
+            "meta.iceberg_maint has unknown key `expire_snapshot`; allowed keys: enabled, compaction, rewrite_position_delete_files, "
+            "expire_snapshots, remove_orphan_files, rewrite_manifests, idempotent, isolation_level, commit_retry, properties",
+            "meta.iceberg_maint.remove_orphan_files is 72; expected a mapping of settings or true/false",
+            "meta.iceberg_maint: argument `enabled` is no; expected true or false",
+            "meta.iceberg_maint.rewrite_manifests: argument `enabled` is sometimes; expected true or false",
+        ]),
+        ("v_policy_numbers", [
+            "policy compaction: argument `min_input_files` is 0; it must be greater than 0",
+            "policy compaction: argument `target_file_size_mb` is -1; it must be greater than 0",
+            "policy compaction: argument `cold_partitions_hours` is 0; it must be greater than 0",
+            "policy compaction: argument `max_failed_commits` is -1; expected a whole number >= 0",
+            "policy compaction: argument `partial_progress` is yes; expected true or false",
+            "policy rewrite_position_delete_files: argument `min_input_files` is 1.5; expected a whole number greater than 0",
+            "policy rewrite_manifests: argument `min_manifests` is 0; it must be greater than 0",
+        ]),
+        ("v_policy_not_a_mapping", ["meta.iceberg_maint is ['compaction']; expected a mapping"]),
+        ("v_policy_ok", []),
     ],
 )
 def test_validation_messages(rendered: dict[str, dict[str, Any]], case: str, messages: list[str]) -> None:
@@ -218,6 +277,18 @@ def test_relation_names(rendered: dict[str, dict[str, Any]]) -> None:
     assert rendered["names_2"]["value"] == ["analytics.events", "analytics.events", "system"]
     assert rendered["names_1"]["value"] == ["analytics.events", "analytics.events", "system"]  # target schema
     assert rendered["names_3"]["value"] == ["analytics.events", "glue.analytics.events", "glue.system"]
+
+
+def test_ref_and_source_relations(target: Path) -> None:
+    invocation = render(["run-operation", "iceberg_maint_render_relation_cases"], target)
+    assert invocation.success, invocation.exception
+    cases = {c["id"]: c["sql"] for c in map(json.loads, (m.split(" ", 1)[1] for m in invocation.log_messages
+                                                          if m.startswith("ICEBERG_MAINT_CASE ")))}
+    for case, table in (("ref", "analytics.events"), ("source", "analytics.raw_events")):
+        assert [statement.split("(", 1)[0] for statement in cases[case]] == [
+            "CALL system.rewrite_data_files", "CALL system.expire_snapshots", "CALL system.remove_orphan_files",
+            "CALL system.rewrite_manifests", "CALL system.rewrite_position_delete_files"]
+        assert all(f"(table => '{table}'" in statement for statement in cases[case])
 
 
 def test_thresholds(rendered: dict[str, dict[str, Any]]) -> None:
