@@ -39,6 +39,10 @@ REWRITE_WRAPPER = (
     "operation will be ignored. This mode will create additional snapshots in the table history, "
     "one for each commit."
 )
+COMMIT_SERVICE_TIMEOUT = (
+    "Timeout occurred when waiting for commits to complete. {} file groups committed. {} file groups "
+    "remain uncommitted. Retry this operation to attempt rewriting the failed groups. [3, 2]"
+)
 GENERIC_DATA_FILE = (
     f"GenericDataFile{{content=data, file_path={DATA_A}, file_format=PARQUET, spec_id=0, "
     "partition=PartitionData{event_ts_day=20396}, record_count=3, file_size_in_bytes=1543, "
@@ -286,29 +290,70 @@ def test_truncated_missing_files_keeps_the_complete_paths() -> None:
     assert result.files == (DATA_A,)
 
 
+# Spark Connect prints no `Caused by:`; every other form can show the wrapper's cause.
+CAUSE_WRAPPERS = {name: wrapper for name, wrapper in WRAPPERS.items() if name != "spark_connect"}
+REWRITE_FRAMES = (
+    "\tat org.apache.iceberg.spark.actions.RewriteDataFilesSparkAction.doExecute(RewriteDataFilesSparkAction.java:329)\n"
+)
+
+
+def rewrite_failure(wrapper: Callable[[str, str, str], str], cause_class: str, cause_message: str) -> str:
+    """rewrite_data_files' wrapper with its `Caused by:`, in one of the forms users meet."""
+    return wrapper(RUNTIME, REWRITE_WRAPPER, f"{REWRITE_FRAMES}Caused by: {cause_class}: {cause_message}\n{FRAMES}")
+
+
+@pytest.mark.parametrize("wrapper", CAUSE_WRAPPERS.values(), ids=CAUSE_WRAPPERS.keys())
 @pytest.mark.parametrize("cause", [c for c in CASES if c.kind in CONFLICT_KINDS and c.exception_class == VALIDATION],
                          ids=lambda c: c.id)
-def test_rewrite_wrapper_takes_the_kind_of_its_cause(cause: Case) -> None:
-    text = (
-        "An error occurred while calling o120.sql.\n"
-        f": {RUNTIME}: {REWRITE_WRAPPER}\n"
-        "\tat org.apache.iceberg.spark.actions.RewriteDataFilesSparkAction.doExecute(RewriteDataFilesSparkAction.java:329)\n"
-        f"Caused by: {cause.exception_class}: {cause.message}\n{FRAMES}"
-    )
-    result = classify(text)
-    assert result.kind == cause.kind.value
+def test_rewrite_wrapper_takes_the_kind_of_its_cause(cause: Case, wrapper: Callable[[str, str, str], str]) -> None:
+    result = classify(rewrite_failure(wrapper, cause.exception_class, cause.message))
+    assert (result.kind, result.exception_class) == (cause.kind.value, VALIDATION)
     assert result.files == cause.files
     assert result.retryable
 
 
-def test_rewrite_wrapper_with_a_catalog_cause_is_commit_failed() -> None:
-    text = f"{RUNTIME}: {REWRITE_WRAPPER}\n{FRAMES}Caused by: {COMMIT_FAILED}: Cannot commit: stale table metadata\n"
-    assert classify(text).kind == "commit_failed"
+@pytest.mark.parametrize("wrapper", CAUSE_WRAPPERS.values(), ids=CAUSE_WRAPPERS.keys())
+def test_rewrite_wrapper_with_a_catalog_cause_is_commit_failed(wrapper: Callable[[str, str, str], str]) -> None:
+    result = classify(rewrite_failure(wrapper, COMMIT_FAILED, "Cannot commit: stale table metadata"))
+    assert (result.kind, result.exception_class) == ("commit_failed", COMMIT_FAILED)
 
 
-def test_rewrite_wrapper_cut_before_its_cause_is_a_rewrite_conflict() -> None:
-    text = f"{RUNTIME}: {REWRITE_WRAPPER}\n{FRAMES}Caused by: org.apache.iceberg.excep"
-    result = classify(text)
+@pytest.mark.parametrize("wrapper", CAUSE_WRAPPERS.values(), ids=CAUSE_WRAPPERS.keys())
+def test_rewrite_wrapper_with_an_unrecognised_cause_is_what_that_cause_is_alone(
+    wrapper: Callable[[str, str, str], str],
+) -> None:
+    # The cause is visible, so the wrapper's "conflicted with another concurrent Iceberg
+    # operation" does not decide; this ValidationException is no conflict a re-run resolves.
+    message = "Cannot add snapshot with sequence number 5 older than last sequence number 6"
+    alone = classify(f"{VALIDATION}: {message}")
+    result = classify(rewrite_failure(wrapper, VALIDATION, message))
+    assert (result.kind, result.retryable, result.exception_class) == (alone.kind, alone.retryable, alone.exception_class)
+    assert (result.kind, result.retryable, result.exception_class) == ("not_iceberg_conflict", False, VALIDATION)
+
+
+@pytest.mark.parametrize("wrapper", CAUSE_WRAPPERS.values(), ids=CAUSE_WRAPPERS.keys())
+@pytest.mark.parametrize(
+    "cut_after",
+    [f"Caused by: {VALIDATION[:24]}", REWRITE_WRAPPER[:80]],
+    ids=["inside_the_cause_class", "inside_the_wrapper_message"],
+)
+def test_rewrite_wrapper_cut_before_its_cause_is_a_rewrite_conflict(
+    wrapper: Callable[[str, str, str], str], cut_after: str
+) -> None:
+    text = rewrite_failure(wrapper, VALIDATION, f"Missing required files to delete: {DATA_A}")
+    result = classify(text[: text.index(cut_after) + len(cut_after)])
+    assert (result.kind, result.retryable, result.exception_class) == ("rewrite_commit_conflict", True, RUNTIME)
+
+
+@pytest.mark.parametrize("wrapper", CAUSE_WRAPPERS.values(), ids=CAUSE_WRAPPERS.keys())
+def test_rewrite_wrapper_cut_inside_its_cause_keeps_the_kind_of_the_cause(wrapper: Callable[[str, str, str], str]) -> None:
+    text = rewrite_failure(wrapper, VALIDATION, f"Missing required files to delete: {DATA_A},{DATA_B}")
+    result = classify(text[: text.index(DATA_B) + 20])
+    assert (result.kind, result.files) == ("missing_files_to_delete", (DATA_A,))
+
+
+def test_spark_connect_prints_no_cause_so_the_wrapper_is_a_rewrite_conflict() -> None:
+    result = classify(rewrite_failure(spark_connect, VALIDATION, f"Missing required files to delete: {DATA_A}"))
     assert (result.kind, result.retryable) == ("rewrite_commit_conflict", True)
 
 
@@ -351,11 +396,137 @@ def test_pyspark_captured_guard_without_class_name() -> None:
         '  File "/tmp/udf.py", line 3, in f\n    raise RuntimeError("x")\n'
         "org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: file:/a.parquet\n"
         "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)\n",
+        # Spark echoes the query's plan and SQL inside its messages: what they quote is not an error.
+        pytest.param(
+            py4j("org.apache.spark.sql.catalyst.ExtendedAnalysisException",
+                 "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `mesage` cannot be "
+                 "resolved. Did you mean one of the following? [`message`].; line 1 pos 35;\n'Project [*]\n"
+                 f"+- 'Filter 'mesage LIKE %{VALIDATION}: Missing required files to delete: %\n"
+                 "   +- SubqueryAlias spark_catalog.default.failures\n", FRAMES),
+            id="analysis_plan_quotes_a_validation_exception",
+        ),
+        pytest.param(
+            "Runtime Error in model failures (models/failures.sql)\n  Runtime Error\n"
+            "    [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `mesage` cannot be "
+            f"resolved.; line 1 pos 35;\n    'Project [*]\n    +- 'Filter 'mesage LIKE %{COMMIT_FAILED}: %\n",
+            id="analysis_plan_quotes_a_commit_failed_exception",
+        ),
+        pytest.param(
+            "Runtime Error in model x (models/x.sql)\n  \n  [PARSE_SYNTAX_ERROR] Syntax error at or near ':'.(line 1, "
+            f"pos 50)\n  \n  == SQL ==\n  select {VALIDATION}: Missing required files to delete: file:/a.parquet\n"
+            "  --------------------------------------------------^^^\n",
+            id="parse_error_sql_echo",
+        ),
+        pytest.param(
+            "\n[PARSE_SYNTAX_ERROR] Syntax error at or near 'org'.(line 2, pos 0)\n\n== SQL ==\nselect 1,\n"
+            f"{VALIDATION}: Missing required files to delete: file:/a.parquet\n^^^\n",
+            id="parse_error_sql_echo_with_the_text_at_a_line_start",
+        ),
+        pytest.param(
+            "07:31:22.104512 [debug] [Thread-1 (]: Spark adapter: Error while running:\n/* {\"app\": \"dbt\"} */\n"
+            f"select iceberg_classify_failure('{COMMIT_FAILED}: Commit failed') as c\n"
+            f"{COMMIT_FAILED}: Commit failed\n"
+            "07:31:22.105120 [debug] [Thread-1 (]: Runtime Error in model x (models/x.sql)\n"
+            "  [UNRESOLVED_ROUTINE] Cannot resolve function `iceberg_classify_failure` on search path "
+            "[`system`.`builtin`, `system`.`session`, `spark_catalog`.`default`].; line 2 pos 7\n",
+            id="dbt_log_sql_echo",
+        ),
+        pytest.param(
+            py4j("org.apache.spark.SparkRuntimeException",
+                 f"[USER_RAISED_EXCEPTION] failed row:\n{VALIDATION}: Missing required files to delete: /a.parquet",
+                 FRAMES),
+            id="a_message_quoting_a_failure_on_its_own_line",
+        ),
+        # Unqualified class names are Python's (builtins, a user's own): Java prints full names.
+        pytest.param("Runtime Error in model py_model (models/py_model.py)\n  CommitFailedException: my custom error",
+                     id="python_model_raises_its_own_commit_failed_exception"),
+        pytest.param("ValueError: got ValidationException: Missing required files to delete: /x/a.parquet",
+                     id="python_error_quoting_a_validation_exception"),
+        pytest.param("ValueError: ValidationException: Missing required files to delete: /x/a.parquet",
+                     id="python_error_chaining_an_unqualified_validation_exception"),
+        pytest.param(
+            "Runtime Error in model py_model (models/py_model.py)\n  Python model failed with traceback as:\n"
+            '  Traceback (most recent call last):\n    File "<command>", line 5, in <module>\n'
+            "  ValidationException: Missing required files to delete: /x/a.parquet",
+            id="python_model_traceback",
+        ),
+        pytest.param(f"ValueError: {COMMIT_SERVICE_TIMEOUT}", id="python_error_with_the_commit_service_timeout"),
+        pytest.param(f"IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}",
+                     id="unqualified_illegal_argument_with_the_commit_service_timeout"),
+        pytest.param(
+            f"Runtime Error in model m\n  [PARSE_SYNTAX_ERROR] x\n  \n  == SQL ==\n  {COMMIT_SERVICE_TIMEOUT}\n",
+            id="sql_echo_of_the_commit_service_timeout",
+        ),
+        # Iceberg logs the CommitFailedExceptions it retries; the job then failed for another reason.
+        pytest.param(
+            "26/05/12 07:31:20 WARN Tasks: Retrying task after failure: sleepTimeMs=112 Cannot commit: stale table "
+            f"metadata\n{COMMIT_FAILED}: Cannot commit: stale table metadata\n"
+            "\tat org.apache.iceberg.BaseMetastoreTableOperations.commit(BaseMetastoreTableOperations.java:125)\n"
+            "\tat org.apache.iceberg.util.Tasks$Builder.runTaskWithRetry(Tasks.java:413)\n"
+            "26/05/12 07:31:21 INFO SnapshotProducer: Committed snapshot 4411 (BaseOverwriteFiles)\n"
+            "26/05/12 07:31:25 ERROR SparkSQLDriver: Failed in [merge into analytics.events t using s on t.id = s.id]\n"
+            "org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 7.0 failed 1 times, "
+            "most recent failure: Lost task 3.0 in stage 7.0 (TID 12) (localhost executor driver): "
+            "java.lang.OutOfMemoryError: Java heap space\n"
+            "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)\n",
+            id="driver_log_with_a_retried_commit_failure",
+        ),
+        pytest.param(
+            f"2026-05-12 07:31:20.579 [main] WARN org.apache.iceberg.util.Tasks - Retrying task after failure: {COMMIT_FAILED}: "
+            "Cannot commit: stale table metadata\n2026-05-12 07:31:25.001 [main] ERROR App - failed\n"
+            "java.lang.OutOfMemoryError: Java heap space\n",
+            id="driver_log_with_a_retried_commit_failure_on_the_log_line",
+        ),
     ],
 )
 def test_non_iceberg_errors_are_never_conflicts(text: str) -> None:
     result = classify(text)
     assert (result.kind, result.retryable, result.files) == ("not_iceberg_conflict", False, ())
+
+
+def test_an_exception_logged_at_error_level_is_the_failure() -> None:
+    retried = (
+        "26/05/12 07:31:20 WARN Tasks: Retrying task after failure: sleepTimeMs=112 Cannot commit: stale table "
+        f"metadata\n{COMMIT_FAILED}: Cannot commit: stale table metadata\n{FRAMES}"
+    )
+    failed = "26/05/12 07:31:25 ERROR SparkSQLDriver: Failed in [merge into analytics.events]\n"
+    assert classify(retried + failed + f"{VALIDATION}: Missing required files to delete: {DATA_A}\n{FRAMES}").kind == (
+        "missing_files_to_delete"
+    )
+    assert classify(retried + failed + f"{COMMIT_FAILED}: Cannot commit: stale table metadata\n{FRAMES}").kind == (
+        "commit_failed"
+    )
+
+
+def test_a_failure_printed_after_a_log_line_is_still_read() -> None:
+    # A PySpark job's stderr: Spark's log, then Python's traceback of the failed call.
+    text = (
+        "26/05/12 07:31:21 INFO DAGScheduler: Job 3 finished: sql at NativeMethodAccessorImpl.java:0\n"
+        'Traceback (most recent call last):\n  File "/jobs/merge.py", line 12, in <module>\n'
+        '    spark.sql("merge into analytics.events ...")\n'
+        f"py4j.protocol.Py4JJavaError: {py4j(VALIDATION, f'Missing required files to delete: {DATA_A}', FRAMES)}"
+    )
+    result = classify(text)
+    assert (result.kind, result.files) == ("missing_files_to_delete", (DATA_A,))
+
+
+@pytest.mark.parametrize(
+    ("text", "exception_class"),
+    [
+        # dbt-spark session mode: PySpark's captured IllegalArgumentException prints the message only.
+        (f"Runtime Error in model events (models/events.sql)\n  {COMMIT_SERVICE_TIMEOUT}", None),
+        (COMMIT_SERVICE_TIMEOUT, None),
+        (f"Traceback (most recent call last):\n  File \"/jobs/compact.py\", line 4, in <module>\n"
+         f"pyspark.errors.exceptions.captured.IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}",
+         "java.lang.IllegalArgumentException"),
+        (f"{COMMIT_SERVICE_TIMEOUT}\n\nJVM stacktrace:\njava.lang.IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}\n{FRAMES}",
+         "java.lang.IllegalArgumentException"),
+    ],
+    ids=["dbt_run_results", "pyspark_str", "pyspark_traceback", "pyspark_jvm_stacktrace"],
+)
+def test_commit_service_timeout_printed_without_its_java_class(text: str, exception_class: str | None) -> None:
+    result = classify(text)
+    assert (result.kind, result.retryable, result.exception_class) == ("rewrite_commit_conflict", True, exception_class)
 
 
 def test_unrecognised_iceberg_validation_is_not_retryable() -> None:
