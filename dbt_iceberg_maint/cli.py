@@ -82,7 +82,8 @@ def env(warehouse: Path) -> None:
 @click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt.")
 @click.option("--backoff-seconds", type=click.FloatRange(min=0), default=2.0, show_default=True,
-              help="First wait before a re-run; doubles per attempt (capped at 60 s), half jittered.")
+              help="Wait before re-run n: a random time between half and all of "
+                   "base * 2^(n-1), capped at 60 s (1-2 s, 2-4 s, 4-8 s ... for 2).")
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
 def run_command(
     dbt_command: str,
@@ -96,14 +97,23 @@ def run_command(
 ) -> None:
     """Run dbt; re-run only the nodes that lost an Iceberg commit conflict and are idempotent.
 
-    DBT_ARGS are passed to dbt (e.g. `--select tag:nightly --vars '{batch: 2}'`). Exit 0 when
-    every node ended successfully, 1 when failures remain, 2 on usage errors.
+    DBT_ARGS are passed to dbt (e.g. `--select tag:nightly --vars '{batch: 2}'`). The options
+    below come first: everything from the first dbt argument on goes to dbt. Exit 0 when every
+    node ended successfully, 1 when failures remain, 2 on usage errors.
     """
     from rich.console import Console
 
     from dbt_iceberg_maint.errors import UsageError
     from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
 
+    misplaced = _own_options_among(click.get_current_context().command, dbt_args)
+    if misplaced:
+        click.echo(
+            f"error: {', '.join(misplaced)} after the dbt arguments would go to dbt; give "
+            "dbt-iceberg-maint's own options first: dbt-iceberg-maint run [OPTIONS] [DBT_ARGS]...",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
     try:
         report = run_dbt_with_retries(
             list(dbt_args),
@@ -135,36 +145,35 @@ def run_command(
     sys.exit(report.exit_code)
 
 
-def _failure_texts(content: str) -> list[tuple[str, str, str]]:
-    """(source, status, text) per failure: each failed result of a run_results.json, or the text."""
-    try:
-        document = json.loads(content)
-    except ValueError:
-        document = None
-    if isinstance(document, dict) and isinstance(document.get("results"), list):
-        from dbt_iceberg_maint.runner import FAILED_STATUSES
+def _own_options_among(command: click.Command, dbt_args: tuple[str, ...]) -> list[str]:
+    """`command`'s own options found among DBT_ARGS.
 
-        return [
-            (str(result.get("unique_id")), str(result.get("status")), str(result.get("message") or ""))
-            for result in document["results"]
-            if isinstance(result, dict) and result.get("status") in FAILED_STATUSES
-        ]
-    return [("text", "error", content)]
+    `run` stops parsing its options at the first argument it does not know
+    (allow_interspersed_args=False), so `run --select x --max-attempts 5` hands
+    `--max-attempts 5` to dbt.
+    """
+    own = {name for param in command.params if isinstance(param, click.Option) for name in param.opts}
+    return [flag for flag in (arg.split("=", 1)[0] for arg in dbt_args) if flag in own]
 
 
 @main.command("classify")
 @click.argument("source", type=click.File("r"))
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def classify_command(source: IO[str], output: str) -> None:
-    """Classify the failures in a run_results.json, a log file or raw text (`-` reads stdin)."""
+    """Classify the failures in a run_results.json, a log file or raw text (`-` reads stdin).
+
+    A run_results.json gives a row per failed result, a dbt log or console output a row per
+    failed node; any other text is one failure.
+    """
     from dataclasses import asdict
 
     from rich.console import Console
     from rich.table import Table
 
     from dbt_iceberg_maint.conflicts import classify
+    from dbt_iceberg_maint.failure_log import failures_in
 
-    rows = [(origin, status, classify(text)) for origin, status, text in _failure_texts(source.read())]
+    rows = [(failure.source, failure.status, classify(failure.text)) for failure in failures_in(source.read())]
     if output == "json":
         click.echo(json.dumps(
             [{"source": origin, "status": status, **asdict(verdict), "files": list(verdict.files)}

@@ -65,8 +65,8 @@ def _override(node: Mapping[str, Any], config: Mapping[str, Any]) -> bool | None
     value = policy["idempotent"]
     if not isinstance(value, bool):
         raise UsageError(
-            f"meta.iceberg_maint.idempotent of {node.get('unique_id')!r} is {value!r}; "
-            "expected true or false"
+            f"invalid meta.iceberg_maint.idempotent value {value!r} on {node.get('unique_id')!r} "
+            "(allowed: true/false)"
         )
     return value
 

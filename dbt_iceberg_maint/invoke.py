@@ -6,6 +6,7 @@ session` reuses the active session), so the JVM starts once.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -16,6 +17,11 @@ from typing import Any, Iterator
 from dbt_iceberg_maint.errors import UsageError
 
 INTEGRATION_PROJECT = Path(__file__).resolve().parent.parent / "integration_tests"
+# The manifest.json keys of a node that the re-run planner (runner.py) reads: idempotency
+# (resource_type, config, meta), ancestry (depends_on) and exact selection (fqn, package_name,
+# original_file_path).
+PLANNER_KEYS = ("unique_id", "name", "resource_type", "package_name", "fqn", "original_file_path",
+                "config", "meta", "depends_on")
 
 
 @dataclass(frozen=True)
@@ -25,9 +31,35 @@ class NodeResult:
     status: str
     message: str | None
     resource_type: str
-    # The node in manifest.json form (resource_type, config, depends_on): what the re-run
-    # planner (runner.py) needs to judge idempotency and to find skipped children.
+    # The node in manifest.json form, `PLANNER_KEYS` only.
     manifest_node: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ManifestGraph:
+    """The whole project as dbt's manifest.json describes it.
+
+    Run results only show the nodes that ran; ephemeral models never do, so a parent chain
+    through one (a -> ephemeral e -> c) is only visible here. Unit tests are nodes too.
+    """
+
+    project_name: str | None  # the root project: dbt's `path:` selector resolves against it
+    nodes: Mapping[str, Mapping[str, Any]] = field(repr=False)
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> ManifestGraph:
+        nodes = {**(document.get("nodes") or {}), **(document.get("unit_tests") or {})}
+        metadata = document.get("metadata") or {}
+        return cls(
+            project_name=metadata.get("project_name"),
+            nodes={uid: _planner_view(node) for uid, node in nodes.items() if isinstance(node, Mapping)},
+        )
+
+
+def _planner_view(node: Mapping[str, Any]) -> dict[str, Any]:
+    view = {key: node[key] for key in PLANNER_KEYS if key in node}
+    view["depends_on"] = {"nodes": list((node.get("depends_on") or {}).get("nodes") or [])}
+    return view
 
 
 @dataclass(frozen=True)
@@ -39,6 +71,8 @@ class DbtInvocation:
     exception: str | None = None
     # dbt rejected its arguments (DbtUsageException): a usage error, not a failed run.
     usage_error: bool = False
+    # Read only when asked for (`invoke_dbt(read_manifest=True)`) and dbt wrote one.
+    manifest: ManifestGraph | None = field(default=None, repr=False)
 
     def failed_nodes(self) -> tuple[NodeResult, ...]:
         return tuple(node for node in self.nodes if node.status in {"error", "fail", "runtime error"})
@@ -60,17 +94,27 @@ def environment(overrides: Mapping[str, str]) -> Iterator[None]:
 
 
 def _manifest_node(node: Any) -> dict[str, Any]:
-    config = getattr(node, "config", None)
-    depends_on = getattr(node, "depends_on", None)
-    return {
-        "unique_id": node.unique_id,
-        "name": node.name,
-        "resource_type": str(getattr(node.resource_type, "value", node.resource_type)),
-        "package_name": getattr(node, "package_name", None),
-        "fqn": list(getattr(node, "fqn", None) or []),
-        "config": config.to_dict(omit_none=True) if hasattr(config, "to_dict") else {},
-        "depends_on": {"nodes": list(getattr(depends_on, "nodes", None) or [])},
-    }
+    return _planner_view(node.to_dict(omit_none=True))  # dbt's own manifest.json form
+
+
+def _manifest_path(artifacts: Mapping[str, str]) -> Path | None:
+    """Where this invocation wrote manifest.json, from dbt's ArtifactWritten events."""
+    if "WritableManifest" in artifacts:
+        return Path(artifacts["WritableManifest"])
+    if "RunExecutionResult" in artifacts:  # dbt writes manifest.json beside run_results.json
+        return Path(artifacts["RunExecutionResult"]).with_name("manifest.json")
+    return None
+
+
+def _read_manifest(path: Path | None) -> ManifestGraph | None:
+    """None when dbt wrote none (e.g. --no-write-json): the planner then knows only run results."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return ManifestGraph.from_document(document) if isinstance(document, Mapping) else None
 
 
 def _node_results(result: Any) -> tuple[NodeResult, ...]:
@@ -99,17 +143,25 @@ def invoke_dbt(
     project_dir: str | os.PathLike[str] = INTEGRATION_PROJECT,
     profiles_dir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    read_manifest: bool = False,
 ) -> DbtInvocation:
-    """Invoke one dbt command in this process; log lines are captured, not printed."""
+    """Invoke one dbt command in this process; log lines are captured, not printed.
+
+    `read_manifest`: also read the manifest.json dbt wrote (the whole project graph).
+    """
     from dbt.cli.main import dbtRunner
 
     if not args:
         raise UsageError("dbt arguments are empty; expected a command such as `run` or `build`")
     project = Path(project_dir).resolve()
     messages: list[str] = []
+    artifacts: dict[str, str] = {}
 
     def collect(event: Any) -> None:
         messages.append(event.info.msg)
+        if event.info.name == "ArtifactWritten":
+            artifacts[event.data.artifact_type] = event.data.artifact_path
 
     full_args = [
         *args,
@@ -127,4 +179,5 @@ def invoke_dbt(
         log_messages=tuple(messages),
         exception=None if outcome.exception is None else str(outcome.exception),
         usage_error=type(outcome.exception).__name__ == "DbtUsageException",
+        manifest=_read_manifest(_manifest_path(artifacts)) if read_manifest else None,
     )

@@ -53,6 +53,32 @@ def test_classifies_a_log_file(tmp_path: Path) -> None:
     assert json.loads(result.output)[0]["kind"] == "commit_state_unknown"
 
 
+def test_a_log_with_two_failed_models_gives_a_row_per_model(tmp_path: Path) -> None:
+    log = tmp_path / "dbt.log"
+    log.write_text(
+        "07:31:23  Failure in model broken (models/broken.sql)\n"
+        "07:31:23    Runtime Error in model broken (models/broken.sql)\n"
+        "  [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `x` cannot be resolved.\n"
+        "07:31:23  \n"
+        "07:31:23  Failure in model events (models/events.sql)\n"
+        f"07:31:23    {CONFLICT}\n"
+        "07:31:23  Done. PASS=0 WARN=0 ERROR=2 SKIP=0 NO-OP=0 TOTAL=2\n"
+    )
+    result = CliRunner().invoke(main, ["classify", str(log), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [(r["source"], r["status"], r["kind"], r["retryable"]) for r in rows] == [
+        ("broken", "error", "not_iceberg_conflict", False),
+        ("events", "error", "missing_files_to_delete", True),
+    ]
+    assert rows[1]["files"] == ["file:/wh/events/data/a.parquet"]
+    # The table shows the same rows.
+    table = CliRunner().invoke(main, ["classify", str(log)]).output
+    cells = [[cell.strip() for cell in line.split("│")[1:4]] for line in table.splitlines()
+             if line.startswith("│ ") and not line.startswith("│  ")]
+    assert cells == [["broken", "not_iceberg_conflict", "no"], ["events", "missing_files_to_delete", "yes"]]
+
+
 def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["classify", str(tmp_path / "nope.json")])
     assert result.exit_code == 2
@@ -63,6 +89,16 @@ def test_run_rejects_bad_options_with_exit_2() -> None:
     for args in (["run", "--max-attempts", "0"], ["run", "--command", "test"], ["run", "--output", "xml"]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2, (args, result.output)
+
+
+def test_run_options_after_the_dbt_arguments_are_a_clear_usage_error() -> None:
+    # Everything from the first dbt argument on goes to dbt (click's allow_interspersed_args=False).
+    result = CliRunner().invoke(main, ["run", "--select", "tag:nightly", "--max-attempts", "5", "--report=r.json"])
+    assert result.exit_code == 2
+    assert result.output.startswith(
+        "error: --max-attempts, --report after the dbt arguments would go to dbt; give dbt-iceberg-maint's own "
+        "options first: dbt-iceberg-maint run [OPTIONS] [DBT_ARGS]..."
+    )
 
 
 def test_classifies_a_recorded_real_run_results() -> None:

@@ -85,5 +85,5 @@ def test_meta_without_idempotent_key_keeps_the_inference() -> None:
 
 def test_non_boolean_override_is_a_usage_error_naming_the_value() -> None:
     node = model("table", meta={"iceberg_maint": {"idempotent": "yes"}})
-    with pytest.raises(UsageError, match=r"meta.iceberg_maint.idempotent of 'model.proj.m' is 'yes'; expected true or false"):
+    with pytest.raises(UsageError, match=r"invalid meta.iceberg_maint.idempotent value 'yes' on 'model.proj.m' \(allowed: true/false\)"):
         idempotency(node)

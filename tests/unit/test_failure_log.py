@@ -1,0 +1,109 @@
+"""failure_log: one failure per failed node of a dbt log; run_results.json; raw text."""
+
+from __future__ import annotations
+
+import json
+
+from dbt_iceberg_maint.conflicts import classify
+from dbt_iceberg_maint.failure_log import FailureText, failures_in, split_log
+
+ESC = "\x1b"
+SQL_ERROR = (
+    "  [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `no_such_column` "
+    "cannot be resolved. Did you mean one of the following? [`event_id`]; line 19 pos 7;"
+)
+CONFLICT = (
+    "  An error occurred while calling o412.sql.\n"
+    "  : org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: "
+    "file:/wh/analytics/merged/data/00000-7-1c2d-00001.parquet\n"
+    "  \tat org.apache.iceberg.ManifestFilterManager.validateRequiredDeletes(ManifestFilterManager.java:250)"
+)
+# logs/dbt.log of a dbt 1.10/1.11 run (format: time [level] [thread]: message; a message's
+# further lines carry no prefix): each node's thread logs its error, the summary repeats it.
+FILE_LOG = f"""\
+{ESC}[0m07:31:20.101010 [info ] [Thread-1 (]: 1 of 3 START sql table model analytics.broken ......... [RUN]
+{ESC}[0m07:31:20.202020 [info ] [Thread-2 (]: 2 of 3 START sql incremental model analytics.merged ... [RUN]
+{ESC}[0m07:31:21.303030 [debug] [Thread-1 (]: Spark adapter: Runtime Error
+{SQL_ERROR}
+{ESC}[0m07:31:21.404040 [debug] [Thread-1 (]: Runtime Error in model broken (models/broken.sql)
+  Runtime Error
+  {SQL_ERROR}
+{ESC}[0m07:31:21.505050 [error] [Thread-1 (]: 1 of 3 ERROR creating sql table model analytics.broken .. [{ESC}[31mERROR{ESC}[0m in 0.19s]
+{ESC}[0m07:31:22.606060 [debug] [Thread-2 (]: Spark adapter: Database Error
+{CONFLICT}
+{ESC}[0m07:31:22.707070 [debug] [Thread-4 (]: Marking all children of 'model.p.broken' to be skipped because of status 'error'.  Reason: Runtime Error in model broken (models/broken.sql)
+  Runtime Error
+  {SQL_ERROR}
+{ESC}[0m07:31:22.808080 [debug] [Thread-2 (]: Runtime Error in model merged (models/merged.sql)
+{CONFLICT}
+{ESC}[0m07:31:22.909090 [error] [Thread-2 (]: 2 of 3 ERROR creating sql incremental model analytics.merged  [{ESC}[31mERROR{ESC}[0m in 2.40s]
+{ESC}[0m07:31:23.010101 [info ] [MainThread]: {ESC}[31mCompleted with 2 errors, 0 partial successes, and 0 warnings:{ESC}[0m
+{ESC}[0m07:31:23.111111 [error] [MainThread]: {ESC}[31mFailure in model broken (models/broken.sql){ESC}[0m
+{ESC}[0m07:31:23.212121 [error] [MainThread]:   Runtime Error in model broken (models/broken.sql)
+  Runtime Error
+  {SQL_ERROR}
+{ESC}[0m07:31:23.313131 [info ] [MainThread]: 
+{ESC}[0m07:31:23.414141 [info ] [MainThread]:   compiled code at target/compiled/p/models/broken.sql
+{ESC}[0m07:31:23.515151 [error] [MainThread]: {ESC}[31mFailure in model merged (models/merged.sql){ESC}[0m
+{ESC}[0m07:31:23.616161 [error] [MainThread]:   Runtime Error in model merged (models/merged.sql)
+{CONFLICT}
+{ESC}[0m07:31:23.717171 [info ] [MainThread]: Done. PASS=1 WARN=0 ERROR=2 SKIP=0 NO-OP=0 TOTAL=3
+"""
+# The console (stdout) form of the summary, with a failed data test.
+CONSOLE = f"""\
+07:31:20  3 of 4 FAIL 2 not_null_merged_event_id ....................................... [FAIL 2 in 0.10s]
+07:31:23  Completed with 2 errors, 0 partial successes, and 0 warnings:
+07:31:23  
+07:31:23  Failure in test not_null_merged_event_id (models/schema.yml)
+07:31:23    Got 2 results, configured to fail if != 0
+07:31:23  
+07:31:23  Failure in model merged (models/merged.sql)
+07:31:23    Database Error in model merged (models/merged.sql)
+{CONFLICT}
+07:31:23  
+07:31:23  Done. PASS=2 WARN=0 ERROR=2 SKIP=0 NO-OP=0 TOTAL=4
+"""
+
+
+def test_a_log_with_two_failed_models_gives_one_failure_per_model() -> None:
+    failures = split_log(FILE_LOG)
+    assert [(f.source, f.status) for f in failures] == [("broken", "error"), ("merged", "error")]
+    assert [classify(f.text).kind for f in failures] == ["not_iceberg_conflict", "missing_files_to_delete"]
+    broken, merged = failures
+    # Each failure holds only its node's blocks: the conflict never leaks into the SQL error.
+    assert "Missing required files" not in broken.text and "UNRESOLVED_COLUMN" not in merged.text
+    assert broken.text.startswith("Runtime Error in model broken (models/broken.sql)")
+    assert "1 of 3 ERROR creating sql table model analytics.broken" in broken.text
+    assert ESC not in broken.text + merged.text and "compiled code" not in broken.text
+
+
+def test_console_output_with_a_failed_test() -> None:
+    failures = split_log(CONSOLE)
+    assert [(f.source, f.status) for f in failures] == [("not_null_merged_event_id", "fail"), ("merged", "error")]
+    assert "Got 2 results" in failures[0].text
+    assert classify(failures[1].text).kind == "missing_files_to_delete"
+
+
+def test_the_summary_alone_without_timestamps_is_split_at_each_heading() -> None:
+    text = (f"Runtime Error in model broken (models/broken.sql)\n{SQL_ERROR}\n\n"
+            f"Compilation Error in model typo (models/typo.sql)\n  'refx' is undefined\n\n"
+            f"Runtime Error in model merged (models/merged.sql)\n{CONFLICT}\n")
+    kinds = {f.source: classify(f.text).kind for f in split_log(text)}
+    assert kinds == {"broken": "not_iceberg_conflict", "typo": "not_iceberg_conflict",
+                     "merged": "missing_files_to_delete"}
+
+
+def test_text_without_failure_headings_is_one_failure() -> None:
+    text = "py4j.protocol.Py4JJavaError: An error occurred while calling o61.sql.\n" + CONFLICT
+    assert split_log(text) == ()
+    assert failures_in(text) == (FailureText("text", "error", text),)
+
+
+def test_run_results_give_each_failed_result() -> None:
+    document = {"results": [
+        {"unique_id": "model.p.merged", "status": "error", "message": "Runtime Error in model merged\n" + CONFLICT},
+        {"unique_id": "model.p.child", "status": "skipped", "message": None},
+        {"unique_id": "test.p.not_null", "status": "fail", "message": "Got 2 results, configured to fail if != 0"},
+    ]}
+    assert [(f.source, f.status) for f in failures_in(json.dumps(document))] == [
+        ("model.p.merged", "error"), ("test.p.not_null", "fail")]
