@@ -16,7 +16,8 @@ from dbt_iceberg_maint.invoke import ManifestGraph, invoke_dbt
 from dbt_iceberg_maint.runner import NodeOutcome, plan_reruns, rerun_args
 
 CONFLICT = (
-    "Runtime Error in model {name} (models/{name}.sql)\n  : org.apache.iceberg.exceptions.ValidationException: "
+    "Runtime Error in model {name} (models/{name}.sql)\n  An error occurred while calling o48.sql.\n"
+    "  : org.apache.iceberg.exceptions.ValidationException: "
     "Missing required files to delete: file:/wh/{name}/data/00000-1.parquet"
 )
 FILES = {
