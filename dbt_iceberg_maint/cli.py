@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import IO
+from collections.abc import Callable
+from typing import IO, TypeVar
 
 import click
 
-from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.spark import (
     ICEBERG_JAR_ENV,
     ICEBERG_PACKAGES_ENV,
@@ -17,6 +18,8 @@ from dbt_iceberg_maint.spark import (
     check_java,
     resolve_iceberg_runtime,
 )
+
+T = TypeVar("T")
 
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
@@ -103,37 +106,18 @@ def run_command(
     """
     from rich.console import Console
 
-    from dbt_iceberg_maint.errors import UsageError
     from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
 
-    misplaced = _own_options_among(click.get_current_context().command, dbt_args)
-    if misplaced:
-        click.echo(
-            f"error: {', '.join(misplaced)} after the dbt arguments would go to dbt; give "
-            "dbt-iceberg-maint's own options first: dbt-iceberg-maint run [OPTIONS] [DBT_ARGS]...",
-            err=True,
-        )
-        sys.exit(EXIT_USAGE)
-    try:
-        report = run_dbt_with_retries(
-            list(dbt_args),
-            command=dbt_command,
-            max_attempts=max_attempts,
-            project_dir=project_dir,
-            profiles_dir=profiles_dir,
-            backoff=lambda attempt: exponential_backoff(attempt, base_seconds=backoff_seconds),
-        )
-    except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    except IcebergMaintError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FAILURES)
-    if report_path is not None:
-        report_path.write_text(report.to_json() + "\n")
-    if output == "json":
-        click.echo(report.to_json())
-    else:
+    _refuse_misplaced_options(dbt_args)
+    report = _report_or_exit(lambda: run_dbt_with_retries(
+        list(dbt_args),
+        command=dbt_command,
+        max_attempts=max_attempts,
+        project_dir=project_dir,
+        profiles_dir=profiles_dir,
+        backoff=lambda attempt: exponential_backoff(attempt, base_seconds=backoff_seconds),
+    ))
+    if _text_output_wanted(report.to_json(), report_path, output):
         console = Console(width=None if sys.stdout.isatty() else 160)
         if report.error:
             what = "dbt rejected its arguments" if report.usage_error else "dbt failed before running any node"
@@ -143,6 +127,92 @@ def run_command(
             verdict = "[green]all nodes succeeded[/green]" if report.success else "[red]failures remain[/red]"
             console.print(f"{verdict} after {report.attempts} attempt(s)")
     sys.exit(report.exit_code)
+
+
+@main.command(
+    "maintain",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--select", "select", multiple=True,
+              help="A model name or tag:<tag> (repeatable). Default: every Iceberg model.")
+@click.option("--operation", "operations", multiple=True,
+              type=click.Choice(["compaction", "rewrite_data_files", "rewrite_position_delete_files",
+                                 "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]),
+              help="Only these operations (repeatable). Default: compaction, expire_snapshots, remove_orphan_files, rewrite_manifests.")
+@click.option("--dry-run", is_flag=True, help="Render the SQL, execute nothing.")
+@click.option("--force", is_flag=True, help="Ignore the thresholds (never the cold-partition scope).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the JSON report to this file.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=Path("."), show_default=True)
+@click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt.")
+@click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
+def maintain_command(
+    select: tuple[str, ...],
+    operations: tuple[str, ...],
+    dry_run: bool,
+    force: bool,
+    report_path: Path | None,
+    output: str,
+    project_dir: Path,
+    profiles_dir: Path | None,
+    dbt_args: tuple[str, ...],
+) -> None:
+    """Run the iceberg_maintenance run-operation; when Spark rejects a statement at run time,
+    record that operation as failed and carry on with the rest.
+
+    DBT_ARGS are passed to dbt (e.g. `--target prod --vars '{...}'`), after this command's own
+    options. Exit 0 when no operation failed, 1 when one did, 2 on usage errors.
+    """
+    from rich.console import Console
+
+    from dbt_iceberg_maint.maintenance import maintenance_table, run_maintenance
+
+    _refuse_misplaced_options(dbt_args)
+    report = _report_or_exit(lambda: run_maintenance(
+        select, operations, dry_run=dry_run, force=force, dbt_args=dbt_args,
+        project_dir=project_dir, profiles_dir=profiles_dir))
+    if _text_output_wanted(report.to_json(), report_path, output):
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        console.print(maintenance_table(report.results))
+        verdict = f"[red]{len(report.failed)} operation(s) failed[/red]" if report.failed else "[green]no operation failed[/green]"
+        console.print(f"{verdict}; {len(report.results)} operation(s) in {report.invocations} dbt invocation(s)")
+    sys.exit(report.exit_code)
+
+
+def _refuse_misplaced_options(dbt_args: tuple[str, ...]) -> None:
+    """Exit 2 when the command's own options come after DBT_ARGS (they would go to dbt)."""
+    context = click.get_current_context()
+    misplaced = _own_options_among(context.command, dbt_args)
+    if misplaced:
+        click.echo(f"error: {', '.join(misplaced)} after the dbt arguments would go to dbt; give "
+                   f"dbt-iceberg-maint's own options first: dbt-iceberg-maint {context.info_name} "
+                   "[OPTIONS] [DBT_ARGS]...", err=True)
+        sys.exit(EXIT_USAGE)
+
+
+def _report_or_exit(produce: Callable[[], T]) -> T:
+    """`produce()`, or exit 2 on a usage error and 1 on any other error of the product."""
+    try:
+        return produce()
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except IcebergMaintError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILURES)
+
+
+def _text_output_wanted(report_json: str, report_path: Path | None, output: str) -> bool:
+    """Write `--report`, print the JSON for `--output json`; True when text is wanted instead."""
+    if report_path is not None:
+        report_path.write_text(report_json + "\n")
+    if output == "json":
+        click.echo(report_json)
+        return False
+    return True
 
 
 def _own_options_among(command: click.Command, dbt_args: tuple[str, ...]) -> list[str]:

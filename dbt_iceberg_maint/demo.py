@@ -20,7 +20,8 @@ from rich.table import Table
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.health import TableHealth, health_via_dbt
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance import maintenance_table
+from dbt_iceberg_maint.results import parse_result_lines
 from dbt_iceberg_maint.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session
 
 if TYPE_CHECKING:
@@ -92,18 +93,6 @@ def health_change_table(before: Sequence[TableHealth], after: Sequence[TableHeal
             a, b = getattr(old, column), getattr(new, column)
             cells.append(str(a) if a == b else f"{a} -> [bold]{b}[/bold]")
         table.add_row(new.table.split(".", 1)[-1], *cells)
-    return table
-
-
-def maintenance_table(results: Sequence[MaintenanceResult]) -> Table:
-    table = Table(title="iceberg_maintenance: one result per table and operation")
-    for column in ("table", "operation", "status", "details"):
-        table.add_column(column)
-    colours = {"success": "green", "skipped": "yellow", "failed": "red", "dry_run": "cyan"}
-    for r in results:
-        counts = ", ".join(f"{k}={v}" for k, v in r.metrics.items() if isinstance(v, int) and not isinstance(v, bool))
-        table.add_row(r.table.split(".", 1)[-1], r.operation, f"[{colours.get(r.status, 'white')}]{r.status}[/]",
-                      r.reason if r.status == "skipped" else counts)
     return table
 
 
@@ -183,15 +172,17 @@ def step_conflict_recovery(ctx: DemoContext) -> None:
         f"select count(*) as n, count(distinct event_id) as ids from {tables['conflict_merge']}").collect()[0]
     recovered = report.node("conflict_merge")
     refused = report.node("conflict_merge_unsafe")
+    sql_error = report.node("conflict_sql_error")
     if not (recovered.succeeded and len(recovered.attempts) == 2 and merged["n"] == merged["ids"]
-            and not refused.succeeded and refused.not_rerun_reason):
+            and not refused.succeeded and refused.not_rerun_reason
+            and not sql_error.succeeded and len(sql_error.attempts) == 1):
         raise IcebergMaintError(f"the conflict scenario did not go as expected: {report.to_json()}")
     ctx.console.print(
         f"conflict_merge: {recovered.attempts[0].kind} -> re-run -> [green]success[/green]; "
         f"{merged['n']} rows, {merged['ids']} distinct event_ids (no duplicates)\n"
         f"conflict_merge_unsafe: {refused.attempts[0].kind} -> [yellow]not re-run[/yellow]: "
         f"{refused.not_rerun_reason}\n"
-        "conflict_sql_error: a SQL error, never re-run"
+        f"conflict_sql_error: {sql_error.attempts[0].kind} -> [yellow]not re-run[/yellow]: {sql_error.not_rerun_reason}"
     )
 
 

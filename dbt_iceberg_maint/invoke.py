@@ -138,6 +138,15 @@ def _node_results(result: Any) -> tuple[NodeResult, ...]:
     return tuple(nodes)
 
 
+def default_profiles_dir(project_dir: Path, environ: Mapping[str, str]) -> Path:
+    """dbt's own order: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt."""
+    if environ.get("DBT_PROFILES_DIR"):
+        return Path(environ["DBT_PROFILES_DIR"])
+    if (project_dir / "profiles.yml").is_file():
+        return project_dir
+    return Path.home() / ".dbt"
+
+
 def invoke_dbt(
     args: Sequence[str],
     project_dir: str | os.PathLike[str] = INTEGRATION_PROJECT,

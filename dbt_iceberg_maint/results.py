@@ -54,6 +54,11 @@ class MaintenanceResult:
         """The statement really ran (successfully or not)."""
         return self.status in {"success", "failed"}
 
+    def to_dict(self) -> dict[str, Any]:
+        """The result line's JSON object (from_json's inverse)."""
+        return {"table": self.table, "operation": self.operation, "status": self.status, "reason": self.reason,
+                "sql": self.sql, "metrics": dict(self.metrics), "duration_ms": self.duration_ms}
+
     @classmethod
     def from_json(cls, payload: str) -> MaintenanceResult:
         try:

@@ -30,7 +30,7 @@ from typing import Any
 from dbt_iceberg_maint.conflicts import Classification, classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.idempotency import idempotency
-from dbt_iceberg_maint.invoke import DbtInvocation, NodeResult, invoke_dbt
+from dbt_iceberg_maint.invoke import DbtInvocation, NodeResult, default_profiles_dir, invoke_dbt
 
 FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
 # Only these end a node successfully. `partial success` (a microbatch model with failed
@@ -415,15 +415,6 @@ class _ReportBuilder:
 
 
 Invoker = Callable[[Sequence[str]], DbtInvocation]
-
-
-def default_profiles_dir(project_dir: Path, environ: Mapping[str, str]) -> Path:
-    """dbt's own order: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt."""
-    if environ.get("DBT_PROFILES_DIR"):
-        return Path(environ["DBT_PROFILES_DIR"])
-    if (project_dir / "profiles.yml").is_file():
-        return project_dir
-    return Path.home() / ".dbt"
 
 
 def run_dbt_with_retries(

@@ -12,6 +12,7 @@ session (`dbt_iceberg_maint.spark`); `ThriftServer` is the thin process shell ar
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +38,7 @@ from dbt_iceberg_maint.spark import (
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 THRIFT_SERVER_JAR_PREFIX = "spark-hive-thriftserver_"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 HOST_ENV = "DBT_ICEBERG_MAINT_THRIFT_HOST"
 PORT_ENV = "DBT_ICEBERG_MAINT_THRIFT_PORT"
 LOOPBACK = "127.0.0.1"
@@ -244,6 +246,21 @@ class ThriftServer:
         self.stop()
 
 
+def _terminate_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A pre-exec hook asking Linux to SIGTERM the child when its parent dies (PR_SET_PDEATHSIG
+    survives the exec chain spark-submit -> spark-class -> java, which keeps the pid)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def hook() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return hook
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pgid, sig)
@@ -264,8 +281,14 @@ def start_thrift_server(
     with_ui: bool = False,
     extra_conf: Mapping[str, str] | None = None,
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    stop_with_parent: bool = False,
 ) -> ThriftServer:
-    """Start a Spark Thrift Server on 127.0.0.1 and return once it accepts connections."""
+    """Start a Spark Thrift Server on 127.0.0.1 and return once it accepts connections.
+
+    stop_with_parent: the server gets SIGTERM when the process that started it dies, even by
+    SIGKILL (Linux), so a test run that is killed leaves no server behind. The `start` command
+    leaves it off: there the server is meant to outlive the command.
+    """
     check_java()
     catalog = server_catalog(warehouse, catalog_name, catalog_properties)
     spec = ThriftServerSpec(
@@ -276,6 +299,8 @@ def start_thrift_server(
         ui_port=free_port() if with_ui else None,
         extra_conf=dict(extra_conf or {}),
     )
+    if accepts_connections(spec.host, spec.port):
+        raise RuntimeSetupError(f"port {spec.port} on {spec.host} is already in use; choose another port or stop what listens there")
     command = spec.command(find_spark_submit())
     prepare_default_namespace(catalog)
     state = Path(state_dir).resolve()
@@ -285,7 +310,8 @@ def start_thrift_server(
     with (state / LOG_FILE).open("ab") as log:
         # Its own session (process group): stop() ends the server and nothing else.
         process = subprocess.Popen(command, cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=_terminate_with_parent(os.getpid()) if stop_with_parent else None)
     server = ThriftServer(spec, state, process)
     (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": spec.port}))
     try:
@@ -304,7 +330,7 @@ def stop_recorded_server(state_dir: str | os.PathLike[str], timeout_s: float = D
     pid = int(json.loads(state_file.read_text())["pid"])
     _signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and _group_alive(pid):
+    while time.monotonic() < deadline and group_alive(pid):
         time.sleep(0.2)
     _wait_for_group_exit(pid, timeout_s)
     state_file.unlink(missing_ok=True)
@@ -313,16 +339,17 @@ def stop_recorded_server(state_dir: str | os.PathLike[str], timeout_s: float = D
 
 def _wait_for_group_exit(pgid: int, timeout_s: float) -> None:
     """SIGKILL what is left of the group and wait (bounded) until the kernel has removed it."""
-    if _group_alive(pgid):
+    if group_alive(pgid):
         _signal_group(pgid, signal.SIGKILL)
     deadline = time.monotonic() + timeout_s
-    while _group_alive(pgid):
+    while group_alive(pgid):
         if time.monotonic() > deadline:
             raise RuntimeSetupError(f"process group {pgid} of the Spark Thrift Server survived SIGKILL for {timeout_s:.0f} s")
         time.sleep(0.05)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group `pgid` is still alive."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -3,16 +3,21 @@
     (rewrite_data_files' default min-file-size-bytes); the target is the argument, else the
     table's write.target-file-size-bytes, else Iceberg's default 536870912.
     log_result: log an ICEBERG_MAINT_RESULT line (operation table_health); by default only when
-    table_health is the macro that `dbt run-operation` was asked to run. -#}
-{% macro table_health(relation, target_file_size_bytes=none, log_result=none) %}
-  {{ return(adapter.dispatch('table_health', 'dbt_iceberg_maint')(relation, target_file_size_bytes, log_result)) }}
+    table_health is the macro that `dbt run-operation` was asked to run, or a node's hook.
+    In a node (e.g. as a post-hook) it renders to nothing: the figures are in the log line. -#}
+{% macro table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
+  {%- set in_node = dbt_iceberg_maint._iceberg_maint_in_node() -%}
+  {%- set health = adapter.dispatch('table_health', 'dbt_iceberg_maint')(
+        relation if relation is not none else this, target_file_size_bytes,
+        log_result if log_result is not none else (true if in_node else none)) -%}
+  {{ return('' if in_node else health) }}
 {% endmacro %}
 
-{% macro default__table_health(relation, target_file_size_bytes=none, log_result=none) %}
+{% macro default__table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.table_health is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
 {% endmacro %}
 
-{% macro spark__table_health(relation, target_file_size_bytes=none, log_result=none) %}
+{% macro spark__table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
   {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
   {%- if target_file_size_bytes is not none and (target_file_size_bytes is boolean or target_file_size_bytes is not integer or target_file_size_bytes <= 0) -%}
     {{ exceptions.raise_compiler_error("table_health: target_file_size_bytes = " ~ tojson(target_file_size_bytes) ~ " is not allowed; expected a positive integer (bytes) or none") }}

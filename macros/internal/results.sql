@@ -53,8 +53,11 @@
     dbt runs the rendered text as SQL, so there it renders to '' (the result line is in the
     log); called from a macro or run-operation it returns the value. -#}
 {% macro _iceberg_maint_outside_node(value) %}
-  {%- if model is mapping and model.get('resource_type') in ['model', 'seed', 'snapshot'] -%}
-    {{ return('') }}
-  {%- endif -%}
-  {{ return(value) }}
+  {{ return('' if dbt_iceberg_maint._iceberg_maint_in_node() else value) }}
+{% endmacro %}
+
+
+{#- True while dbt renders a node (a model's SQL or hooks, a seed's or snapshot's hooks). -#}
+{% macro _iceberg_maint_in_node() %}
+  {{ return(model is mapping and model.get('resource_type') in ['model', 'seed', 'snapshot']) }}
 {% endmacro %}

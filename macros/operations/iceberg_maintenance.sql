@@ -29,11 +29,21 @@
 
   {%- set mode = ' (dry run: nothing is executed)' if dry_run else '' -%}
   {%- do log('iceberg_maintenance: ' ~ nodes | length ~ ' Iceberg model(s), operations ' ~ requested | join(', ') ~ mode, info=true) -%}
+  {%- set relations = [] -%}
+  {%- for node in nodes -%}
+    {%- do relations.append(api.Relation.create(schema=node.schema, identifier=node.alias or node.name)) -%}
+  {%- endfor -%}
+  {#- The plan, machine-readable: what a caller around dbt (dbt-iceberg-maint maintain) needs to
+      resume after a statement Spark rejects stops this macro. -#}
+  {%- set planned = [] -%}
+  {%- for node in nodes -%}
+    {%- do planned.append({'model': node.name, 'table': dbt_iceberg_maint._iceberg_maint_qualified_name(relations[loop.index0])}) -%}
+  {%- endfor -%}
+  {%- do log('ICEBERG_MAINT_PLAN ' ~ tojson({'tables': planned, 'operations': requested}), info=true) -%}
   {%- set results = [] -%}
   {%- for node in nodes -%}
-    {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias or node.name) -%}
-    {%- do log(loop.index ~ ' of ' ~ loop.length ~ ' ' ~ node.name ~ ' (' ~ dbt_iceberg_maint._iceberg_maint_qualified_name(relation) ~ ')', info=true) -%}
-    {%- do results.extend(dbt_iceberg_maint.maintain(relation, requested, dry_run, force)) -%}
+    {%- do log(loop.index ~ ' of ' ~ loop.length ~ ' ' ~ node.name ~ ' (' ~ planned[loop.index0].table ~ ')', info=true) -%}
+    {%- do results.extend(dbt_iceberg_maint.maintain(relations[loop.index0], requested, dry_run, force)) -%}
   {%- endfor -%}
 
   {%- set counts = {'success': 0, 'skipped': 0, 'dry_run': 0, 'failed': 0} -%}

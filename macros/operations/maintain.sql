@@ -52,7 +52,8 @@
   {%- set health = none -%}
   {%- if not force -%}
     {%- set target_bytes = ((resolved.compaction.target_file_size_mb * 1024 * 1024) | int) if resolved.compaction.target_file_size_mb else none -%}
-    {%- set health = dbt_iceberg_maint.table_health(relation, target_file_size_bytes=target_bytes) -%}
+    {#- The implementation, not the public macro: that one renders to '' inside a node's hooks. -#}
+    {%- set health = adapter.dispatch('table_health', 'dbt_iceberg_maint')(relation, target_bytes, false) -%}
   {%- endif -%}
 
   {%- for operation in requested -%}

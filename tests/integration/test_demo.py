@@ -50,3 +50,4 @@ def test_the_demo_builds_maintains_and_recovers_a_conflict(spark: SparkSession, 
     assert "conflict_merge: missing_files_to_delete -> re-run -> success" in output
     assert re.search(r"conflict_merge_unsafe: \w+ -> not re-run: ", output)
     assert "no duplicates" in output
+    assert "conflict_sql_error: not_iceberg_conflict -> not re-run: " in output

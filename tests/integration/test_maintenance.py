@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.maintenance import run_maintenance
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 
 if TYPE_CHECKING:
@@ -171,15 +173,17 @@ def test_maintain_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None
     assert spark.sql(f"select count(*) from {built.table('event_log')}").collect()[0][0] == 137  # + the two inserted above
 
 
-def test_a_procedure_macro_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None:
-    """Inside a node the runner macros render to nothing (dbt would run a returned dict as SQL)."""
+def test_a_procedure_macro_and_table_health_as_post_hooks(spark: SparkSession, built: DbtProject) -> None:
+    """Inside a node they render to nothing (dbt would run a returned dict as SQL) and log."""
     run = built("run", "--vars", "{procedure_post_hook: true}", "--select", "user_summary")
 
-    [result] = parse_result_lines(run.log_messages)
-    assert result.table == f"{built.schema}.user_summary"
-    assert (result.operation, result.status) == ("rewrite_manifests", "success")
-    assert result.sql == f"CALL system.rewrite_manifests(table => '{built.schema}.user_summary')"
-    assert set(result.metrics) == {"rewritten_manifests_count", "added_manifests_count"}
+    manifests, health = parse_result_lines(run.log_messages)
+    assert manifests.table == health.table == f"{built.schema}.user_summary"
+    assert (manifests.operation, manifests.status) == ("rewrite_manifests", "success")
+    assert manifests.sql == f"CALL system.rewrite_manifests(table => '{built.schema}.user_summary')"
+    assert set(manifests.metrics) == {"rewritten_manifests_count", "added_manifests_count"}
+    assert (health.operation, health.status) == ("table_health", "success")
+    assert health.metrics["records"] == 20 and health.metrics["data_files"] >= 1
     assert spark.sql(f"select count(*) from {built.table('user_summary')}").collect()[0][0] == 20
 
 
@@ -208,3 +212,36 @@ def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
     assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (60, 10)
     assert spark.sql(f"select count(*) from {table}.data_files").collect()[0][0] == 10
     assert spark.sql(checksum).collect() == before
+
+
+def test_the_maintain_command_carries_on_after_a_run_time_failure(spark: SparkSession, built: DbtProject) -> None:
+    """Spark rejects event_log's compaction at run time (a codec Parquet does not know), which
+    stops the run-operation: dbt's Jinja cannot catch it. `dbt-iceberg-maint maintain` records
+    that operation as failed and resumes with the rest, in the canonical order."""
+    event_log = built.table("event_log")
+    for event_id in (9101, 9102):  # two small files in one partition: compaction has work to do
+        spark.sql(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-02', 1.00, 9)")
+    checksum = f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}"
+    rows, files = spark.sql(checksum).collect(), spark.sql(f"select count(*) from {event_log}.data_files").collect()
+    spark.sql(f"alter table {event_log} set tblproperties ('write.parquet.compression-codec'='no-such-codec')")
+    try:
+        report = run_maintenance(select=["event_log", "events"], force=True,
+                                 project_dir=INTEGRATION_PROJECT, env=built.env)
+    finally:
+        spark.sql(f"alter table {event_log} unset tblproperties ('write.parquet.compression-codec')")
+
+    done = [(r.table.rsplit(".", 1)[-1], r.operation, r.status) for r in report.results]
+    assert done == [("event_log", "rewrite_data_files", "failed"),
+                    ("event_log", "expire_snapshots", "success"),
+                    ("event_log", "remove_orphan_files", "success"),
+                    ("event_log", "rewrite_manifests", "success"),
+                    ("events", "rewrite_data_files", "skipped"),  # force never widens the cold scope
+                    ("events", "expire_snapshots", "success"),
+                    ("events", "remove_orphan_files", "success"),
+                    ("events", "rewrite_manifests", "success")]
+    failed = report.results[0]
+    assert failed.reason.startswith("stopped the run-operation at run time (not_iceberg_conflict): ")
+    assert "no-such-codec" in failed.metrics["error"].lower()
+    assert (report.invocations, report.exit_code) == (3, 1)  # the failed run, maintain(event_log), the rest
+    assert spark.sql(checksum).collect() == rows
+    assert spark.sql(f"select count(*) from {event_log}.data_files").collect() == files  # nothing compacted

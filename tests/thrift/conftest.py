@@ -24,7 +24,7 @@ from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
 def thrift_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftServer]:
     root = tmp_path_factory.mktemp("thrift_server")
     started = time.monotonic()
-    server = start_thrift_server(root / "warehouse", root / "state", with_ui=True)
+    server = start_thrift_server(root / "warehouse", root / "state", with_ui=True, stop_with_parent=True)
     print(f"\nSpark Thrift Server on {server.host}:{server.port} ready in {time.monotonic() - started:.1f} s")
     try:
         yield server

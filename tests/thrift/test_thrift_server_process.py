@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
-from dbt_iceberg_maint.thrift_server import STATE_FILE, ThriftServer, accepts_connections, start_thrift_server
+from dbt_iceberg_maint.thrift_server import STATE_FILE, ThriftServer, accepts_connections, group_alive, start_thrift_server
 
 pytestmark = pytest.mark.integration
 
@@ -27,3 +31,35 @@ def test_failed_start_names_the_exit_and_shows_the_log_tail(tmp_path: Path) -> N
     assert "exited with code" in message and "before accepting connections" in message
     assert "Invalid maximum heap size" in message  # the JVM's own words, from the log tail
     assert not (tmp_path / "state" / STATE_FILE).exists()  # nothing recorded as running
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(thrift_server: ThriftServer, tmp_path: Path) -> None:
+    with pytest.raises(RuntimeSetupError, match=f"port {thrift_server.port} on 127.0.0.1 is already in use"):
+        start_thrift_server(tmp_path / "wh", tmp_path / "state", port=thrift_server.port)
+    assert not (tmp_path / "state" / STATE_FILE).exists()
+
+
+STARTER = """
+import sys, time
+from dbt_iceberg_maint.thrift_server import start_thrift_server
+server = start_thrift_server(sys.argv[1], sys.argv[2], stop_with_parent=True)
+print(server.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_starter_leaves_no_server_behind(tmp_path: Path) -> None:
+    """SIGKILL gives the starter no chance to clean up: the kernel stops the server (pdeathsig)."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path / "wh"), str(tmp_path / "state")],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(starter.stdout.readline())
+        assert accepts_connections("127.0.0.1", json.loads((tmp_path / "state" / STATE_FILE).read_text())["port"])
+    finally:
+        starter.kill()
+        starter.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and group_alive(server_pid):
+        time.sleep(0.2)
+    assert not group_alive(server_pid), f"the server (process group {server_pid}) outlived its killed starter"
+

@@ -101,6 +101,17 @@ def test_run_options_after_the_dbt_arguments_are_a_clear_usage_error() -> None:
     )
 
 
+def test_maintain_rejects_bad_and_misplaced_options_with_exit_2() -> None:
+    result = CliRunner().invoke(main, ["maintain", "--operation", "vacuum"])
+    assert result.exit_code == 2 and "'vacuum' is not one of" in result.output
+    result = CliRunner().invoke(main, ["maintain", "--target", "prod", "--dry-run"])
+    assert result.exit_code == 2
+    assert result.output.startswith(
+        "error: --dry-run after the dbt arguments would go to dbt; give dbt-iceberg-maint's own "
+        "options first: dbt-iceberg-maint maintain [OPTIONS] [DBT_ARGS]..."
+    )
+
+
 def test_classifies_a_recorded_real_run_results() -> None:
     recorded = Path(__file__).parent / "recorded" / "conflict_run_results.json"
     result = CliRunner().invoke(main, ["classify", str(recorded), "--output", "json"])

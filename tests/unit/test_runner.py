@@ -493,7 +493,7 @@ def test_plan_from_a_recorded_real_conflict_run() -> None:
 
 
 def test_default_profiles_dir_follows_dbt(tmp_path: Path) -> None:
-    from dbt_iceberg_maint.runner import default_profiles_dir
+    from dbt_iceberg_maint.invoke import default_profiles_dir
 
     assert default_profiles_dir(tmp_path, {"DBT_PROFILES_DIR": "/etc/dbt"}) == Path("/etc/dbt")
     assert default_profiles_dir(tmp_path, {}) == Path.home() / ".dbt"

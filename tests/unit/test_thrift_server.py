@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -17,6 +16,7 @@ from dbt_iceberg_maint.thrift_server import (
     ThriftServer,
     ThriftServerSpec,
     find_spark_submit,
+    group_alive,
     prepare_default_namespace,
     server_catalog,
     stop_recorded_server,
@@ -124,14 +124,6 @@ def test_spark_home_without_the_thrift_server_jar_is_explained(tmp_path: Path) -
 
 def test_tail_of_a_missing_log() -> None:
     assert tail(Path("/nonexistent/thrift.log")) == "(no log written)"
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_stop_ends_the_whole_process_group_and_nothing_else(tmp_path: Path) -> None:

@@ -1,0 +1,181 @@
+"""`dbt-iceberg-maint maintain`: the iceberg_maintenance run-operation, carried past failures.
+
+dbt's Jinja cannot catch an error, so when Spark rejects one maintenance statement at run time
+(a compaction losing its commit to a writer, an option Iceberg refuses) the run-operation stops
+there and the operations after it are never attempted. Around dbt, Python can do what the
+macro cannot: record that operation as failed, with its classified error, and resume with the
+rest in the canonical order. Every resumption settles at least one pending operation, so the
+number of dbt invocations is bounded by the number of planned operations plus one.
+
+The macro announces its plan in one `ICEBERG_MAINT_PLAN {"tables": [{"model", "table"}],
+"operations": [...]}` line; results come back as `ICEBERG_MAINT_RESULT` lines (results.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+
+from rich.table import Table
+
+from dbt_iceberg_maint.conflicts import classify
+from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
+from dbt_iceberg_maint.invoke import DbtInvocation, default_profiles_dir, invoke_dbt
+from dbt_iceberg_maint.results import RESULT_MARKER, MaintenanceResult, parse_result_lines
+
+PLAN_MARKER = "ICEBERG_MAINT_PLAN"
+ERROR_DETAIL_CHARS = 2000
+
+Invoker = Callable[[Sequence[str]], DbtInvocation]
+
+
+@dataclass(frozen=True)
+class PendingTable:
+    """A table of the plan and the operations not yet reported for it, in canonical order."""
+
+    model: str
+    table: str
+    operations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MaintenancePlan:
+    tables: tuple[PendingTable, ...]
+    operations: tuple[str, ...]
+
+    @classmethod
+    def from_log(cls, messages: Iterable[str]) -> MaintenancePlan | None:
+        """The plan the macro logged, or None when it stopped before planning (bad input)."""
+        for message in messages:
+            marker, _, payload = message.strip().partition(" ")
+            if marker == PLAN_MARKER:
+                data = json.loads(payload)
+                operations = tuple(data["operations"])
+                return cls(tuple(PendingTable(t["model"], t["table"], operations) for t in data["tables"]), operations)
+        return None
+
+
+def settle(pending: Sequence[PendingTable], results: Iterable[MaintenanceResult]) -> tuple[PendingTable, ...]:
+    """What is still pending once `results` are reported (pure)."""
+    reported = {(r.table, r.operation) for r in results}
+    remaining = (replace(p, operations=tuple(op for op in p.operations if (p.table, op) not in reported))
+                 for p in pending)
+    return tuple(p for p in remaining if p.operations)
+
+
+def interrupted_result(pending: PendingTable, error_text: str) -> MaintenanceResult:
+    """The operation that was running when dbt stopped: failed, with Spark's error classified."""
+    verdict = classify(error_text)
+    return MaintenanceResult(
+        table=pending.table,
+        operation=pending.operations[0],
+        status="failed",
+        reason=f"stopped the run-operation at run time ({verdict.kind}): {verdict.summary}",
+        metrics=MappingProxyType({"error": error_text[-ERROR_DETAIL_CHARS:], "kind": verdict.kind,
+                                  "exception_class": verdict.exception_class}),
+    )
+
+
+def resume(pending: Sequence[PendingTable], plan: MaintenancePlan, dry_run: bool,
+           force: bool) -> tuple[list[str], tuple[PendingTable, ...]]:
+    """The run-operation that carries on, and the tables it covers: maintain() for a table left
+    half done, else iceberg_maintenance over the tables not started, in the plan's order."""
+    head = pending[0]
+    if head.operations != plan.operations:
+        macro, args, covered = "dbt_iceberg_maint.maintain", {
+            "relation": head.table, "operations": list(head.operations)}, (head,)
+    else:
+        macro, args, covered = "dbt_iceberg_maint.iceberg_maintenance", {
+            "select": [p.model for p in pending], "operations": list(plan.operations)}, tuple(pending)
+    return ["run-operation", macro, "--args", json.dumps({**args, "dry_run": dry_run, "force": force})], covered
+
+
+def _error_text(invocation: DbtInvocation) -> str:
+    """What dbt said after the last result line: Spark's error for the statement that failed."""
+    after = []
+    for message in invocation.log_messages:
+        if message.startswith(RESULT_MARKER):
+            after = []
+        else:
+            after.append(message)
+    return "\n".join([*after, invocation.exception or ""]).strip() or "dbt stopped without an error message"
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    results: tuple[MaintenanceResult, ...]
+    invocations: int
+
+    @property
+    def failed(self) -> tuple[MaintenanceResult, ...]:
+        return tuple(r for r in self.results if r.failed)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    def to_json(self) -> str:
+        counts = {status: sum(r.status == status for r in self.results)
+                  for status in ("success", "skipped", "dry_run", "failed")}
+        return json.dumps({"invocations": self.invocations, "counts": counts,
+                           "results": [r.to_dict() for r in self.results]}, indent=2)
+
+
+def run_maintenance(
+    select: Sequence[str] | None = None,
+    operations: Sequence[str] | None = None,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    dbt_args: Sequence[str] = (),
+    project_dir: str | os.PathLike[str] = ".",
+    profiles_dir: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    invoke: Invoker | None = None,
+) -> MaintenanceReport:
+    """Run iceberg_maintenance; after a run-time failure, record it and resume with the rest."""
+    profiles = profiles_dir or default_profiles_dir(Path(project_dir).resolve(), os.environ)
+    run = invoke or (lambda args: invoke_dbt([*args, *dbt_args], project_dir, profiles, env))
+    args = {"select": list(select) if select else None, "operations": list(operations) if operations else None,
+            "dry_run": dry_run, "force": force}
+    invocation = run(["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args",
+                      json.dumps({k: v for k, v in args.items() if v is not None})])
+    plan = MaintenancePlan.from_log(invocation.log_messages)
+    if plan is None:  # refused before anything ran: arguments, policies, selection
+        raise UsageError(f"iceberg_maintenance stopped before planning: {_error_text(invocation)}")
+    results: list[MaintenanceResult] = []
+    pending, covered, invocations = plan.tables, plan.tables, 1
+    while True:
+        reported = parse_result_lines(invocation.log_messages)
+        results.extend(reported)
+        pending = settle(pending, reported)
+        unfinished = [p for p in pending if p.table in {c.table for c in covered}]
+        if unfinished:
+            if invocation.success:
+                raise IcebergMaintError(f"dbt succeeded but reported no result for {unfinished[0].table} "
+                                        f"{unfinished[0].operations[0]}; is the package version current?")
+            # The invocation stopped inside this operation (tables run in the plan's order).
+            results.append(interrupted_result(unfinished[0], _error_text(invocation)))
+            pending = settle(pending, results[-1:])
+        if not pending:
+            return MaintenanceReport(tuple(results), invocations)
+        args, covered = resume(pending, plan, dry_run, force)
+        invocation = run(args)
+        invocations += 1
+
+
+def maintenance_table(results: Sequence[MaintenanceResult]) -> Table:
+    """One row per table and operation: output counts, or why it was skipped or failed."""
+    table = Table(title="iceberg_maintenance: one result per table and operation")
+    for column in ("table", "operation", "status", "details"):
+        table.add_column(column)
+    colours = {"success": "green", "skipped": "yellow", "failed": "red", "dry_run": "cyan"}
+    for r in results:
+        counts = ", ".join(f"{k}={v}" for k, v in r.metrics.items() if isinstance(v, int) and not isinstance(v, bool))
+        table.add_row(r.table.split(".", 1)[-1], r.operation, f"[{colours.get(r.status, 'white')}]{r.status}[/]",
+                      r.reason if r.status in {"skipped", "failed"} else counts)
+    return table
