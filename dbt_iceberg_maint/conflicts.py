@@ -109,8 +109,9 @@ SUMMARIES: dict[ConflictKind, str] = {
         "schedule manifest rewrites away from writers"
     ),
     ConflictKind.REWRITE_COMMIT_CONFLICT: (
-        "a rewrite (compaction) commit conflicted with a concurrent operation; re-run is safe; "
-        "enable partial-progress.enabled or narrow the `where` filter to cold partitions"
+        "a rewrite (compaction) did not commit: a concurrent commit won, or under partial progress a "
+        "file group failed to rewrite (the Spark driver log says which); re-running the compaction is "
+        "safe; narrow the `where` filter to cold partitions"
     ),
     ConflictKind.CONCURRENT_MODIFICATION: (
         "the table changed while this copy-on-write statement was planned (shared Spark session); "

@@ -75,7 +75,7 @@ def interrupted_result(pending: PendingTable, error_text: str) -> MaintenanceRes
         operation=pending.operations[0],
         status="failed",
         reason=f"stopped the run-operation at run time ({verdict.kind}): {verdict.summary}",
-        metrics=MappingProxyType({"error": error_text[-ERROR_DETAIL_CHARS:], "kind": verdict.kind,
+        metrics=MappingProxyType({"error": error_text[:ERROR_DETAIL_CHARS], "kind": verdict.kind,
                                   "exception_class": verdict.exception_class}),
     )
 
@@ -94,15 +94,19 @@ def resume(pending: Sequence[PendingTable], plan: MaintenancePlan, dry_run: bool
     return ["run-operation", macro, "--args", json.dumps({**args, "dry_run": dry_run, "force": force})], covered
 
 
+# dbt's message for an exception that ended a run-operation (event RunningOperationUncaughtError).
+_OPERATION_ERROR = "Encountered an error while running operation"
+
+
 def _error_text(invocation: DbtInvocation) -> str:
-    """What dbt said after the last result line: Spark's error for the statement that failed."""
-    after = []
-    for message in invocation.log_messages:
-        if message.startswith(RESULT_MARKER):
-            after = []
-        else:
-            after.append(message)
-    return "\n".join([*after, invocation.exception or ""]).strip() or "dbt stopped without an error message"
+    """Spark's error for the statement that stopped the invocation: dbt's message for it (what
+    came after the last result line when dbt said nothing of the kind)."""
+    messages = list(invocation.log_messages)
+    start = next((i for i, m in enumerate(messages) if _OPERATION_ERROR in m), None)
+    if start is None:
+        last_result = max((i for i, m in enumerate(messages) if m.startswith(RESULT_MARKER)), default=-1)
+        start = last_result + 1
+    return "\n".join([*messages[start:], invocation.exception or ""]).strip() or "dbt stopped without an error message"
 
 
 @dataclass(frozen=True)

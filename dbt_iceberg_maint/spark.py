@@ -176,7 +176,7 @@ def check_java(environ: Mapping[str, str] | None = None) -> int:
     if major is None:
         raise RuntimeSetupError(f"cannot read the Java version from `{java} -version`; {install}")
     if major < MIN_JAVA_MAJOR:
-        raise RuntimeSetupError(f"Spark 3.5 needs Java {MIN_JAVA_MAJOR}+, found Java {major} at {java}; {install}")
+        raise RuntimeSetupError(f"the Iceberg 1.10 runtime needs Java {MIN_JAVA_MAJOR}+, found Java {major} at {java}; {install}")
     return major
 
 

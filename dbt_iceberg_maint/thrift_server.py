@@ -28,6 +28,8 @@ from types import TracebackType
 from dbt_iceberg_maint.errors import RuntimeSetupError
 from dbt_iceberg_maint.spark import (
     DEFAULT_CATALOG,
+    ICEBERG_JAR_ENV,
+    ICEBERG_PACKAGES_ENV,
     CatalogSpec,
     IcebergRuntime,
     check_java,
@@ -87,10 +89,14 @@ class ThriftServerSpec:
             "--name",
             f"dbt_iceberg_maint-thrift-{self.port}",
         ]
-        if self.runtime.jars:
-            # With the runtime only in spark.jars the server's session cannot load the
-            # `iceberg` source or the catalog class; the driver class path can.
-            argv += ["--driver-class-path", os.pathsep.join(self.runtime.jars)]
+        if not self.runtime.jars:
+            raise RuntimeSetupError(
+                "the Spark Thrift Server needs the Iceberg runtime jar on its driver class path, which "
+                f"Maven coordinates ({ICEBERG_PACKAGES_ENV}) cannot provide; give a jar instead "
+                f"(jar=... or {ICEBERG_JAR_ENV}=/path/to/iceberg-spark-runtime-3.5_2.12-1.10.2.jar)")
+        # With the runtime only in spark.jars the server's session cannot load the `iceberg`
+        # source or the catalog class; the driver class path can.
+        argv += ["--driver-class-path", os.pathsep.join(self.runtime.jars)]
         for key, value in sorted(self.spark_conf().items()):
             argv += ["--conf", f"{key}={value}"]
         argv += [

@@ -32,6 +32,9 @@
       {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.policy if kwargs.policy is mapping else {}) -%}
       {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_policy_shape_errors(kwargs.policy)
             + dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)}) -%}
+    {%- elif kind == 'planned' -%}
+      {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
+      {%- do outcome.update({'sql': dbt_iceberg_maint._iceberg_maint_planned_sql(kwargs.relation, kwargs.operation, policy).sql}) -%}
     {%- elif kind == 'policy' -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}, kwargs.get('overrides') or {})}) -%}
     {%- elif kind == 'compaction_options' -%}

@@ -152,8 +152,16 @@
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors(policy.compaction.where, policy.compaction.strategy, policy.compaction.sort_order, policy.compaction.options)) -%}
   {%- do errors.extend(number('policy rewrite_position_delete_files', 'min_input_files', policy.rewrite_position_delete_files.min_input_files, integer=true)) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors(policy.rewrite_position_delete_files.where, policy.rewrite_position_delete_files.options)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(policy.expire_snapshots.older_than_hours, policy.expire_snapshots.retain_last)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors(policy.remove_orphan_files.older_than_hours)) -%}
+  {%- set expire = policy.expire_snapshots -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(expire.older_than_hours, expire.retain_last,
+        max_concurrent_deletes=expire.max_concurrent_deletes, stream_results=expire.stream_results,
+        clean_expired_metadata=expire.clean_expired_metadata)) -%}
+  {%- set orphans = policy.remove_orphan_files -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors(orphans.older_than_hours,
+        location=orphans.location, max_concurrent_deletes=orphans.max_concurrent_deletes,
+        equal_schemes=orphans.equal_schemes, equal_authorities=orphans.equal_authorities,
+        prefix_mismatch_mode=orphans.prefix_mismatch_mode, prefix_listing=orphans.prefix_listing)) -%}
   {%- do errors.extend(number('policy rewrite_manifests', 'min_manifests', policy.rewrite_manifests.min_manifests, integer=true)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors(use_caching=policy.rewrite_manifests.use_caching)) -%}
   {{ return(errors) }}
 {% endmacro %}

@@ -10,9 +10,15 @@
           'max_failed_commits': 0, 'cold_partitions_hours': none, 'where': none, 'options': {},
       },
       'rewrite_position_delete_files': {'enabled': true, 'min_input_files': 5, 'where': none, 'options': {}},
-      'expire_snapshots': {'enabled': true, 'older_than_hours': 168, 'retain_last': 5},
-      'remove_orphan_files': {'enabled': true, 'older_than_hours': 72},
-      'rewrite_manifests': {'enabled': true, 'min_manifests': 5},
+      'expire_snapshots': {
+          'enabled': true, 'older_than_hours': 168, 'retain_last': 5,
+          'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none,
+      },
+      'remove_orphan_files': {
+          'enabled': true, 'older_than_hours': 72, 'location': none, 'max_concurrent_deletes': none,
+          'equal_schemes': none, 'equal_authorities': none, 'prefix_mismatch_mode': none, 'prefix_listing': none,
+      },
+      'rewrite_manifests': {'enabled': true, 'min_manifests': 5, 'use_caching': none},
   }) }}
 {% endmacro %}
 

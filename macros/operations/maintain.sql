@@ -36,8 +36,7 @@
     {%- set blocked = 'maintenance disabled by meta.iceberg_maint.enabled: false' -%}
   {%- endif -%}
   {%- if blocked is none -%}
-    {%- set parts = dbt_iceberg_maint._iceberg_maint_relation_parts(relation) -%}
-    {%- if parts.catalog is none and adapter.get_relation(database=none, schema=parts.schema, identifier=parts.identifier) is none -%}
+    {%- if not dbt_iceberg_maint._iceberg_maint_table_exists(relation) -%}
       {%- set blocked = 'table does not exist (model not built yet?)' -%}
     {%- endif -%}
   {%- endif -%}
@@ -105,11 +104,18 @@
     {%- do options.update(section.options or {}) -%}
     {{ return({'sql': dbt_iceberg_maint.get_rewrite_position_delete_files_sql(relation, section.where, options), 'reason': none}) }}
   {%- elif operation == 'expire_snapshots' -%}
-    {{ return({'sql': dbt_iceberg_maint.get_expire_snapshots_sql(relation, policy.expire_snapshots.older_than_hours, policy.expire_snapshots.retain_last), 'reason': none}) }}
+    {%- set section = policy.expire_snapshots -%}
+    {{ return({'sql': dbt_iceberg_maint.get_expire_snapshots_sql(relation, section.older_than_hours, section.retain_last,
+          max_concurrent_deletes=section.max_concurrent_deletes, stream_results=section.stream_results,
+          clean_expired_metadata=section.clean_expired_metadata), 'reason': none}) }}
   {%- elif operation == 'remove_orphan_files' -%}
-    {{ return({'sql': dbt_iceberg_maint.get_remove_orphan_files_sql(relation, policy.remove_orphan_files.older_than_hours), 'reason': none}) }}
+    {%- set section = policy.remove_orphan_files -%}
+    {{ return({'sql': dbt_iceberg_maint.get_remove_orphan_files_sql(relation, section.older_than_hours,
+          location=section.location, max_concurrent_deletes=section.max_concurrent_deletes,
+          equal_schemes=section.equal_schemes, equal_authorities=section.equal_authorities,
+          prefix_mismatch_mode=section.prefix_mismatch_mode, prefix_listing=section.prefix_listing), 'reason': none}) }}
   {%- else -%}
-    {{ return({'sql': dbt_iceberg_maint.get_rewrite_manifests_sql(relation), 'reason': none}) }}
+    {{ return({'sql': dbt_iceberg_maint.get_rewrite_manifests_sql(relation, use_caching=policy.rewrite_manifests.use_caching), 'reason': none}) }}
   {%- endif -%}
 {% endmacro %}
 
@@ -123,6 +129,21 @@
   {%- set catalog_type = run_query('set `' ~ prefix ~ '.type`').columns[1].values()[0] | string -%}
   {%- set catalog_impl = run_query('set `' ~ prefix ~ '.catalog-impl`').columns[1].values()[0] | string -%}
   {{ return(catalog_type | lower == 'hadoop' or catalog_impl.endswith('.HadoopCatalog')) }}
+{% endmacro %}
+
+
+{#- Whether the table exists: dbt's relation cache for the current catalog, SHOW statements for
+    a named one (SHOW TABLES IN a missing namespace would fail, so the namespace comes first). -#}
+{% macro _iceberg_maint_table_exists(relation) %}
+  {%- set parts = dbt_iceberg_maint._iceberg_maint_relation_parts(relation) -%}
+  {%- if parts.catalog is none -%}
+    {{ return(adapter.get_relation(database=none, schema=parts.schema, identifier=parts.identifier) is not none) }}
+  {%- endif -%}
+  {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
+  {%- if run_query('show namespaces in ' ~ parts.catalog ~ ' like ' ~ literal(parts.schema)).rows | length == 0 -%}
+    {{ return(false) }}
+  {%- endif -%}
+  {{ return(run_query('show tables in ' ~ parts.catalog ~ '.' ~ parts.schema ~ ' like ' ~ literal(parts.identifier)).rows | length > 0) }}
 {% endmacro %}
 
 

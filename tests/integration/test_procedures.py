@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.spark import CatalogSpec, prepare_warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -251,6 +252,35 @@ def test_catalog_var_targets_the_named_catalog(spark: SparkSession, dbt_project:
     # A three-part name picks its catalog too.
     _, results, _ = call(dbt_project, "rewrite_data_files", relation=f"local.{schema}.catalogued", options={"min-input-files": 2})
     assert results[0].sql.startswith("CALL local.system.rewrite_data_files(") and results[0].status == "success"
+    assert data_files(spark, table) == 1
+
+
+def test_catalog_var_sends_the_call_to_another_catalog(spark: SparkSession, dbt_project: DbtProject,
+                                                      tmp_path: Path) -> None:
+    """A second Iceberg catalog beside the default one: the var, not the current catalog, decides."""
+    other = CatalogSpec(warehouse=str(tmp_path / "other_warehouse"), name="other")
+    prepare_warehouse(other)
+    for key, value in other.spark_conf().items():
+        if key != "spark.sql.defaultCatalog":  # `local` stays the current catalog
+            spark.conf.set(key, value)
+    spark.sql("create namespace if not exists other.lake")
+    table = small_files_table(spark, "other.lake.elsewhere", 3)
+    assert not spark.catalog.tableExists("local.lake.elsewhere")
+
+    _, results, returned = call(dbt_project, "rewrite_manifests", vars="{dbt_iceberg_maint_catalog: other}",
+                                relation="lake.elsewhere")
+    assert results[0].sql == "CALL other.system.rewrite_manifests(table => 'lake.elsewhere')"
+    assert (results[0].table, results[0].status) == ("other.lake.elsewhere", "success")
+    assert returned["rewritten_manifests_count"] == 3
+    assert scalar(spark, f"select count(*) from {table}.manifests") == 1
+
+    # maintain() too: existence checked in that catalog, the policy's due operations run there.
+    invocation = dbt_project("run-operation", "dbt_iceberg_maint.maintain", "--vars", "{dbt_iceberg_maint_catalog: other}",
+                             "--args", json.dumps({"relation": "lake.elsewhere", "operations": ["compaction"],
+                                                   "policy": {"compaction": {"min_input_files": 2}}}))
+    [result] = parse_result_lines(invocation.log_messages)
+    assert (result.table, result.operation, result.status) == ("other.lake.elsewhere", "rewrite_data_files", "success")
+    assert result.sql.startswith("CALL other.system.rewrite_data_files(table => 'lake.elsewhere'")
     assert data_files(spark, table) == 1
 
 

@@ -72,7 +72,9 @@ def test_resume_finishes_a_half_done_table_with_maintain_then_selects_the_rest()
 def test_a_run_time_failure_is_recorded_and_the_rest_still_runs() -> None:
     dbt = Recorder(
         # compaction of event_log stops the run-operation: no result line for it, no summary
-        invocation("ICEBERG_MAINT_PLAN " + json.dumps(PLAN), CODEC_ERROR, success=False),
+        invocation("ICEBERG_MAINT_PLAN " + json.dumps(PLAN), "1 of 2 event_log (analytics.event_log)", CODEC_ERROR,
+                   "  at org.apache.spark.sql.SparkSession.sql(SparkSession.scala:638)\n" * 100,
+                   "Flushing usage events", success=False),
         # maintain() does the rest of event_log
         invocation(*(result_line("analytics.event_log", op) for op in OPS[1:]), success=True),
         # then iceberg_maintenance over the table not started
@@ -91,7 +93,8 @@ def test_a_run_time_failure_is_recorded_and_the_rest_still_runs() -> None:
         *(("analytics.events", op, "success") for op in OPS)]
     failed = report.results[0]
     assert failed.reason.startswith("stopped the run-operation at run time (not_iceberg_conflict): ")
-    assert "Unsupported compression codec: nope" in failed.metrics["error"]
+    assert failed.metrics["error"].startswith(CODEC_ERROR)  # dbt's error message, the informative head
+    assert len(failed.metrics["error"]) == 2000
     assert failed.metrics["exception_class"] == "java.lang.IllegalArgumentException"
     assert (report.invocations, report.exit_code) == (3, 1)
     assert json.loads(report.to_json())["counts"] == {"success": 7, "skipped": 0, "dry_run": 0, "failed": 1}

@@ -90,6 +90,15 @@ CASES: list[dict[str, Any]] = [
     {"id": "due_deletes", "kind": "due", "kwargs": {"operation": "rewrite_position_delete_files", "health": HEALTH}},
     {"id": "policy", "kind": "policy", "kwargs": {"policy": {"compaction": {"min_input_files": 2}, "remove_orphan_files": False},
                                                    "overrides": {"expire_snapshots": {"retain_last": 9}}}},
+    {"id": "planned_procedure_arguments", "kind": "planned", "kwargs": {"relation": "analytics.events", "operation": "remove_orphan_files",
+        "policy": {"remove_orphan_files": {"older_than_hours": 96, "equal_schemes": {"s3a": "s3"}, "prefix_mismatch_mode": "IGNORE"}}}},
+    {"id": "planned_expire_arguments", "kind": "planned", "kwargs": {"relation": "analytics.events", "operation": "expire_snapshots",
+        "policy": {"expire_snapshots": {"clean_expired_metadata": True, "stream_results": True}}}},
+    {"id": "planned_manifests_arguments", "kind": "planned", "kwargs": {"relation": "analytics.events", "operation": "rewrite_manifests",
+        "policy": {"rewrite_manifests": {"use_caching": False}}}},
+    {"id": "v_policy_procedure_arguments", "kind": "policy_errors", "kwargs": {"policy": {
+        "remove_orphan_files": {"prefix_mismatch_mode": "skip"}, "expire_snapshots": {"stream_results": "yes"},
+        "rewrite_manifests": {"use_caching": 1}}}},
     {"id": "options_default", "kind": "compaction_options"},
     {"id": "options_hadoop", "kind": "compaction_options", "kwargs": {"serial_group_commits": True}},
     {"id": "options_hadoop_explicit", "kind": "compaction_options", "kwargs": {"serial_group_commits": True, "policy": {
@@ -265,6 +274,11 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
             "policy rewrite_position_delete_files: argument `min_input_files` is 1.5; expected a whole number greater than 0",
             "policy rewrite_manifests: argument `min_manifests` is 0; it must be greater than 0",
         ]),
+        ("v_policy_procedure_arguments", [
+            "expire_snapshots: argument `stream_results` is yes; expected true or false",
+            "remove_orphan_files: argument `prefix_mismatch_mode` is 'skip'; allowed values: ERROR, IGNORE, DELETE",
+            "rewrite_manifests: argument `use_caching` is 1; expected true or false",
+        ]),
         ("v_policy_not_a_mapping", ["meta.iceberg_maint is ['compaction']; expected a mapping"]),
         ("v_policy_ok", []),
     ],
@@ -307,9 +321,13 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
     policy = rendered["policy"]["value"]
     assert policy["compaction"]["min_input_files"] == 2
     assert policy["compaction"]["partial_progress"] is True
-    assert policy["remove_orphan_files"] == {"enabled": False, "older_than_hours": 72}
-    assert policy["expire_snapshots"] == {"enabled": True, "older_than_hours": 168, "retain_last": 9}
-    assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5}
+    assert policy["remove_orphan_files"] == {
+        "enabled": False, "older_than_hours": 72, "location": None, "max_concurrent_deletes": None,
+        "equal_schemes": None, "equal_authorities": None, "prefix_mismatch_mode": None, "prefix_listing": None}
+    assert policy["expire_snapshots"] == {"enabled": True, "older_than_hours": 168, "retain_last": 9,
+                                          "clean_expired_metadata": None, "max_concurrent_deletes": None,
+                                          "stream_results": None}
+    assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5, "use_caching": None}
     assert rendered["options_default"]["value"] == {
         "min-input-files": "5", "partial-progress.enabled": "true", "partial-progress.max-failed-commits": "0"}
     assert rendered["options_custom"]["value"] == {"min-input-files": "9", "target-file-size-bytes": "268435456"}
@@ -318,6 +336,17 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
         **rendered["options_default"]["value"], "max-concurrent-file-group-rewrites": "1"}
     assert rendered["options_hadoop_explicit"]["value"]["max-concurrent-file-group-rewrites"] == "4"
     assert rendered["options_hadoop_no_partial_progress"]["value"] == {"min-input-files": "5"}
+
+
+def test_policy_sections_carry_the_procedures_arguments(rendered: dict[str, dict[str, Any]]) -> None:
+    orphans = rendered["planned_procedure_arguments"]["sql"]
+    assert orphans.startswith("CALL system.remove_orphan_files(table => 'analytics.events', older_than => TIMESTAMP '")
+    assert orphans.endswith("equal_schemes => map('s3a', 's3'), prefix_mismatch_mode => 'IGNORE')")
+    assert older_than(orphans) < datetime.now(timezone.utc) - timedelta(hours=95)
+    assert rendered["planned_expire_arguments"]["sql"].endswith(
+        "retain_last => 5, stream_results => true, clean_expired_metadata => true)")
+    assert rendered["planned_manifests_arguments"]["sql"] == (
+        "CALL system.rewrite_manifests(table => 'analytics.events', use_caching => false)")
 
 
 def test_model_selection(rendered: dict[str, dict[str, Any]]) -> None:

@@ -110,12 +110,18 @@ def test_missing_java_says_what_to_install(tmp_path: Path) -> None:
         check_java(environ={"JAVA_HOME": str(tmp_path)})
 
 
+def test_no_java_on_path_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no java anywhere
+    with pytest.raises(RuntimeSetupError, match="Spark needs Java, but no `java` on PATH; install Java 17"):
+        check_java(environ={})
+
+
 def test_old_java_is_refused(tmp_path: Path) -> None:
     java = tmp_path / "bin" / "java"
     java.parent.mkdir()
     java.write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
     java.chmod(0o755)
-    with pytest.raises(RuntimeSetupError, match="found Java 8"):
+    with pytest.raises(RuntimeSetupError, match="the Iceberg 1.10 runtime needs Java 11\\+, found Java 8"):
         check_java(environ={"JAVA_HOME": str(tmp_path)})
 
 

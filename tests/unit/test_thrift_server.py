@@ -57,11 +57,12 @@ def test_iceberg_runtime_goes_on_the_driver_class_path(tmp_path: Path) -> None:
     assert argv[argv.index("--driver-class-path") + 1] == "/jars/iceberg-spark-runtime.jar"
 
 
-def test_maven_runtime_has_no_driver_class_path(tmp_path: Path) -> None:
+def test_maven_coordinates_are_refused_for_the_server(tmp_path: Path) -> None:
+    # Maven jars land in spark.jars only, where the server cannot load the `iceberg` source.
     maven = IcebergRuntime("maven", packages=("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",))
-    argv = ThriftServerSpec(catalog=server_catalog(tmp_path), runtime=maven, port=1).command("spark-submit")
-    assert "--driver-class-path" not in argv
-    assert conf_pairs(argv)["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+    with pytest.raises(RuntimeSetupError, match="needs the Iceberg runtime jar on its driver class path.*"
+                                                 "DBT_ICEBERG_MAINT_ICEBERG_JAR"):
+        ThriftServerSpec(catalog=server_catalog(tmp_path), runtime=maven, port=1).command("spark-submit")
 
 
 def test_catalog_is_the_embedded_default_with_the_table_cache_off(tmp_path: Path) -> None:
