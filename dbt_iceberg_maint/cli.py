@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, TypeVar
 
 import click
@@ -117,7 +117,7 @@ def run_command(
         profiles_dir=profiles_dir,
         backoff=lambda attempt: exponential_backoff(attempt, base_seconds=backoff_seconds),
     ))
-    if _text_output_wanted(report.to_json(), report_path, output):
+    if _emit_json_report(report.to_json(), report_path, output):
         console = Console(width=None if sys.stdout.isatty() else 160)
         if report.error:
             what = "dbt rejected its arguments" if report.usage_error else "dbt failed before running any node"
@@ -174,7 +174,7 @@ def maintain_command(
     report = _report_or_exit(lambda: run_maintenance(
         select, operations, dry_run=dry_run, force=force, dbt_args=dbt_args,
         project_dir=project_dir, profiles_dir=profiles_dir))
-    if _text_output_wanted(report.to_json(), report_path, output):
+    if _emit_json_report(report.to_json(), report_path, output):
         console = Console(width=None if sys.stdout.isatty() else 160)
         console.print(maintenance_table(report.results))
         verdict = f"[red]{len(report.failed)} operation(s) failed[/red]" if report.failed else "[green]no operation failed[/green]"
@@ -205,8 +205,8 @@ def _report_or_exit(produce: Callable[[], T]) -> T:
         sys.exit(EXIT_FAILURES)
 
 
-def _text_output_wanted(report_json: str, report_path: Path | None, output: str) -> bool:
-    """Write `--report`, print the JSON for `--output json`; True when text is wanted instead."""
+def _emit_json_report(report_json: str, report_path: Path | None, output: str) -> bool:
+    """Write `--report`, print the JSON for `--output json`; True when text is still to print."""
     if report_path is not None:
         report_path.write_text(report_json + "\n")
     if output == "json":

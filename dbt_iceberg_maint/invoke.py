@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +22,10 @@ INTEGRATION_PROJECT = Path(__file__).resolve().parent.parent / "integration_test
 # original_file_path).
 PLANNER_KEYS = ("unique_id", "name", "resource_type", "package_name", "fqn", "original_file_path",
                 "config", "meta", "depends_on")
+
+
+# dbt's node statuses of a failure (run_results.json); skipped and warn are not failures.
+FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class DbtInvocation:
     manifest: ManifestGraph | None = field(default=None, repr=False)
 
     def failed_nodes(self) -> tuple[NodeResult, ...]:
-        return tuple(node for node in self.nodes if node.status in {"error", "fail", "runtime error"})
+        return tuple(node for node in self.nodes if node.status in FAILED_STATUSES)
 
 
 @contextmanager
@@ -136,6 +140,10 @@ def _node_results(result: Any) -> tuple[NodeResult, ...]:
             )
         )
     return tuple(nodes)
+
+
+# Runs one dbt command (arguments after `dbt`); tests pass recorded invocations instead.
+Invoker = Callable[[Sequence[str]], DbtInvocation]
 
 
 def default_profiles_dir(project_dir: Path, environ: Mapping[str, str]) -> Path:

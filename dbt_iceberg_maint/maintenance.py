@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -24,13 +24,13 @@ from rich.table import Table
 
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
-from dbt_iceberg_maint.invoke import DbtInvocation, default_profiles_dir, invoke_dbt
+from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
 from dbt_iceberg_maint.results import RESULT_MARKER, MaintenanceResult, parse_result_lines
 
 PLAN_MARKER = "ICEBERG_MAINT_PLAN"
+# Logged (debug level) by maintain() as it takes up each operation of a table.
+START_MARKER = "ICEBERG_MAINT_START"
 ERROR_DETAIL_CHARS = 2000
-
-Invoker = Callable[[Sequence[str]], DbtInvocation]
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,31 @@ class MaintenancePlan:
     @classmethod
     def from_log(cls, messages: Iterable[str]) -> MaintenancePlan | None:
         """The plan the macro logged, or None when it stopped before planning (bad input)."""
-        for message in messages:
-            marker, _, payload = message.strip().partition(" ")
-            if marker == PLAN_MARKER:
+        for payload in _payloads(messages, PLAN_MARKER):
+            try:
                 data = json.loads(payload)
                 operations = tuple(data["operations"])
-                return cls(tuple(PendingTable(t["model"], t["table"], operations) for t in data["tables"]), operations)
+                tables = tuple(PendingTable(t["model"], t["table"], operations) for t in data["tables"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise IcebergMaintError(f"unreadable {PLAN_MARKER} line ({exc}): {payload[:200]!r}") from exc
+            return cls(tables, operations)
         return None
+
+
+def _payloads(messages: Iterable[str], marker: str) -> Iterable[str]:
+    for message in messages:
+        head, _, payload = message.strip().partition(" ")
+        if head == marker:
+            yield payload
+
+
+def started_operations(messages: Iterable[str]) -> set[tuple[str, str]]:
+    """(table, operation) pairs maintain() took up in an invocation."""
+    started = set()
+    for payload in _payloads(messages, START_MARKER):
+        data = json.loads(payload)
+        started.add((data["table"], data["operation"]))
+    return started
 
 
 def settle(pending: Sequence[PendingTable], results: Iterable[MaintenanceResult]) -> tuple[PendingTable, ...]:
@@ -67,17 +85,22 @@ def settle(pending: Sequence[PendingTable], results: Iterable[MaintenanceResult]
     return tuple(p for p in remaining if p.operations)
 
 
-def interrupted_result(pending: PendingTable, error_text: str) -> MaintenanceResult:
-    """The operation that was running when dbt stopped: failed, with Spark's error classified."""
+def interrupted_results(pending: PendingTable, started: set[tuple[str, str]],
+                        error_text: str) -> tuple[MaintenanceResult, ...]:
+    """What stopped the invocation inside `pending`'s table, as failed results (Spark's error
+    classified): the operation maintain() had taken up, or, when it had taken up none, every
+    pending operation of the table (its checks before the first operation failed: existence,
+    properties, health), so one broken table costs one invocation, not one per operation."""
     verdict = classify(error_text)
-    return MaintenanceResult(
-        table=pending.table,
-        operation=pending.operations[0],
-        status="failed",
-        reason=f"stopped the run-operation at run time ({verdict.kind}): {verdict.summary}",
-        metrics=MappingProxyType({"error": error_text[:ERROR_DETAIL_CHARS], "kind": verdict.kind,
-                                  "exception_class": verdict.exception_class}),
-    )
+    metrics = MappingProxyType({"error": error_text[:ERROR_DETAIL_CHARS], "kind": verdict.kind,
+                                "exception_class": verdict.exception_class})
+    in_flight = [op for op in pending.operations if (pending.table, op) in started]
+    if in_flight:
+        return (MaintenanceResult(pending.table, in_flight[0], "failed", metrics=metrics,
+                                  reason=f"stopped the run-operation at run time ({verdict.kind}): {verdict.summary}"),)
+    reason = f"the table's checks before its first operation failed at run time ({verdict.kind}): {verdict.summary}"
+    return tuple(MaintenanceResult(pending.table, op, "failed", reason=reason, metrics=metrics)
+                 for op in pending.operations)
 
 
 def resume(pending: Sequence[PendingTable], plan: MaintenancePlan, dry_run: bool,
@@ -149,6 +172,9 @@ def run_maintenance(
     invocation = run(["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args",
                       json.dumps({k: v for k, v in args.items() if v is not None})])
     plan = MaintenancePlan.from_log(invocation.log_messages)
+    if plan is None and invocation.success:
+        raise IcebergMaintError(f"iceberg_maintenance logged no {PLAN_MARKER} line: is the dbt_iceberg_maint "
+                                "package the project installs older than this command?")
     if plan is None:  # refused before anything ran: arguments, policies, selection
         raise UsageError(f"iceberg_maintenance stopped before planning: {_error_text(invocation)}")
     results: list[MaintenanceResult] = []
@@ -162,9 +188,11 @@ def run_maintenance(
             if invocation.success:
                 raise IcebergMaintError(f"dbt succeeded but reported no result for {unfinished[0].table} "
                                         f"{unfinished[0].operations[0]}; is the package version current?")
-            # The invocation stopped inside this operation (tables run in the plan's order).
-            results.append(interrupted_result(unfinished[0], _error_text(invocation)))
-            pending = settle(pending, results[-1:])
+            # The invocation stopped inside this table (tables run in the plan's order).
+            failed = interrupted_results(unfinished[0], started_operations(invocation.log_messages),
+                                         _error_text(invocation))
+            results.extend(failed)
+            pending = settle(pending, failed)
         if not pending:
             return MaintenanceReport(tuple(results), invocations)
         args, covered = resume(pending, plan, dry_run, force)

@@ -30,9 +30,15 @@ from typing import Any
 from dbt_iceberg_maint.conflicts import Classification, classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.idempotency import idempotency
-from dbt_iceberg_maint.invoke import DbtInvocation, NodeResult, default_profiles_dir, invoke_dbt
+from dbt_iceberg_maint.invoke import (
+    FAILED_STATUSES,
+    DbtInvocation,
+    Invoker,
+    NodeResult,
+    default_profiles_dir,
+    invoke_dbt,
+)
 
-FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
 # Only these end a node successfully. `partial success` (a microbatch model with failed
 # batches) does not: exit 0 must mean that everything succeeded.
 SUCCESS_STATUSES = frozenset({"success", "pass", "warn", "no-op"})
@@ -267,7 +273,7 @@ def rerun_args(command: str, dbt_args: Sequence[str], plan: RerunPlan) -> list[s
     `--indirect-selection empty`: otherwise dbt adds the tests of every selected model, e.g. a
     model's unit tests that already passed.
     """
-    selectors = [plan.decisions[uid].selector or "" for uid in plan.selected]
+    selectors = [str(plan.decisions[uid].selector) for uid in plan.selected]
     return [command, *strip_selection(dbt_args), "--select", *selectors, "--indirect-selection", "empty"]
 
 
@@ -414,7 +420,6 @@ class _ReportBuilder:
         return RunReport(command, tuple(dbt_args), attempts, max_attempts, nodes, error, usage_error)
 
 
-Invoker = Callable[[Sequence[str]], DbtInvocation]
 
 
 def run_dbt_with_retries(

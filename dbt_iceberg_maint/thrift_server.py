@@ -12,15 +12,15 @@ session (`dbt_iceberg_maint.spark`); `ThriftServer` is the thin process shell ar
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -40,7 +40,6 @@ from dbt_iceberg_maint.spark import (
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 THRIFT_SERVER_JAR_PREFIX = "spark-hive-thriftserver_"
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 HOST_ENV = "DBT_ICEBERG_MAINT_THRIFT_HOST"
 PORT_ENV = "DBT_ICEBERG_MAINT_THRIFT_PORT"
 LOOPBACK = "127.0.0.1"
@@ -252,19 +251,15 @@ class ThriftServer:
         self.stop()
 
 
-def _terminate_with_parent(parent_pid: int) -> Callable[[], None] | None:
-    """A pre-exec hook asking Linux to SIGTERM the child when its parent dies (PR_SET_PDEATHSIG
-    survives the exec chain spark-submit -> spark-class -> java, which keeps the pid)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def hook() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
+def _terminated_with_parent(command: list[str]) -> list[str]:
+    """`command` under `setpriv --pdeathsig TERM`: Linux sends it SIGTERM when its parent dies.
+    The death signal survives the exec chain setpriv -> spark-submit -> spark-class -> java,
+    which keeps the pid (no pre-exec hook in this multi-threaded process)."""
+    setpriv = shutil.which("setpriv")
+    if not sys.platform.startswith("linux") or setpriv is None:
+        raise RuntimeSetupError("stop_with_parent needs Linux and util-linux's setpriv "
+                                "(Debian/Ubuntu: apt-get install util-linux)")
+    return [setpriv, "--pdeathsig", "TERM", "--", *command]
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -291,9 +286,10 @@ def start_thrift_server(
 ) -> ThriftServer:
     """Start a Spark Thrift Server on 127.0.0.1 and return once it accepts connections.
 
-    stop_with_parent: the server gets SIGTERM when the process that started it dies, even by
-    SIGKILL (Linux), so a test run that is killed leaves no server behind. The `start` command
-    leaves it off: there the server is meant to outlive the command.
+    stop_with_parent: the server gets SIGTERM when the thread that started it ends, the whole
+    process included, even by SIGKILL (Linux, util-linux's setpriv), so a test run that is
+    killed leaves no server behind; start it from the main thread. The `start` command leaves it
+    off: there the server is meant to outlive the command.
     """
     check_java()
     catalog = server_catalog(warehouse, catalog_name, catalog_properties)
@@ -308,6 +304,8 @@ def start_thrift_server(
     if accepts_connections(spec.host, spec.port):
         raise RuntimeSetupError(f"port {spec.port} on {spec.host} is already in use; choose another port or stop what listens there")
     command = spec.command(find_spark_submit())
+    if stop_with_parent:
+        command = _terminated_with_parent(command)
     prepare_default_namespace(catalog)
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -316,8 +314,7 @@ def start_thrift_server(
     with (state / LOG_FILE).open("ab") as log:
         # Its own session (process group): stop() ends the server and nothing else.
         process = subprocess.Popen(command, cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True,
-                                   preexec_fn=_terminate_with_parent(os.getpid()) if stop_with_parent else None)
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
     server = ThriftServer(spec, state, process)
     (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": spec.port}))
     try:

@@ -29,14 +29,14 @@
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_due(kwargs.operation, policy, kwargs.health)}) -%}
     {%- elif kind == 'policy_errors' -%}
-      {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.policy if kwargs.policy is mapping else {}) -%}
+      {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.policy) -%}
       {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_policy_shape_errors(kwargs.policy)
             + dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)}) -%}
     {%- elif kind == 'planned' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
       {%- do outcome.update({'sql': dbt_iceberg_maint._iceberg_maint_planned_sql(kwargs.relation, kwargs.operation, policy).sql}) -%}
     {%- elif kind == 'policy' -%}
-      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}, kwargs.get('overrides') or {})}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy'), kwargs.get('overrides'))}) -%}
     {%- elif kind == 'compaction_options' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_compaction_options(policy.compaction, kwargs.get('serial_group_commits', false))}) -%}

@@ -48,7 +48,7 @@
   {%- if type in ['string'] or type.startswith('varchar') or type.startswith('char') -%}
     {#- A value with ';' or comment markers would make the whole `where` fail the procedures'
         fragment check: leave that partition out rather than abort the maintenance run. -#}
-    {%- if value is not string or ';' in value or '--' in value or '/*' in value or '*/' in value -%}{{ return(none) }}{%- endif -%}
+    {%- if value is not string or dbt_iceberg_maint._iceberg_maint_fragment_problems(value) -%}{{ return(none) }}{%- endif -%}
     {{ return(col ~ ' = ' ~ dbt_iceberg_maint._hp_string_literal(value)) }}
   {%- elif type == 'boolean' -%}
     {{ return(col ~ ' = ' ~ ('true' if value else 'false')) if value is boolean else return(none) }}

@@ -110,27 +110,27 @@
 {#- Shape problems of a raw `meta.iceberg_maint` mapping: an unknown section or key, or a
     section that is neither a mapping nor true/false. A typo must not silently fall back to the
     defaults. Keys owned by other parts of the package (idempotent, table properties) pass. -#}
-{% macro _iceberg_maint_policy_shape_errors(raw_policy) %}
-  {%- if raw_policy is none -%}{{ return([]) }}{%- endif -%}
+{% macro _iceberg_maint_policy_shape_errors(raw_policy, source='meta.iceberg_maint') %}
+  {%- if raw_policy is none or raw_policy is boolean -%}{{ return([]) }}{%- endif -%}
   {%- if raw_policy is not mapping -%}
-    {{ return(["meta.iceberg_maint is " ~ raw_policy ~ "; expected a mapping"]) }}
+    {{ return([source ~ " is " ~ raw_policy ~ "; expected a mapping, or true/false to switch maintenance on/off"]) }}
   {%- endif -%}
   {%- set defaults = dbt_iceberg_maint._iceberg_maint_policy_defaults() -%}
   {%- set allowed = defaults.keys() | list + ['idempotent', 'isolation_level', 'commit_retry', 'properties'] -%}
   {%- set errors = [] -%}
   {%- for key, value in raw_policy.items() -%}
     {%- if key not in allowed -%}
-      {%- do errors.append("meta.iceberg_maint has unknown key `" ~ key ~ "`; allowed keys: " ~ allowed | join(', ')) -%}
+      {%- do errors.append(source ~ " has unknown key `" ~ key ~ "`; allowed keys: " ~ allowed | join(', ')) -%}
     {%- elif key == 'enabled' -%}
-      {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('meta.iceberg_maint', 'enabled', value)) -%}
+      {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(source, 'enabled', value)) -%}
     {%- elif defaults[key] is mapping and value is not none -%}
       {%- if value is not mapping and value is not boolean -%}
-        {%- do errors.append("meta.iceberg_maint." ~ key ~ " is " ~ value ~ "; expected a mapping of settings or true/false") -%}
+        {%- do errors.append(source ~ "." ~ key ~ " is " ~ value ~ "; expected a mapping of settings or true/false") -%}
       {%- elif value is mapping -%}
         {%- for name in value.keys() if name not in defaults[key] -%}
-          {%- do errors.append("meta.iceberg_maint." ~ key ~ " has unknown key `" ~ name ~ "`; allowed keys: " ~ defaults[key].keys() | join(', ')) -%}
+          {%- do errors.append(source ~ "." ~ key ~ " has unknown key `" ~ name ~ "`; allowed keys: " ~ defaults[key].keys() | join(', ')) -%}
         {%- endfor -%}
-        {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('meta.iceberg_maint.' ~ key, 'enabled', value.get('enabled'))) -%}
+        {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(source ~ '.' ~ key, 'enabled', value.get('enabled'))) -%}
       {%- endif -%}
     {%- endif -%}
   {%- endfor -%}

@@ -23,13 +23,15 @@
 {% endmacro %}
 
 
-{#- The raw `iceberg_maint` mapping of a node (a graph node or the `model` context dict). dbt
-    >= 1.10 keeps `+meta` under config.meta and mirrors it into node.meta. -#}
+{#- The raw `iceberg_maint` value of a node (a graph node or the `model` context dict), as
+    declared ({} when there is none). dbt >= 1.10 keeps `+meta` under config.meta and mirrors
+    it into node.meta. -#}
 {% macro _iceberg_maint_model_policy(node) %}
   {%- if node is none or node is not mapping -%}{{ return({}) }}{%- endif -%}
   {%- set config_meta = (node.get('config') or {}).get('meta') or {} -%}
   {%- set node_meta = node.get('meta') or {} -%}
-  {{ return(config_meta.get('iceberg_maint') or node_meta.get('iceberg_maint') or {}) }}
+  {%- set declared = config_meta.get('iceberg_maint') if config_meta.get('iceberg_maint') is not none else node_meta.get('iceberg_maint') -%}
+  {{ return({} if declared is none else declared) }}
 {% endmacro %}
 
 
@@ -50,13 +52,21 @@
 
 
 {#- Defaults, overlaid by the model's policy, overlaid by `overrides` (same shape). A section
-    given as a mapping is merged key by key; `section: false` disables that operation. -#}
+    given as a mapping is merged key by key; `section: false` disables that operation, and a
+    whole policy of `false` disables maintenance (`{enabled: false}`). Anything else that is not
+    a mapping is left to _iceberg_maint_policy_shape_errors to report. -#}
 {% macro _iceberg_maint_resolved_policy(raw_policy, overrides={}) %}
+  {%- set layers = [] -%}
+  {%- for layer in [raw_policy, overrides] -%}
+    {%- if layer is boolean -%}{%- do layers.append({'enabled': layer}) -%}
+    {%- elif layer is mapping -%}{%- do layers.append(layer) -%}
+    {%- endif -%}
+  {%- endfor -%}
   {%- set resolved = {} -%}
   {%- for key, default in dbt_iceberg_maint._iceberg_maint_policy_defaults().items() -%}
     {%- if default is mapping -%}
       {%- set section = default.copy() -%}
-      {%- for layer in [raw_policy or {}, overrides or {}] -%}
+      {%- for layer in layers -%}
         {%- set given = layer.get(key) -%}
         {%- if given is mapping -%}{%- do section.update(given) -%}
         {%- elif given is boolean -%}{%- do section.update({'enabled': given}) -%}
@@ -65,7 +75,7 @@
       {%- do resolved.update({key: section}) -%}
     {%- else -%}
       {%- set chosen = namespace(value=default) -%}
-      {%- for layer in [raw_policy or {}, overrides or {}] -%}
+      {%- for layer in layers -%}
         {%- if layer.get(key) is not none -%}{%- set chosen.value = layer.get(key) -%}{%- endif -%}
       {%- endfor -%}
       {%- do resolved.update({key: chosen.value}) -%}

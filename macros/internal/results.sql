@@ -57,7 +57,9 @@
 {% endmacro %}
 
 
-{#- True while dbt renders a node (a model's SQL or hooks, a seed's or snapshot's hooks). -#}
+{#- True while dbt renders a node whose text it runs as SQL: a model's SQL or hooks, a seed's or
+    snapshot's hooks, an on-run-start/on-run-end hook (resource type operation). Under
+    run-operation `model` is the macro (resource type macro). -#}
 {% macro _iceberg_maint_in_node() %}
-  {{ return(model is mapping and model.get('resource_type') in ['model', 'seed', 'snapshot']) }}
+  {{ return(model is mapping and model.get('resource_type') in ['model', 'seed', 'snapshot', 'operation']) }}
 {% endmacro %}

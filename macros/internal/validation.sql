@@ -36,13 +36,21 @@
   {%- if value is not string or not value.strip() -%}
     {{ return([procedure ~ ": argument `" ~ argument ~ "` is '" ~ value ~ "'; expected a non-empty SQL string"]) }}
   {%- endif -%}
-  {%- set problems = [] -%}
-  {%- if ';' in value -%}{%- do problems.append("';' (a statement separator: only one predicate/expression is allowed)") -%}{%- endif -%}
-  {%- if '--' in value or '/*' in value or '*/' in value -%}{%- do problems.append("a SQL comment (--, /* or */)") -%}{%- endif -%}
+  {%- set problems = dbt_iceberg_maint._iceberg_maint_fragment_problems(value) -%}
   {%- if problems -%}
     {{ return([procedure ~ ": argument `" ~ argument ~ "` is \"" ~ value ~ "\"; it must not contain " ~ problems | join(' or ')]) }}
   {%- endif -%}
   {{ return([]) }}
+{% endmacro %}
+
+
+{#- What makes a text unfit to be one SQL fragment inside a CALL: a statement separator or a
+    comment marker (which could hide the rest of the statement). -#}
+{% macro _iceberg_maint_fragment_problems(text) %}
+  {%- set problems = [] -%}
+  {%- if ';' in text -%}{%- do problems.append("';' (a statement separator: only one predicate/expression is allowed)") -%}{%- endif -%}
+  {%- if '--' in text or '/*' in text or '*/' in text -%}{%- do problems.append("a SQL comment (--, /* or */)") -%}{%- endif -%}
+  {{ return(problems) }}
 {% endmacro %}
 
 

@@ -30,15 +30,14 @@
   {%- set mode = ' (dry run: nothing is executed)' if dry_run else '' -%}
   {%- do log('iceberg_maintenance: ' ~ nodes | length ~ ' Iceberg model(s), operations ' ~ requested | join(', ') ~ mode, info=true) -%}
   {%- set relations = [] -%}
+  {%- set planned = [] -%}
   {%- for node in nodes -%}
-    {%- do relations.append(api.Relation.create(schema=node.schema, identifier=node.alias or node.name)) -%}
+    {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias or node.name) -%}
+    {%- do relations.append(relation) -%}
+    {%- do planned.append({'model': node.package_name ~ '.' ~ node.name, 'table': dbt_iceberg_maint._iceberg_maint_qualified_name(relation)}) -%}
   {%- endfor -%}
   {#- The plan, machine-readable: what a caller around dbt (dbt-iceberg-maint maintain) needs to
       resume after a statement Spark rejects stops this macro. -#}
-  {%- set planned = [] -%}
-  {%- for node in nodes -%}
-    {%- do planned.append({'model': node.name, 'table': dbt_iceberg_maint._iceberg_maint_qualified_name(relations[loop.index0])}) -%}
-  {%- endfor -%}
   {%- do log('ICEBERG_MAINT_PLAN ' ~ tojson({'tables': planned, 'operations': requested}), info=true) -%}
   {%- set results = [] -%}
   {%- for node in nodes -%}

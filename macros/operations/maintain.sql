@@ -20,11 +20,11 @@
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(arg_errors) -%}
   {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
   {%- set raw_policy = dbt_iceberg_maint._iceberg_maint_model_policy(node) -%}
-  {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy or {}) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
         dbt_iceberg_maint._iceberg_maint_policy_shape_errors(raw_policy)
-        + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy)
-        + dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
+        + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy, 'maintain: argument `policy`')) -%}
+  {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy or {}) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
   {%- set results = [] -%}
   {%- set log_result = dbt_iceberg_maint._iceberg_maint_log_result -%}
 
@@ -56,6 +56,9 @@
   {%- endif -%}
 
   {%- for operation in requested -%}
+    {#- At debug level (not shown on the console): which operation a statement Spark rejects
+        belongs to, for a caller around dbt that resumes the run (dbt-iceberg-maint maintain). -#}
+    {%- do log('ICEBERG_MAINT_START ' ~ tojson({'table': table, 'operation': operation})) -%}
     {%- set section = resolved[dbt_iceberg_maint._iceberg_maint_policy_section(operation)] -%}
     {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} if force else dbt_iceberg_maint._iceberg_maint_due(operation, resolved, health) -%}
     {%- if not section.enabled -%}
@@ -143,7 +146,11 @@
   {%- if run_query('show namespaces in ' ~ parts.catalog ~ ' like ' ~ literal(parts.schema)).rows | length == 0 -%}
     {{ return(false) }}
   {%- endif -%}
-  {{ return(run_query('show tables in ' ~ parts.catalog ~ '.' ~ parts.schema ~ ' like ' ~ literal(parts.identifier)).rows | length > 0) }}
+  {#- LIKE takes a pattern; compare names exactly and leave out temporary views. -#}
+  {%- for row in run_query('show tables in ' ~ parts.catalog ~ '.' ~ parts.schema ~ ' like ' ~ literal(parts.identifier)) -%}
+    {%- if (row['tableName'] | lower) == (parts.identifier | lower) and not row['isTemporary'] -%}{{ return(true) }}{%- endif -%}
+  {%- endfor -%}
+  {{ return(false) }}
 {% endmacro %}
 
 

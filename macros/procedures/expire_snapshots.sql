@@ -18,7 +18,7 @@
   {%- if max_concurrent_deletes is not none -%}{%- do arguments.append(['max_concurrent_deletes', max_concurrent_deletes | string]) -%}{%- endif -%}
   {%- if stream_results is not none -%}{%- do arguments.append(['stream_results', dbt_iceberg_maint._iceberg_maint_boolean_literal(stream_results)]) -%}{%- endif -%}
   {#- Iceberg declares array<bigint>; the L suffix keeps small ids from typing the array as int. -#}
-  {%- if snapshot_ids is not none -%}{%- do arguments.append(['snapshot_ids', 'array(' ~ snapshot_ids | map('string') | map('trim') | join('L, ') ~ 'L)']) -%}{%- endif -%}
+  {%- if snapshot_ids is not none -%}{%- do arguments.append(['snapshot_ids', 'array(' ~ snapshot_ids | map('string') | join('L, ') ~ 'L)']) -%}{%- endif -%}
   {%- if clean_expired_metadata is not none -%}{%- do arguments.append(['clean_expired_metadata', dbt_iceberg_maint._iceberg_maint_boolean_literal(clean_expired_metadata)]) -%}{%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_call_sql(relation, 'expire_snapshots', arguments)) }}
 {% endmacro %}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,14 +53,20 @@ def test_a_killed_starter_leaves_no_server_behind(tmp_path: Path) -> None:
     """SIGKILL gives the starter no chance to clean up: the kernel stops the server (pdeathsig)."""
     starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path / "wh"), str(tmp_path / "state")],
                                stdout=subprocess.PIPE, text=True)
+    server_pid = None
     try:
-        server_pid = int(starter.stdout.readline())
+        line = starter.stdout.readline()
+        assert line.strip().isdigit(), f"the starter printed no server pid: {line!r}"
+        server_pid = int(line)
         assert accepts_connections("127.0.0.1", json.loads((tmp_path / "state" / STATE_FILE).read_text())["port"])
-    finally:
         starter.kill()
         starter.wait(timeout=30)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and group_alive(server_pid):
-        time.sleep(0.2)
-    assert not group_alive(server_pid), f"the server (process group {server_pid}) outlived its killed starter"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and group_alive(server_pid):
+            time.sleep(0.2)
+        assert not group_alive(server_pid), f"the server (process group {server_pid}) outlived its killed starter"
+    finally:
+        starter.kill()
+        if server_pid is not None and group_alive(server_pid):
+            os.killpg(server_pid, signal.SIGKILL)  # never leave a JVM behind, even when the test fails
 

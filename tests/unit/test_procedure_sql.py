@@ -68,6 +68,8 @@ CASES: list[dict[str, Any]] = [
                        "max_failed_commits": -1, "partial_progress": "yes"},
         "rewrite_position_delete_files": {"min_input_files": 1.5}, "rewrite_manifests": {"min_manifests": 0}}}},
     {"id": "v_policy_not_a_mapping", "kind": "policy_errors", "kwargs": {"policy": ["compaction"]}},
+    {"id": "v_policy_false", "kind": "policy_errors", "kwargs": {"policy": False}},
+    {"id": "policy_false", "kind": "policy", "kwargs": {"policy": False, "overrides": {"rewrite_manifests": False}}},
     {"id": "v_policy_ok", "kind": "policy_errors", "kwargs": {"policy": {
         "idempotent": True, "isolation_level": "snapshot", "commit_retry": {"num_retries": 10},
         "properties": {"write.target-file-size-bytes": "268435456"},
@@ -279,7 +281,8 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
             "remove_orphan_files: argument `prefix_mismatch_mode` is 'skip'; allowed values: ERROR, IGNORE, DELETE",
             "rewrite_manifests: argument `use_caching` is 1; expected true or false",
         ]),
-        ("v_policy_not_a_mapping", ["meta.iceberg_maint is ['compaction']; expected a mapping"]),
+        ("v_policy_not_a_mapping", ["meta.iceberg_maint is ['compaction']; expected a mapping, or true/false to switch maintenance on/off"]),
+        ("v_policy_false", []),
         ("v_policy_ok", []),
     ],
 )
@@ -328,6 +331,9 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
                                           "clean_expired_metadata": None, "max_concurrent_deletes": None,
                                           "stream_results": None}
     assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5, "use_caching": None}
+    # `iceberg_maint: false` switches the model's maintenance off, like `enabled: false`.
+    assert rendered["policy_false"]["value"]["enabled"] is False
+    assert rendered["policy_false"]["value"]["rewrite_manifests"]["enabled"] is False
     assert rendered["options_default"]["value"] == {
         "min-input-files": "5", "partial-progress.enabled": "true", "partial-progress.max-failed-commits": "0"}
     assert rendered["options_custom"]["value"] == {"min-input-files": "9", "target-file-size-bytes": "268435456"}
