@@ -69,6 +69,21 @@ def env(warehouse: Path) -> None:
     warehouse.mkdir(parents=True, exist_ok=True)
 
 
+def _dbt_wrapper_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options of the commands that run dbt for the user: report, output and dbt's paths."""
+    for option in reversed([
+        click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Also write the JSON report to this file."),
+        click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True),
+        click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+                     default=Path("."), show_default=True),
+        click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path),
+                     help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt."),
+    ]):
+        command = option(command)
+    return command
+
+
 @main.command(
     "run",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
@@ -77,13 +92,7 @@ def env(warehouse: Path) -> None:
               show_default=True, help="The dbt command to run.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=3, show_default=True,
               help="Attempts per node in total, the first run included.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the JSON report to this file.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              default=Path("."), show_default=True)
-@click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt.")
+@_dbt_wrapper_options
 @click.option("--backoff-seconds", type=click.FloatRange(min=0), default=2.0, show_default=True,
               help="Wait before re-run n: a random time between half and all of "
                    "base * 2^(n-1), capped at 60 s (1-2 s, 2-4 s, 4-8 s ... for 2).")
@@ -141,13 +150,7 @@ def run_command(
               help="Only these operations (repeatable). Default: compaction, expire_snapshots, remove_orphan_files, rewrite_manifests.")
 @click.option("--dry-run", is_flag=True, help="Render the SQL, execute nothing.")
 @click.option("--force", is_flag=True, help="Ignore the thresholds (never the cold-partition scope).")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the JSON report to this file.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              default=Path("."), show_default=True)
-@click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt.")
+@_dbt_wrapper_options
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
 def maintain_command(
     select: tuple[str, ...],
