@@ -92,6 +92,7 @@ def test_merge_over_thrift_loses_to_compaction_from_another_connection(
         runner.join(timeout=300)
         maintenance.close()
 
+    assert not runner.is_alive(), "the dbt MERGE over thrift did not end within 300 s"
     # The compaction really replaced the MERGE's input, and committed while the MERGE ran.
     rewritten, added = compaction[0][0], compaction[0][1]
     assert (rewritten, added) == (len(files_before), partitions), compaction

@@ -217,6 +217,22 @@ def test_iceberg_maintenance_run_operation_dry_run_then_real(built: ThriftDbtPro
     assert thrift_sql.scalar(f"select count(*) from {event_log}.manifests") == 1
     assert fingerprint(thrift_sql, event_log) == before
 
+    # Unforced, as a nightly job runs it: the model's policy decides, thresholds included.
+    for event_id in (9001, 9002):  # two more small files in one partition: compaction is due
+        thrift_sql.execute(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-01', 1.00, 9)")
+    before, files = fingerprint(thrift_sql, event_log), thrift_sql.scalar(f"select count(*) from {event_log}.data_files")
+    nightly, results = run_operation(built, "dbt_iceberg_maint.iceberg_maintenance", select="event_log")
+    assert nightly.success
+    done = {r.operation: r for r in results}
+    assert list(done) == ["rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]
+    assert done["rewrite_data_files"].status == "success", done["rewrite_data_files"].reason
+    assert done["rewrite_data_files"].reason.startswith("a partition has ")
+    assert done["rewrite_data_files"].metrics["rewritten_data_files_count"] >= 2
+    assert (done["expire_snapshots"].status, done["remove_orphan_files"].status) == ("skipped", "success")
+    assert "not older than 1 h" in done["expire_snapshots"].reason  # the policy keeps 1 h of history
+    assert thrift_sql.scalar(f"select count(*) from {event_log}.data_files") < files
+    assert fingerprint(thrift_sql, event_log) == before
+
 
 def test_maintain_post_hook_compacts_the_model_it_follows(built: ThriftDbtProject, thrift_sql: ThriftSql) -> None:
     table = built.table("maintained_log")
