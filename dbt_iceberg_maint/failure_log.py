@@ -15,6 +15,8 @@
   `Failure in` heading also takes the next record, its message. The blocks that name the same
   node are one failure, so a SQL error in one model is never classified together with a
   conflict in another.
+  dbt's structured log (`--log-format json`, one JSON event a line) is read as the same text: each
+  event's time and message.
 - Any other text (no such heading): one failure, the whole text.
 """
 
@@ -60,7 +62,24 @@ def failures_in(content: str) -> tuple[FailureText, ...]:
             for result in document["results"]
             if isinstance(result, dict) and result.get("status") in FAILED_STATUSES
         )
-    return split_log(content) or (FailureText("text", "error", content),)
+    text = plain_log(content)
+    return split_log(text) or (FailureText("text", "error", text),)
+
+
+def plain_log(content: str) -> str:
+    """A structured dbt log (one JSON event a line) as the text log says it: `HH:MM:SS  msg`
+    per event; any other content unchanged."""
+    lines = []
+    for line in content.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+            info = event["info"]
+            lines.append(f"{str(info['ts'])[11:19]}  {info['msg']}")
+        except (ValueError, KeyError, TypeError):
+            return content  # not a structured log
+    return "\n".join(lines) if lines else content
 
 
 # What a block takes after its heading line: nothing (a progress line), the next record if
@@ -92,6 +111,7 @@ def split_log(text: str) -> tuple[FailureText, ...]:
     """One `FailureText` per failed node of a dbt log / console output; () if it names none."""
     blocks: dict[str, list[str]] = {}
     statuses: dict[str, str] = {}
+    headed: set[str] = set()  # names with an error heading, not only a progress line
     current: list[str] | None = None  # the open block
     takes: Takes = "none"
     for raw in ANSI_ESCAPE.sub("", text).splitlines():
@@ -103,6 +123,8 @@ def split_log(text: str) -> tuple[FailureText, ...]:
             current.append(line.strip())
             if heading.status == "fail" or heading.name not in statuses:
                 statuses[heading.name] = heading.status
+            if heading.takes != "none":
+                headed.add(heading.name)
             takes = heading.takes
         elif current is not None and takes == "message" and prefix and line[:1].isspace() and line.strip():
             current.append(line.strip())
@@ -111,4 +133,7 @@ def split_log(text: str) -> tuple[FailureText, ...]:
             current = None  # another log record: the block has ended
         elif current is not None:
             current.append(line)
-    return tuple(FailureText(name, statuses[name], "\n".join(lines)) for name, lines in blocks.items())
+    # A progress line names the relation (the alias), a heading the node: where headings exist
+    # (dbt's end-of-run summary repeats every failure), a progress line alone adds nothing.
+    names = [name for name in blocks if name in headed] or list(blocks)
+    return tuple(FailureText(name, statuses[name], "\n".join(blocks[name])) for name in names)

@@ -107,3 +107,33 @@ def test_run_results_give_each_failed_result() -> None:
     ]}
     assert [(f.source, f.status) for f in failures_in(json.dumps(document))] == [
         ("model.p.merged", "error"), ("test.p.not_null", "fail")]
+
+
+def json_event(ts: str, level: str, msg: str) -> str:
+    """One line of dbt's structured log (`--log-format json`)."""
+    return json.dumps({"info": {"name": "X", "code": "Z000", "msg": msg, "level": level, "invocation_id": "i",
+                                "pid": 1, "thread": "MainThread", "ts": f"2026-11-23T{ts}.000000Z"}, "data": {}})
+
+
+def test_a_structured_json_log_is_read_per_node_like_the_text_log() -> None:
+    log = "\n".join([
+        json_event("07:31:21", "info", "1 of 2 START sql table model analytics.broken ...... [RUN]"),
+        json_event("07:31:23", "error", "Failure in model broken (models/broken.sql)"),
+        json_event("07:31:23", "error", f"  Runtime Error in model broken (models/broken.sql)\n  Runtime Error\n{SQL_ERROR}"),
+        json_event("07:31:23", "error", "Failure in model merged (models/merged.sql)"),
+        json_event("07:31:23", "error", f"  Runtime Error in model merged (models/merged.sql)\n{CONFLICT}"),
+        json_event("07:31:24", "info", "Done. PASS=0 WARN=0 ERROR=2 SKIP=0 NO-OP=0 TOTAL=2"),
+    ])
+    kinds = {failure.source: classify(failure.text).kind for failure in failures_in(log)}
+    assert kinds == {"broken": "not_iceberg_conflict", "merged": "missing_files_to_delete"}
+
+
+def test_a_progress_line_naming_an_alias_adds_no_second_failure() -> None:
+    console = (
+        "07:31:22  1 of 1 ERROR creating sql incremental model analytics.events_v2 ..... [ERROR in 2.40s]\n"
+        "07:31:23  Completed with 1 error, 0 partial successes, and 0 warnings:\n"
+        "07:31:23  Failure in model events (models/events.sql)\n"
+        f"07:31:23    Runtime Error in model events (models/events.sql)\n{CONFLICT}\n"
+    )
+    [failure] = failures_in(console)
+    assert (failure.source, classify(failure.text).kind) == ("events", "missing_files_to_delete")
