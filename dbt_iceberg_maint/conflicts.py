@@ -206,9 +206,12 @@ _LOG4J_LINE = re.compile(
 # below ERROR a logged exception is not the failure.
 _QUIET_LEVELS = frozenset({"TRACE", "DEBUG", "INFO", "WARN", "WARNING"})
 # User Python code can print anything, including Iceberg-looking text: never read it.
+# A Python worker's traceback: in the JVM's text after `PythonException:`, and in PySpark's own
+# text (a captured PythonException prints the worker's sentence, no class). A driver-side
+# traceback (Py4JJavaError with the Java exception after it) has neither and stays readable.
+_PYTHON_WORKER = r"An exception was thrown from the Python worker\. Please see the stack trace below\."
 _PYTHON_TRACEBACK = re.compile(
-    r"(PythonException:\s*)(?:[ \t\n]*(?:An exception was thrown from the Python worker\. "
-    r"Please see the stack trace below\.)?\s*)?Traceback \(most recent call last\):.*?"
+    rf"((?:PythonException:\s*)(?:{_PYTHON_WORKER}\s*)?|{_PYTHON_WORKER}\s*)Traceback \(most recent call last\):.*?"
     r"(?=\n[ \t]*at [\w$.<>/]+\(|\n[ \t]*Caused by:|\Z)",
     re.DOTALL,
 )

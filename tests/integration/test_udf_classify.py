@@ -87,7 +87,15 @@ def failures(spark: SparkSession, warehouse: Path, tmp_path_factory: pytest.Temp
     spark.sql(f"alter table {TABLE} unset tblproperties ('write.merge.isolation-level')")
     assert current_snapshot(spark) == after_conflict  # refused requests change nothing
     texts["same_session"] = lose_merge_to_compaction(spark, spark, gate, "same_session")
+    # A Python UDF that fails, its message quoting Iceberg: user code, never a conflict.
+    spark.udf.register("udf_failing_parser", failing_parser, "string")
+    texts["python_udf_error"] = failure_text(spark, f"select udf_failing_parser(v) from {TABLE}")
     return texts
+
+
+def failing_parser(value: str) -> str:
+    raise ValueError("org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: "
+                     f"/wh/t/data/{value}.parquet")
 
 
 EXPECTED = {
@@ -99,6 +107,7 @@ EXPECTED = {
     "unknown_argument": ("invalid_request", False, None),
     "bad_where": ("invalid_request", False, None),
     "bad_isolation_level": ("invalid_request", False, None),
+    "python_udf_error": ("not_iceberg_conflict", False, None),
 }
 
 

@@ -396,6 +396,13 @@ def test_pyspark_captured_guard_without_class_name() -> None:
         '  File "/tmp/udf.py", line 3, in f\n    raise RuntimeError("x")\n'
         "org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: file:/a.parquet\n"
         "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)\n",
+        # The same as PySpark prints a captured PythonException (dbt-spark session mode): no class,
+        # the worker's sentence, the traceback ending in the user's exception quoting Iceberg.
+        "\n  An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/tmp/udf.py", line 3, in parse\n    raise ValueError(text)\n'
+        "ValueError: org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: "
+        "/wh/t/data/v2.parquet\n",
         # Spark echoes the query's plan and SQL inside its messages: what they quote is not an error.
         pytest.param(
             py4j("org.apache.spark.sql.catalyst.ExtendedAnalysisException",
