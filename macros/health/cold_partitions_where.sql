@@ -20,6 +20,14 @@
 {% endmacro %}
 
 {% macro spark__cold_partitions_where(relation, quiet_hours, as_of=none) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_cold_scope(relation, quiet_hours, as_of).where) }}
+{% endmacro %}
+
+
+{#- {'where': the cold-partition predicate or none, 'max_small_files': the most files below
+    `small_file_threshold_bytes` in one partition the predicate selects (none when no threshold
+    is given)}: compaction is due only when a partition it may touch has enough small files. -#}
+{% macro _iceberg_maint_cold_scope(relation, quiet_hours, as_of=none, small_file_threshold_bytes=none) %}
   {%- if quiet_hours is boolean or quiet_hours is not number or quiet_hours <= 0 -%}
     {{ exceptions.raise_compiler_error("cold_partitions_where: quiet_hours = " ~ tojson(quiet_hours) ~ " is not allowed; expected a number of hours greater than 0") }}
   {%- endif -%}
@@ -27,7 +35,7 @@
     {{ exceptions.raise_compiler_error("cold_partitions_where: as_of = " ~ tojson(as_of) ~ " is not allowed; expected none or a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]'") }}
   {%- endif -%}
   {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
-  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- if not execute -%}{{ return({'where': none, 'max_small_files': none}) }}{%- endif -%}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
   {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
   {%- set quiet_micros = (quiet_hours * 3600000000) | int -%}
@@ -35,9 +43,12 @@
     unix_micros(coalesce(last_updated_at, (select min(committed_at) from {{ table }}.snapshots)))
       < unix_micros({{ reference }}) - {{ quiet_micros }}
   {%- endset -%}
+  {%- set small = (small_file_threshold_bytes | int) if small_file_threshold_bytes is not none else 0 -%}
   {%- if layout['partition_fields'] | length == 0 -%}
-    {%- set rows = run_query('select count(*) as total, count_if(' ~ cold_condition ~ ') as cold from ' ~ table ~ '.partitions').rows -%}
-    {{ return('true' if rows[0]['total'] | int > 0 and rows[0]['total'] | int == rows[0]['cold'] | int else none) }}
+    {%- set rows = run_query('select count(*) as total, count_if(' ~ cold_condition ~ ') as cold, (select count_if(file_size_in_bytes < ' ~ small ~ ') from ' ~ table ~ '.data_files) as small_files from ' ~ table ~ '.partitions').rows -%}
+    {%- set cold = rows[0]['total'] | int > 0 and rows[0]['total'] | int == rows[0]['cold'] | int -%}
+    {{ return({'where': 'true' if cold else none,
+               'max_small_files': none if small_file_threshold_bytes is none else ((rows[0]['small_files'] | int) if cold else 0)}) }}
   {%- endif -%}
   {#- A row belongs to the current spec only if its spec has as many fields as the current one
       (the field count of each spec comes from its manifests' partition_summaries); rows of
@@ -46,18 +57,29 @@
     with spec_fields as (
       select partition_spec_id as spec_id, max(size(partition_summaries)) as fields
       from {{ table }}.manifests group by partition_spec_id
+    ), small as (
+      select partition, count(*) as small_files from {{ table }}.data_files
+      where file_size_in_bytes < {{ small }} group by partition
     )
-    select to_json(p.partition, map('ignoreNullFields', 'false')) as partition_json, s.fields as spec_fields
+    select to_json(p.partition, map('ignoreNullFields', 'false')) as partition_json, s.fields as spec_fields,
+           coalesce(f.small_files, 0) as small_files
     from {{ table }}.partitions as p left join spec_fields as s on p.spec_id = s.spec_id
+      left join small as f on p.partition <=> f.partition
     where {{ cold_condition }}
   {%- endset -%}
   {%- set partitions = [] -%}
+  {%- set largest = namespace(small_files=0) -%}
   {%- for row in run_query(query) -%}
-    {%- if row['spec_fields'] is not none and row['spec_fields'] | int == layout['partition_fields'] | length -%}
-      {%- do partitions.append(fromjson(row['partition_json'])) -%}
+    {%- set partition = fromjson(row['partition_json']) -%}
+    {#- Counted only where the predicate can select the partition: compaction touches nothing else. -#}
+    {%- if row['spec_fields'] is not none and row['spec_fields'] | int == layout['partition_fields'] | length
+          and dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'], [partition]) is not none -%}
+      {%- do partitions.append(partition) -%}
+      {%- set largest.small_files = [largest.small_files, row['small_files'] | int] | max -%}
     {%- endif -%}
   {%- endfor -%}
-  {{ return(dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'], partitions)) }}
+  {{ return({'where': dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'], partitions),
+             'max_small_files': none if small_file_threshold_bytes is none else largest.small_files}) }}
 {% endmacro %}
 
 {#- Pure: OR of one conjunction per partition (values given as dicts in spec order); partitions

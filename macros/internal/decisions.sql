@@ -43,11 +43,18 @@
 {% macro _iceberg_maint_due(operation, policy, health) %}
   {%- if operation == 'rewrite_data_files' -%}
     {%- set threshold = policy.compaction.min_input_files -%}
-    {%- set largest = health.max_small_files_in_partition | int -%}
-    {%- if largest >= threshold -%}
-      {{ return({'due': true, 'reason': 'a partition has ' ~ largest ~ ' small files, >= min_input_files ' ~ threshold}) }}
+    {#- health.cold_scope (maintain() with cold_partitions_hours): only the partitions the
+        compaction's `where` may select count. -#}
+    {%- set scope = health.get('cold_scope') -%}
+    {%- if scope is mapping and scope.where is none -%}
+      {{ return({'due': false, 'reason': 'no partition has been quiet for ' ~ policy.compaction.cold_partitions_hours ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
     {%- endif -%}
-    {{ return({'due': false, 'reason': 'no partition has >= ' ~ threshold ~ ' small files (largest: ' ~ largest ~ ')'}) }}
+    {%- set largest = (scope.max_small_files if scope is mapping else health.max_small_files_in_partition) | int -%}
+    {%- set partition = 'cold partition' if scope is mapping else 'partition' -%}
+    {%- if largest >= threshold -%}
+      {{ return({'due': true, 'reason': 'a ' ~ partition ~ ' has ' ~ largest ~ ' small files, >= min_input_files ' ~ threshold}) }}
+    {%- endif -%}
+    {{ return({'due': false, 'reason': 'no ' ~ partition ~ ' has >= ' ~ threshold ~ ' small files (largest: ' ~ largest ~ ')'}) }}
   {%- elif operation == 'rewrite_position_delete_files' -%}
     {%- set threshold = policy.rewrite_position_delete_files.min_input_files -%}
     {%- set count = health.delete_files | int -%}

@@ -60,7 +60,18 @@
         belongs to, for a caller around dbt that resumes the run (dbt-iceberg-maint maintain). -#}
     {%- do log('ICEBERG_MAINT_START ' ~ tojson({'table': table, 'operation': operation})) -%}
     {%- set section = resolved[dbt_iceberg_maint._iceberg_maint_policy_section(operation)] -%}
-    {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} if force else dbt_iceberg_maint._iceberg_maint_due(operation, resolved, health) -%}
+    {#- Compaction scoped to cold partitions: due only for the small files it may touch. -#}
+    {%- set scope = none -%}
+    {%- if operation == 'rewrite_data_files' and section.enabled and section.cold_partitions_hours -%}
+      {%- set scope = dbt_iceberg_maint._iceberg_maint_cold_scope(relation, section.cold_partitions_hours, none,
+            health.small_file_threshold_bytes if health else none) -%}
+    {%- endif -%}
+    {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} -%}
+    {%- if not force -%}
+      {%- set checked = health.copy() -%}
+      {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
+      {%- set decision = dbt_iceberg_maint._iceberg_maint_due(operation, resolved, checked) -%}
+    {%- endif -%}
     {%- if not section.enabled -%}
       {%- do results.append(log_result(table, operation, 'skipped', 'disabled by meta.iceberg_maint.' ~ dbt_iceberg_maint._iceberg_maint_policy_section(operation) ~ '.enabled: false', none, {}, 0)) -%}
     {%- elif not decision.due -%}
@@ -71,7 +82,7 @@
       {%- set verb = 'expire snapshots' if operation == 'expire_snapshots' else 'delete orphan files' -%}
       {%- do results.append(log_result(table, operation, 'failed', 'Cannot ' ~ verb ~ ': GC is disabled (deleting files may corrupt other tables); table property gc.enabled=false', none, {}, 0)) -%}
     {%- else -%}
-      {%- set planned = dbt_iceberg_maint._iceberg_maint_planned_sql(relation, operation, resolved, dry_run) -%}
+      {%- set planned = dbt_iceberg_maint._iceberg_maint_planned_sql(relation, operation, resolved, dry_run, scope) -%}
       {%- if planned.sql is none -%}
         {%- do results.append(log_result(table, operation, 'skipped', planned.reason, none, {}, 0)) -%}
       {%- else -%}
@@ -87,12 +98,12 @@
 {#- {'sql': CALL text or none, 'reason': why there is nothing to run}. Compaction with
     cold_partitions_hours is scoped to the cold partitions (an explicit `where` is ANDed with
     that filter); no cold partition means nothing to compact. -#}
-{% macro _iceberg_maint_planned_sql(relation, operation, policy, dry_run=false) %}
+{% macro _iceberg_maint_planned_sql(relation, operation, policy, dry_run=false, cold_scope=none) %}
   {%- if operation == 'rewrite_data_files' -%}
     {%- set section = policy.compaction -%}
     {%- set where = section.where -%}
     {%- if section.cold_partitions_hours -%}
-      {%- set cold = dbt_iceberg_maint.cold_partitions_where(relation, section.cold_partitions_hours) -%}
+      {%- set cold = cold_scope.where if cold_scope is not none else dbt_iceberg_maint.cold_partitions_where(relation, section.cold_partitions_hours) -%}
       {%- if cold is none or not (cold | string).strip() -%}
         {{ return({'sql': none, 'reason': 'no partition has been quiet for ' ~ section.cold_partitions_hours ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
       {%- endif -%}

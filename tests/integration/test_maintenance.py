@@ -198,6 +198,36 @@ def test_a_procedure_macro_and_table_health_as_post_hooks(spark: SparkSession, b
     assert spark.sql(f"select count(*) from {built.table('user_summary')}").collect()[0][0] == 20
 
 
+def test_cold_scoped_compaction_is_due_only_for_small_files_in_cold_partitions(
+        spark: SparkSession, built: DbtProject) -> None:
+    """Small files only in a partition writers still touch: compaction is not due (its `where`
+    could not select them); once that partition has gone quiet too, it is."""
+    table = built.table("cold_scope")
+    spark.sql(f"create table {table} (id bigint, part string) using iceberg partitioned by (part)")
+    spark.sql(f"insert into {table} values (1, 'quiet')")
+    time.sleep(25)  # 'quiet' now has no write for 25 s
+    for i in range(3):
+        spark.sql(f"insert into {table} values ({10 + i}, 'busy')")
+    # 15 s: what dbt's start-up takes before the cold query runs stays well below it.
+    quiet_for_15_s = {"compaction": {"cold_partitions_hours": 15 / 3600, "min_input_files": 3}}
+
+    def maintain_compaction() -> MaintenanceResult:
+        invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
+            "relation": f"{built.schema}.cold_scope", "operations": ["compaction"], "policy": quiet_for_15_s}))
+        [result] = parse_result_lines(invocation.log_messages)
+        return result
+
+    busy = maintain_compaction()
+    assert (busy.status, busy.reason) == ("skipped", "no cold partition has >= 3 small files (largest: 1)")
+    time.sleep(15)  # now 'busy' has been quiet for 15 s as well
+    quiet = maintain_compaction()
+    assert (quiet.status, quiet.reason) == ("success", "a cold partition has 3 small files, >= min_input_files 3")
+    assert quiet.metrics["rewritten_data_files_count"] == 3
+    files = dict(spark.sql(f"select partition.part, count(*) from {table}.data_files group by 1").collect())
+    assert files == {"quiet": 1, "busy": 1}
+    assert spark.sql(f"select count(*) from {table}").collect()[0][0] == 4
+
+
 def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
         spark: SparkSession, built: DbtProject) -> None:
     """Default policy and Iceberg's default 4 commit retries, 10 partitions x 6 small files.

@@ -84,6 +84,13 @@ CASES: list[dict[str, Any]] = [
     {"id": "names_3", "kind": "names", "kwargs": {"relation": "glue.analytics.events"}},
     {"id": "due_compaction", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": HEALTH}},
     {"id": "due_compaction_low", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": HEALTH, "policy": {"compaction": {"min_input_files": 3}}}},
+    {"id": "due_compaction_cold", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": {
+        **HEALTH, "max_small_files_in_partition": 9, "cold_scope": {"where": "d = 1", "max_small_files": 5}}}},
+    {"id": "due_compaction_only_hot", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": {
+        **HEALTH, "max_small_files_in_partition": 9, "cold_scope": {"where": "d = 1", "max_small_files": 1}}}},
+    {"id": "due_compaction_nothing_cold", "kind": "due", "kwargs": {"operation": "rewrite_data_files",
+        "policy": {"compaction": {"cold_partitions_hours": 6}},
+        "health": {**HEALTH, "cold_scope": {"where": None, "max_small_files": 0}}}},
     {"id": "due_expire", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH}},
     {"id": "due_expire_few", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH, "policy": {"expire_snapshots": {"retain_last": 8}}}},
     {"id": "due_expire_young", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH, "policy": {"expire_snapshots": {"older_than_hours": 300}}}},
@@ -312,6 +319,11 @@ def test_thresholds(rendered: dict[str, dict[str, Any]]) -> None:
     value = lambda case: rendered[case]["value"]  # noqa: E731
     assert value("due_compaction") == {"due": False, "reason": "no partition has >= 5 small files (largest: 3)"}
     assert value("due_compaction_low") == {"due": True, "reason": "a partition has 3 small files, >= min_input_files 3"}
+    # With a cold scope (maintain() with cold_partitions_hours) only the cold partitions count.
+    assert value("due_compaction_cold") == {"due": True, "reason": "a cold partition has 5 small files, >= min_input_files 5"}
+    assert value("due_compaction_only_hot") == {"due": False, "reason": "no cold partition has >= 5 small files (largest: 1)"}
+    assert value("due_compaction_nothing_cold") == {
+        "due": False, "reason": "no partition has been quiet for 6 h (cold_partitions_hours), nothing cold to compact"}
     assert value("due_expire") == {"due": True, "reason": "8 snapshots (> retain_last 5), oldest 200.5 h old (> 168 h)"}
     assert value("due_expire_few") == {"due": False, "reason": "only 8 snapshots, not more than retain_last 8"}
     assert value("due_expire_young") == {"due": False, "reason": "oldest snapshot is 200.5 h old, not older than 300 h"}
