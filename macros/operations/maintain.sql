@@ -23,7 +23,7 @@
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
         dbt_iceberg_maint._iceberg_maint_policy_shape_errors(raw_policy)
         + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy, 'maintain: argument `policy`')) -%}
-  {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy or {}) -%}
+  {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
   {%- set results = [] -%}
   {%- set log_result = dbt_iceberg_maint._iceberg_maint_log_result -%}
