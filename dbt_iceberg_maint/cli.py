@@ -174,13 +174,25 @@ def maintain_command(
     from dbt_iceberg_maint.maintenance import maintenance_table, run_maintenance
 
     _refuse_misplaced_options(dbt_args)
-    report = _report_or_exit(lambda: run_maintenance(
-        select, operations, dry_run=dry_run, force=force, dbt_args=dbt_args,
-        project_dir=project_dir, profiles_dir=profiles_dir))
+    report = _report_or_exit(
+        lambda: run_maintenance(
+            select,
+            operations,
+            dry_run=dry_run,
+            force=force,
+            dbt_args=dbt_args,
+            project_dir=project_dir,
+            profiles_dir=profiles_dir,
+        )
+    )
     if _emit_json_report(report.to_json(), report_path, output):
         console = Console(width=None if sys.stdout.isatty() else 160)
         console.print(maintenance_table(report.results))
-        verdict = f"[red]{len(report.failed)} operation(s) failed[/red]" if report.failed else "[green]no operation failed[/green]"
+        verdict = (
+            f"[red]{len(report.failed)} operation(s) failed[/red]"
+            if report.failed
+            else "[green]no operation failed[/green]"
+        )
         console.print(f"{verdict}; {len(report.results)} operation(s) in {report.invocations} dbt invocation(s)")
     sys.exit(report.exit_code)
 
@@ -190,9 +202,12 @@ def _refuse_misplaced_options(dbt_args: tuple[str, ...]) -> None:
     context = click.get_current_context()
     misplaced = _own_options_among(context.command, dbt_args)
     if misplaced:
-        click.echo(f"error: {', '.join(misplaced)} after the dbt arguments would go to dbt; give "
-                   f"dbt-iceberg-maint's own options first: dbt-iceberg-maint {context.info_name} "
-                   "[OPTIONS] [DBT_ARGS]...", err=True)
+        click.echo(
+            f"error: {', '.join(misplaced)} after the dbt arguments would go to dbt; give "
+            f"dbt-iceberg-maint's own options first: dbt-iceberg-maint {context.info_name} "
+            "[OPTIONS] [DBT_ARGS]...",
+            err=True,
+        )
         sys.exit(EXIT_USAGE)
 
 
@@ -248,18 +263,23 @@ def classify_command(source: IO[str], output: str) -> None:
 
     rows = [(failure.source, failure.status, classify(failure.text)) for failure in failures_in(source.read())]
     if output == "json":
-        click.echo(json.dumps(
-            [{"source": origin, "status": status, **asdict(verdict), "files": list(verdict.files)}
-             for origin, status, verdict in rows],
-            indent=2,
-        ))
+        click.echo(
+            json.dumps(
+                [
+                    {"source": origin, "status": status, **asdict(verdict), "files": list(verdict.files)}
+                    for origin, status, verdict in rows
+                ],
+                indent=2,
+            )
+        )
         return
     table = Table(title="Iceberg failure classification")
     for column in ("source", "kind", "retryable", "exception", "summary"):
         table.add_column(column, overflow="fold")
     for origin, _status, verdict in rows:
-        table.add_row(origin, verdict.kind, "yes" if verdict.retryable else "no",
-                      verdict.exception_class or "", verdict.summary)
+        table.add_row(
+            origin, verdict.kind, "yes" if verdict.retryable else "no", verdict.exception_class or "", verdict.summary
+        )
     Console(width=None if sys.stdout.isatty() else 160).print(table)
     if not rows:
         click.echo("no failed results")

@@ -392,8 +392,15 @@ _RUNTIME = {"java.lang.RuntimeException"}
 
 # Iceberg 1.10 message templates (reference, sections 1-3). Order matters only within a kind.
 _CONFLICT_TEMPLATES: tuple[_Template, ...] = (
-    _template(ConflictKind.MISSING_FILES_TO_DELETE, r"^Missing required files to delete: (?P<files>.*)", _VALIDATION, "files"),
-    _template(ConflictKind.MISSING_DATA_FILES, r"^Cannot commit, missing data files: \[?(?P<files>[^\]\n]*)", _VALIDATION, "files"),
+    _template(
+        ConflictKind.MISSING_FILES_TO_DELETE, r"^Missing required files to delete: (?P<files>.*)", _VALIDATION, "files"
+    ),
+    _template(
+        ConflictKind.MISSING_DATA_FILES,
+        r"^Cannot commit, missing data files: \[?(?P<files>[^\]\n]*)",
+        _VALIDATION,
+        "files",
+    ),
     _template(
         ConflictKind.NEW_DELETE_FOR_REPLACED_FILE,
         r"^Cannot commit, found new (?:position )?delete for replaced data file: (?P<files>.*)",
@@ -406,22 +413,39 @@ _CONFLICT_TEMPLATES: tuple[_Template, ...] = (
         _VALIDATION,
         "files",
     ),
-    _template(ConflictKind.CONFLICTING_ADDED_FILES, r"^Found conflicting files that can contain records matching ", _VALIDATION),
+    _template(
+        ConflictKind.CONFLICTING_ADDED_FILES,
+        r"^Found conflicting files that can contain records matching ",
+        _VALIDATION,
+    ),
     _template(
         ConflictKind.CONFLICTING_DELETE_FILES,
         r"^Found new conflicting delete files that can apply to records matching .*?: \[(?P<files>[^\]\n]*)",
         _VALIDATION,
         "files",
     ),
-    _template(ConflictKind.CONFLICTING_DELETE_FILES, r"^Found new conflicting delete files that can apply to records matching ", _VALIDATION),
+    _template(
+        ConflictKind.CONFLICTING_DELETE_FILES,
+        r"^Found new conflicting delete files that can apply to records matching ",
+        _VALIDATION,
+    ),
     _template(
         ConflictKind.CONFLICTING_DELETED_FILES,
         r"^Found conflicting deleted files that can (?:contain|apply to) records matching .*?: \[(?P<files>[^\]\n]*)",
         _VALIDATION,
         "files",
     ),
-    _template(ConflictKind.CONFLICTING_DELETED_FILES, r"^Found conflicting deleted files that can (?:contain|apply to) records matching ", _VALIDATION),
-    _template(ConflictKind.CONCURRENT_DV, r"^Found concurrently added DV for (?P<files>\S+): DV\{location=(?P<dv>[^,}\s]+)", _VALIDATION, "dv"),
+    _template(
+        ConflictKind.CONFLICTING_DELETED_FILES,
+        r"^Found conflicting deleted files that can (?:contain|apply to) records matching ",
+        _VALIDATION,
+    ),
+    _template(
+        ConflictKind.CONCURRENT_DV,
+        r"^Found concurrently added DV for (?P<files>\S+): DV\{location=(?P<dv>[^,}\s]+)",
+        _VALIDATION,
+        "dv",
+    ),
     _template(ConflictKind.CONCURRENT_DV, r"^Found concurrently added DV for ", _VALIDATION),
     _template(
         ConflictKind.HISTORY_BROKEN,
@@ -434,7 +458,9 @@ _CONFLICT_TEMPLATES: tuple[_Template, ...] = (
         _VALIDATION,
         "files",
     ),
-    _template(ConflictKind.PARTIAL_ROW_DELETE, r"^Cannot delete file where some, but not all, rows match filter ", _VALIDATION),
+    _template(
+        ConflictKind.PARTIAL_ROW_DELETE, r"^Cannot delete file where some, but not all, rows match filter ", _VALIDATION
+    ),
     _template(
         ConflictKind.MANIFEST_REWRITE_CONFLICT,
         r"^Deleted manifest \S+ could not be found in the latest",
@@ -453,7 +479,11 @@ _REWRITE_TEMPLATES: tuple[_Template, ...] = (
         r"^Cannot commit rewrite because of a ValidationException or CommitFailedException",
         _RUNTIME,
     ),
-    _template(ConflictKind.REWRITE_COMMIT_CONFLICT, r"^partial-progress\.enabled is true but \d+ rewrite commits failed", _RUNTIME),
+    _template(
+        ConflictKind.REWRITE_COMMIT_CONFLICT,
+        r"^partial-progress\.enabled is true but \d+ rewrite commits failed",
+        _RUNTIME,
+    ),
     _template(
         ConflictKind.REWRITE_COMMIT_CONFLICT,
         r"^Timeout occurred when waiting for commits to complete\. .*Retry this operation",
@@ -512,6 +542,7 @@ _INVALID_REQUEST_TEMPLATES: tuple[_Template, ...] = tuple(
         r"Cannot commit: Reference '.*' no longer exists",  # Nessie: ref deleted
     )
 )
+
 
 def _class_allows(template: _Template, record: _Record) -> bool:
     if template.classes is None:

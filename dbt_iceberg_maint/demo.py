@@ -87,7 +87,7 @@ def health_change_table(before: Sequence[TableHealth], after: Sequence[TableHeal
     for column in columns:
         table.add_column(column.replace("_", " ").replace("max small files in partition", "max small/partition"),
                          justify="right")
-    for old, new in zip(before, after):
+    for old, new in zip(before, after, strict=True):
         cells = []
         for column in columns:
             a, b = getattr(old, column), getattr(new, column)

@@ -108,6 +108,7 @@ def resume(pending: Sequence[PendingTable], plan: MaintenancePlan, dry_run: bool
     """The run-operation that carries on, and the tables it covers: maintain() for a table left
     half done, else iceberg_maintenance over the tables not started, in the plan's order."""
     head = pending[0]
+    covered: tuple[PendingTable, ...]
     if head.operations != plan.operations:
         macro, args, covered = "dbt_iceberg_maint.maintain", {
             "relation": head.table, "operations": list(head.operations)}, (head,)
@@ -195,8 +196,8 @@ def run_maintenance(
             pending = settle(pending, failed)
         if not pending:
             return MaintenanceReport(tuple(results), invocations)
-        args, covered = resume(pending, plan, dry_run, force)
-        invocation = run(args)
+        resumed, covered = resume(pending, plan, dry_run, force)
+        invocation = run(resumed)
         invocations += 1
 
 

@@ -282,7 +282,7 @@ def exponential_backoff(
 ) -> float:
     """Seconds to wait after failed attempt `attempt` (1-based): a random time between half and
     all of min(cap, base * 2**(attempt - 1)), e.g. 1-2 s, 2-4 s, 4-8 s for a base of 2 s."""
-    delay = min(cap_seconds, base_seconds * 2 ** (attempt - 1))
+    delay = min(cap_seconds, base_seconds * 2.0 ** (attempt - 1))
     return delay / 2 + rng() * delay / 2
 
 

@@ -176,7 +176,9 @@ def check_java(environ: Mapping[str, str] | None = None) -> int:
     if major is None:
         raise RuntimeSetupError(f"cannot read the Java version from `{java} -version`; {install}")
     if major < MIN_JAVA_MAJOR:
-        raise RuntimeSetupError(f"the Iceberg 1.10 runtime needs Java {MIN_JAVA_MAJOR}+, found Java {major} at {java}; {install}")
+        raise RuntimeSetupError(
+            f"the Iceberg 1.10 runtime needs Java {MIN_JAVA_MAJOR}+, found Java {major} at {java}; {install}"
+        )
     return major
 
 
@@ -252,7 +254,9 @@ def register_catalog(spark: SparkSession, catalog: CatalogSpec) -> None:
         spark.conf.set(key, value)
 
 
-def switch_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str], catalog_name: str = DEFAULT_CATALOG) -> CatalogSpec:
+def switch_warehouse(
+    spark: SparkSession, warehouse: str | os.PathLike[str], catalog_name: str = DEFAULT_CATALOG
+) -> CatalogSpec:
     """Point the session's default Iceberg catalog at another warehouse directory.
 
     Spark caches catalog instances, so the cached ones are dropped and the catalog is

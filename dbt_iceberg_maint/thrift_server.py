@@ -302,7 +302,9 @@ def start_thrift_server(
         extra_conf=dict(extra_conf or {}),
     )
     if accepts_connections(spec.host, spec.port):
-        raise RuntimeSetupError(f"port {spec.port} on {spec.host} is already in use; choose another port or stop what listens there")
+        raise RuntimeSetupError(
+            f"port {spec.port} on {spec.host} is already in use; choose another port or stop what listens there"
+        )
     command = spec.command(find_spark_submit())
     if stop_with_parent:
         command = _terminated_with_parent(command)
@@ -313,8 +315,15 @@ def start_thrift_server(
     env.pop("PYSPARK_GATEWAY_PORT", None)  # never attach to the test process's own JVM
     with (state / LOG_FILE).open("ab") as log:
         # Its own session (process group): stop() ends the server and nothing else.
-        process = subprocess.Popen(command, cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=state,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     server = ThriftServer(spec, state, process)
     (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": spec.port}))
     try:
@@ -347,7 +356,9 @@ def _wait_for_group_exit(pgid: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while group_alive(pgid):
         if time.monotonic() > deadline:
-            raise RuntimeSetupError(f"process group {pgid} of the Spark Thrift Server survived SIGKILL for {timeout_s:.0f} s")
+            raise RuntimeSetupError(
+                f"process group {pgid} of the Spark Thrift Server survived SIGKILL for {timeout_s:.0f} s"
+            )
         time.sleep(0.05)
 
 
@@ -361,8 +372,10 @@ def group_alive(pgid: int) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dbt_iceberg_maint.thrift_server",
-                                     description="Start or stop a local Spark Thrift Server with Iceberg.")
+    parser = argparse.ArgumentParser(
+        prog="python -m dbt_iceberg_maint.thrift_server",
+        description="Start or stop a local Spark Thrift Server with Iceberg.",
+    )
     sub = parser.add_subparsers(dest="action", required=True)
     start = sub.add_parser("start", help="start in the background; prints host, port and pid as JSON")
     start.add_argument("--warehouse", required=True, help="Iceberg warehouse directory (Hadoop catalog)")
@@ -374,11 +387,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.action == "start":
-            server = start_thrift_server(args.warehouse, args.state_dir, port=args.port,
-                                         driver_memory=args.driver_memory)
-            print(json.dumps({"host": server.host, "port": server.port, "pid": server.pid,
-                              "started_in_s": round(server.started_in_s or 0.0, 1),
-                              "log": str(server.log_path), **server.profile_env()}))
+            server = start_thrift_server(
+                args.warehouse, args.state_dir, port=args.port, driver_memory=args.driver_memory
+            )
+            print(
+                json.dumps(
+                    {
+                        "host": server.host,
+                        "port": server.port,
+                        "pid": server.pid,
+                        "started_in_s": round(server.started_in_s or 0.0, 1),
+                        "log": str(server.log_path),
+                        **server.profile_env(),
+                    }
+                )
+            )
             return 0
         stopped = stop_recorded_server(args.state_dir)
         print("stopped" if stopped else f"no server recorded in {args.state_dir}")

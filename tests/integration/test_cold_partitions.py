@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
 from collections import Counter
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import pytest

@@ -85,9 +85,15 @@ def test_target_from_property_argument_and_unpartitioned_tables(spark: SparkSess
     ]
     invocation = built("run-operation", "hp_test_render", "--args", json.dumps({"cases": cases}))
     prefix = "HP_CASE "
-    got = {c["id"]: c["result"] for c in (json.loads(m[len(prefix):]) for m in invocation.log_messages if m.startswith(prefix))}
-    for case, table, size, partitioned in (("property", events, target, True), ("argument", events, 1024, True),
-                                           ("unpartitioned", summary, DEFAULT_TARGET, False)):
+    got = {
+        c["id"]: c["result"]
+        for c in (json.loads(m[len(prefix) :]) for m in invocation.log_messages if m.startswith(prefix))
+    }
+    for case, table, size, partitioned in (
+        ("property", events, target, True),
+        ("argument", events, 1024, True),
+        ("unpartitioned", summary, DEFAULT_TARGET, False),
+    ):
         health = got[case]
         health.pop("oldest_snapshot_age_hours")
         assert health == {"table": table, **expected_health(spark, table, size, partitioned)}, case
@@ -108,4 +114,5 @@ def test_python_health_comes_from_the_macro(spark: SparkSession, built: DbtProje
     expected = expected_health(spark, events, target, True)
     assert health.table == events
     assert {k: v for k, v in health.as_dict().items() if k in expected} == {
-        k: v for k, v in expected.items() if k not in {"target_file_size_bytes", "small_file_threshold_bytes"}}
+        k: v for k, v in expected.items() if k not in {"target_file_size_bytes", "small_file_threshold_bytes"}
+    }

@@ -70,12 +70,15 @@ def failures(spark: SparkSession, warehouse: Path, tmp_path_factory: pytest.Temp
         "sql_error": failure_text(spark, "select no_such_column from udf.t"),
         "missing_table": failure_text(spark, "select * from udf.no_such_table"),
         "orphan_guard": failure_text(
-            spark, f"CALL local.system.remove_orphan_files(table => '{TABLE}', older_than => TIMESTAMP '{an_hour_ago}')"),
+            spark, f"CALL local.system.remove_orphan_files(table => '{TABLE}', older_than => TIMESTAMP '{an_hour_ago}')"
+        ),
         "retain_last": failure_text(spark, f"CALL local.system.expire_snapshots(table => '{TABLE}', retain_last => 0)"),
         "unknown_argument": failure_text(
-            spark, f"CALL local.system.rewrite_data_files(table => '{TABLE}', no_such_argument => 'x')"),
+            spark, f"CALL local.system.rewrite_data_files(table => '{TABLE}', no_such_argument => 'x')"
+        ),
         "bad_where": failure_text(
-            spark, f"CALL local.system.rewrite_data_files(table => '{TABLE}', where => 'id >>> 3')"),
+            spark, f"CALL local.system.rewrite_data_files(table => '{TABLE}', where => 'id >>> 3')"
+        ),
     }
     after_conflict = current_snapshot(spark)
     # The losing MERGE committed nothing: only the compaction moved the table.
@@ -83,7 +86,8 @@ def failures(spark: SparkSession, warehouse: Path, tmp_path_factory: pytest.Temp
     assert operation[0][0] == "replace" and after_conflict != before
     spark.sql(f"alter table {TABLE} set tblproperties ('write.merge.isolation-level' = 'strict')")
     texts["bad_isolation_level"] = failure_text(
-        spark, f"merge into {TABLE} t using udf.src s on t.id = s.id when matched then update set *")
+        spark, f"merge into {TABLE} t using udf.src s on t.id = s.id when matched then update set *"
+    )
     spark.sql(f"alter table {TABLE} unset tblproperties ('write.merge.isolation-level')")
     assert current_snapshot(spark) == after_conflict  # refused requests change nothing
     texts["same_session"] = lose_merge_to_compaction(spark, spark, gate, "same_session")
@@ -94,8 +98,10 @@ def failures(spark: SparkSession, warehouse: Path, tmp_path_factory: pytest.Temp
 
 
 def failing_parser(value: str) -> str:
-    raise ValueError("org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: "
-                     f"/wh/t/data/{value}.parquet")
+    raise ValueError(
+        "org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: "
+        f"/wh/t/data/{value}.parquet"
+    )
 
 
 EXPECTED = {
@@ -129,7 +135,10 @@ def test_udf_classifies_a_column_of_real_failure_texts(spark: SparkSession, fail
     for name, text in failures.items():
         expected = classify(text)
         assert (result[name]["kind"], result[name]["retryable"], result[name]["exception_class"]) == (
-            expected.kind, expected.retryable, expected.exception_class)
+            expected.kind,
+            expected.retryable,
+            expected.exception_class,
+        )
 
 
 def test_real_conflict_names_the_replaced_files(failures: dict[str, str], spark: SparkSession) -> None:

@@ -44,7 +44,9 @@ def running_statements(server: ThriftServer) -> list[str]:
     assert server.ui_url is not None, "start the server with with_ui=True"
     with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications", timeout=10) as response:
         app_id = json.load(response)[0]["id"]
-    with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications/{app_id}/sql?details=false&length=100000", timeout=10) as response:
+    with urllib.request.urlopen(
+        f"{server.ui_url}/api/v1/applications/{app_id}/sql?details=false&length=100000", timeout=10
+    ) as response:
         executions = json.load(response)
     return [e.get("description", "") for e in executions if e.get("status") == "RUNNING"]
 
@@ -119,8 +121,9 @@ class ThriftDbtProject:
 
 
 @pytest.fixture(scope="module")
-def thrift_project(thrift_server: ThriftServer, request: pytest.FixtureRequest,
-                   tmp_path_factory: pytest.TempPathFactory) -> ThriftDbtProject:
+def thrift_project(
+    thrift_server: ThriftServer, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> ThriftDbtProject:
     module = request.module.__name__.rsplit(".", 1)[-1]
     project = ThriftDbtProject(thrift_server, f"th_{module}", tmp_path_factory.mktemp(f"dbt_{module}"))
     project("deps", "--quiet")

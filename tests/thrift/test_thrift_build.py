@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-
 if TYPE_CHECKING:
     from tests.thrift.conftest import ThriftDbtProject, ThriftSql
 

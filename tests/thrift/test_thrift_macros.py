@@ -220,7 +220,8 @@ def test_iceberg_maintenance_run_operation_dry_run_then_real(built: ThriftDbtPro
     # Unforced, as a nightly job runs it: the model's policy decides, thresholds included.
     for event_id in (9001, 9002):  # two more small files in one partition: compaction is due
         thrift_sql.execute(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-01', 1.00, 9)")
-    before, files = fingerprint(thrift_sql, event_log), thrift_sql.scalar(f"select count(*) from {event_log}.data_files")
+    before = fingerprint(thrift_sql, event_log)
+    files = thrift_sql.scalar(f"select count(*) from {event_log}.data_files")
     nightly, results = run_operation(built, "dbt_iceberg_maint.iceberg_maintenance", select="event_log")
     assert nightly.success
     done = {r.operation: r for r in results}
@@ -240,7 +241,10 @@ def test_maintain_post_hook_compacts_the_model_it_follows(built: ThriftDbtProjec
     # One file per partition after the first append: nothing is due yet, every operation says why.
     results = parse_result_lines(first.log_messages)
     assert [r.operation for r in results] == [
-        "rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"
+        "rewrite_data_files",
+        "expire_snapshots",
+        "remove_orphan_files",
+        "rewrite_manifests",
     ]
     assert results[0].status == "skipped" and results[0].reason
     partitions = thrift_sql.scalar(f"select count(*) from {table}.partitions")
@@ -249,7 +253,10 @@ def test_maintain_post_hook_compacts_the_model_it_follows(built: ThriftDbtProjec
     second = built("run", "--select", "maintained_log", "--vars", "{thrift_maintain_scenario: true, batch: 2}")
     results = parse_result_lines(second.log_messages)
     assert [r.operation for r in results] == [
-        "rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"
+        "rewrite_data_files",
+        "expire_snapshots",
+        "remove_orphan_files",
+        "rewrite_manifests",
     ]
     compaction = results[0]
     assert compaction.status == "success", compaction

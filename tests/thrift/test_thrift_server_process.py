@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
-from dbt_iceberg_maint.thrift_server import STATE_FILE, ThriftServer, accepts_connections, group_alive, start_thrift_server
+from dbt_iceberg_maint.thrift_server import (
+    STATE_FILE,
+    ThriftServer,
+    accepts_connections,
+    group_alive,
+    start_thrift_server,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -60,137 +60,299 @@ class Case:
 
 
 CASES: tuple[Case, ...] = (
-    Case("missing_files_to_delete", VALIDATION, f"Missing required files to delete: {DATA_A},{DATA_B}",
-         ConflictKind.MISSING_FILES_TO_DELETE, (DATA_A, DATA_B)),
-    Case("missing_files_to_delete_spaced", VALIDATION, f"Missing required files to delete: {DATA_A}, {DATA_B}",
-         ConflictKind.MISSING_FILES_TO_DELETE, (DATA_A, DATA_B)),
-    Case("missing_data_files", VALIDATION, f"Cannot commit, missing data files: [{DATA_A}, {DATA_B}]",
-         ConflictKind.MISSING_DATA_FILES, (DATA_A, DATA_B)),
-    Case("new_position_delete", VALIDATION,
-         f"Cannot commit, found new position delete for replaced data file: {GENERIC_DATA_FILE}",
-         ConflictKind.NEW_DELETE_FOR_REPLACED_FILE, (DATA_A,)),
-    Case("new_delete", VALIDATION, f"Cannot commit, found new delete for replaced data file: {GENERIC_DATA_FILE}",
-         ConflictKind.NEW_DELETE_FOR_REPLACED_FILE, (DATA_A,)),
-    Case("conflicting_added_expr", VALIDATION,
-         f'Found conflicting files that can contain records matching ref(name="id") == 1: [{DATA_A}]',
-         ConflictKind.CONFLICTING_ADDED_FILES, (DATA_A,)),
-    Case("conflicting_added_true", VALIDATION,
-         f"Found conflicting files that can contain records matching true: [{DATA_A}, {DATA_B}]",
-         ConflictKind.CONFLICTING_ADDED_FILES, (DATA_A, DATA_B)),
-    Case("conflicting_added_partitions", VALIDATION,
-         f"Found conflicting files that can contain records matching partitions [id=1]: [{DATA_B}]",
-         ConflictKind.CONFLICTING_ADDED_FILES, (DATA_B,)),
-    Case("conflicting_delete_files", VALIDATION,
-         f'Found new conflicting delete files that can apply to records matching (ref(name="dep") == "hr" and true): [{DELETE_A}]',
-         ConflictKind.CONFLICTING_DELETE_FILES, (DELETE_A,)),
-    Case("conflicting_deleted_expr", VALIDATION,
-         f"Found conflicting deleted files that can contain records matching true: [{DATA_A}]",
-         ConflictKind.CONFLICTING_DELETED_FILES, (DATA_A,)),
-    Case("conflicting_deleted_partitions", VALIDATION,
-         f"Found conflicting deleted files that can apply to records matching [dep=hr]: [{DATA_A}]",
-         ConflictKind.CONFLICTING_DELETED_FILES, (DATA_A,)),
-    Case("concurrent_dv", VALIDATION,
-         f"Found concurrently added DV for {DATA_A}: DV{{location={DV_PUFFIN}, offset=4, length=40, referencedDataFile={DATA_A}}}",
-         ConflictKind.CONCURRENT_DV, (DV_PUFFIN, DATA_A)),
-    Case("history_starting", VALIDATION,
-         "Cannot determine history between starting snapshot 5273456720914564213 and the last known ancestor 8714591923450412312",
-         ConflictKind.HISTORY_BROKEN),
-    Case("history_read", VALIDATION,
-         "Cannot determine history between read snapshot 12 and the last known ancestor null",
-         ConflictKind.HISTORY_BROKEN),
-    Case("partial_row_delete", VALIDATION,
-         f'Cannot delete file where some, but not all, rows match filter ref(name="event_date") == 20396: {DATA_A}',
-         ConflictKind.PARTIAL_ROW_DELETE, (DATA_A,)),
-    Case("manifest_rewrite", VALIDATION,
-         "Deleted manifest file:/tmp/wh/db/t/metadata/4f1-m0.avro could not be found in the latest snapshot 7023",
-         ConflictKind.MANIFEST_REWRITE_CONFLICT),
-    Case("runtime_filtering", ISE,
-         "Runtime file filtering is not possible: the table has been concurrently modified. Row-level "
-         "operation scan snapshot ID: 101, current table snapshot ID: 102. If an external process modifies "
-         "the table, enable table caching in the catalog. If multiple threads modify the table, use "
-         "independent Spark sessions in each thread.",
-         ConflictKind.CONCURRENT_MODIFICATION),
-    Case("partial_progress", RUNTIME,
-         "partial-progress.enabled is true but 3 rewrite commits failed. This is more than the maximum "
-         "allowed failures of 0. Check the logs to determine why the individual commits failed. If this is "
-         "persistent it may help to increase partial-progress.max-commits which will split the rewrite "
-         "operation into smaller commits.",
-         ConflictKind.REWRITE_COMMIT_CONFLICT),
+    Case(
+        "missing_files_to_delete",
+        VALIDATION,
+        f"Missing required files to delete: {DATA_A},{DATA_B}",
+        ConflictKind.MISSING_FILES_TO_DELETE,
+        (DATA_A, DATA_B),
+    ),
+    Case(
+        "missing_files_to_delete_spaced",
+        VALIDATION,
+        f"Missing required files to delete: {DATA_A}, {DATA_B}",
+        ConflictKind.MISSING_FILES_TO_DELETE,
+        (DATA_A, DATA_B),
+    ),
+    Case(
+        "missing_data_files",
+        VALIDATION,
+        f"Cannot commit, missing data files: [{DATA_A}, {DATA_B}]",
+        ConflictKind.MISSING_DATA_FILES,
+        (DATA_A, DATA_B),
+    ),
+    Case(
+        "new_position_delete",
+        VALIDATION,
+        f"Cannot commit, found new position delete for replaced data file: {GENERIC_DATA_FILE}",
+        ConflictKind.NEW_DELETE_FOR_REPLACED_FILE,
+        (DATA_A,),
+    ),
+    Case(
+        "new_delete",
+        VALIDATION,
+        f"Cannot commit, found new delete for replaced data file: {GENERIC_DATA_FILE}",
+        ConflictKind.NEW_DELETE_FOR_REPLACED_FILE,
+        (DATA_A,),
+    ),
+    Case(
+        "conflicting_added_expr",
+        VALIDATION,
+        f'Found conflicting files that can contain records matching ref(name="id") == 1: [{DATA_A}]',
+        ConflictKind.CONFLICTING_ADDED_FILES,
+        (DATA_A,),
+    ),
+    Case(
+        "conflicting_added_true",
+        VALIDATION,
+        f"Found conflicting files that can contain records matching true: [{DATA_A}, {DATA_B}]",
+        ConflictKind.CONFLICTING_ADDED_FILES,
+        (DATA_A, DATA_B),
+    ),
+    Case(
+        "conflicting_added_partitions",
+        VALIDATION,
+        f"Found conflicting files that can contain records matching partitions [id=1]: [{DATA_B}]",
+        ConflictKind.CONFLICTING_ADDED_FILES,
+        (DATA_B,),
+    ),
+    Case(
+        "conflicting_delete_files",
+        VALIDATION,
+        f'Found new conflicting delete files that can apply to records matching (ref(name="dep") == "hr" and true): [{DELETE_A}]',
+        ConflictKind.CONFLICTING_DELETE_FILES,
+        (DELETE_A,),
+    ),
+    Case(
+        "conflicting_deleted_expr",
+        VALIDATION,
+        f"Found conflicting deleted files that can contain records matching true: [{DATA_A}]",
+        ConflictKind.CONFLICTING_DELETED_FILES,
+        (DATA_A,),
+    ),
+    Case(
+        "conflicting_deleted_partitions",
+        VALIDATION,
+        f"Found conflicting deleted files that can apply to records matching [dep=hr]: [{DATA_A}]",
+        ConflictKind.CONFLICTING_DELETED_FILES,
+        (DATA_A,),
+    ),
+    Case(
+        "concurrent_dv",
+        VALIDATION,
+        f"Found concurrently added DV for {DATA_A}: DV{{location={DV_PUFFIN}, offset=4, length=40, referencedDataFile={DATA_A}}}",
+        ConflictKind.CONCURRENT_DV,
+        (DV_PUFFIN, DATA_A),
+    ),
+    Case(
+        "history_starting",
+        VALIDATION,
+        "Cannot determine history between starting snapshot 5273456720914564213 and the last known ancestor 8714591923450412312",
+        ConflictKind.HISTORY_BROKEN,
+    ),
+    Case(
+        "history_read",
+        VALIDATION,
+        "Cannot determine history between read snapshot 12 and the last known ancestor null",
+        ConflictKind.HISTORY_BROKEN,
+    ),
+    Case(
+        "partial_row_delete",
+        VALIDATION,
+        f'Cannot delete file where some, but not all, rows match filter ref(name="event_date") == 20396: {DATA_A}',
+        ConflictKind.PARTIAL_ROW_DELETE,
+        (DATA_A,),
+    ),
+    Case(
+        "manifest_rewrite",
+        VALIDATION,
+        "Deleted manifest file:/tmp/wh/db/t/metadata/4f1-m0.avro could not be found in the latest snapshot 7023",
+        ConflictKind.MANIFEST_REWRITE_CONFLICT,
+    ),
+    Case(
+        "runtime_filtering",
+        ISE,
+        "Runtime file filtering is not possible: the table has been concurrently modified. Row-level "
+        "operation scan snapshot ID: 101, current table snapshot ID: 102. If an external process modifies "
+        "the table, enable table caching in the catalog. If multiple threads modify the table, use "
+        "independent Spark sessions in each thread.",
+        ConflictKind.CONCURRENT_MODIFICATION,
+    ),
+    Case(
+        "partial_progress",
+        RUNTIME,
+        "partial-progress.enabled is true but 3 rewrite commits failed. This is more than the maximum "
+        "allowed failures of 0. Check the logs to determine why the individual commits failed. If this is "
+        "persistent it may help to increase partial-progress.max-commits which will split the rewrite "
+        "operation into smaller commits.",
+        ConflictKind.REWRITE_COMMIT_CONFLICT,
+    ),
     Case("rewrite_wrapper_without_cause", RUNTIME, REWRITE_WRAPPER, ConflictKind.REWRITE_COMMIT_CONFLICT),
-    Case("commit_service_timeout", "java.lang.IllegalArgumentException",
-         "Timeout occurred when waiting for commits to complete. {} file groups committed. {} file groups "
-         "remain uncommitted. Retry this operation to attempt rewriting the failed groups. [3, 2]",
-         ConflictKind.REWRITE_COMMIT_CONFLICT),
+    Case(
+        "commit_service_timeout",
+        "java.lang.IllegalArgumentException",
+        "Timeout occurred when waiting for commits to complete. {} file groups committed. {} file groups "
+        "remain uncommitted. Retry this operation to attempt rewriting the failed groups. [3, 2]",
+        ConflictKind.REWRITE_COMMIT_CONFLICT,
+    ),
     # Catalog CAS failures, every catalog.
     Case("stale_metastore", COMMIT_FAILED, "Cannot commit: stale table metadata", ConflictKind.COMMIT_FAILED),
-    Case("hadoop_stale", COMMIT_FAILED, "Cannot commit changes based on stale table metadata", ConflictKind.COMMIT_FAILED),
-    Case("hadoop_lock", COMMIT_FAILED, "Failed to acquire lock on file: /wh/t/metadata/v3.metadata.json with owner: 7e1",
-         ConflictKind.COMMIT_FAILED),
-    Case("hadoop_version", COMMIT_FAILED, "Version 4 already exists: /wh/t/metadata/v4.metadata.json", ConflictKind.COMMIT_FAILED),
-    Case("hadoop_rename", COMMIT_FAILED, "Failed to commit changes using rename: /wh/t/metadata/v4.metadata.json",
-         ConflictKind.COMMIT_FAILED),
-    Case("hive_base_location", COMMIT_FAILED,
-         "Cannot commit: Base metadata location 's3://b/t/metadata/00003.metadata.json' is not same as the "
-         "current table metadata location 's3://b/t/metadata/00004.metadata.json' for db.t",
-         ConflictKind.COMMIT_FAILED),
+    Case(
+        "hadoop_stale", COMMIT_FAILED, "Cannot commit changes based on stale table metadata", ConflictKind.COMMIT_FAILED
+    ),
+    Case(
+        "hadoop_lock",
+        COMMIT_FAILED,
+        "Failed to acquire lock on file: /wh/t/metadata/v3.metadata.json with owner: 7e1",
+        ConflictKind.COMMIT_FAILED,
+    ),
+    Case(
+        "hadoop_version",
+        COMMIT_FAILED,
+        "Version 4 already exists: /wh/t/metadata/v4.metadata.json",
+        ConflictKind.COMMIT_FAILED,
+    ),
+    Case(
+        "hadoop_rename",
+        COMMIT_FAILED,
+        "Failed to commit changes using rename: /wh/t/metadata/v4.metadata.json",
+        ConflictKind.COMMIT_FAILED,
+    ),
+    Case(
+        "hive_base_location",
+        COMMIT_FAILED,
+        "Cannot commit: Base metadata location 's3://b/t/metadata/00003.metadata.json' is not same as the "
+        "current table metadata location 's3://b/t/metadata/00004.metadata.json' for db.t",
+        ConflictKind.COMMIT_FAILED,
+    ),
     Case("hive_modified", COMMIT_FAILED, "The table db.t has been modified concurrently", ConflictKind.COMMIT_FAILED),
-    Case("hive_lock", COMMIT_FAILED,
-         "org.apache.iceberg.hive.LockException: Timed out after 180003 ms waiting for lock on db.t",
-         ConflictKind.COMMIT_FAILED),
-    Case("jdbc_location", COMMIT_FAILED,
-         "Cannot commit db.t: metadata location file:/wh/t/metadata/v5.json has changed from file:/wh/t/metadata/v4.json",
-         ConflictKind.COMMIT_FAILED),
+    Case(
+        "hive_lock",
+        COMMIT_FAILED,
+        "org.apache.iceberg.hive.LockException: Timed out after 180003 ms waiting for lock on db.t",
+        ConflictKind.COMMIT_FAILED,
+    ),
+    Case(
+        "jdbc_location",
+        COMMIT_FAILED,
+        "Cannot commit db.t: metadata location file:/wh/t/metadata/v5.json has changed from file:/wh/t/metadata/v4.json",
+        ConflictKind.COMMIT_FAILED,
+    ),
     Case("jdbc_update", COMMIT_FAILED, "Failed to update table db.t from catalog local", ConflictKind.COMMIT_FAILED),
-    Case("glue_location", COMMIT_FAILED,
-         "Cannot commit db.t because base metadata location 's3://a' is not same as the current Glue location 's3://b'",
-         ConflictKind.COMMIT_FAILED),
-    Case("glue_concurrent", COMMIT_FAILED, "Cannot commit db.t because Glue detected concurrent update",
-         ConflictKind.COMMIT_FAILED),
-    Case("rest_409", COMMIT_FAILED, "Commit failed: Requirement failed: branch main has changed: expected id 1 != 2",
-         ConflictKind.COMMIT_FAILED),
-    Case("nessie_hash", COMMIT_FAILED,
-         "Cannot commit: Reference hash is out of date. Update the reference 'main' and try again",
-         ConflictKind.COMMIT_FAILED),
+    Case(
+        "glue_location",
+        COMMIT_FAILED,
+        "Cannot commit db.t because base metadata location 's3://a' is not same as the current Glue location 's3://b'",
+        ConflictKind.COMMIT_FAILED,
+    ),
+    Case(
+        "glue_concurrent",
+        COMMIT_FAILED,
+        "Cannot commit db.t because Glue detected concurrent update",
+        ConflictKind.COMMIT_FAILED,
+    ),
+    Case(
+        "rest_409",
+        COMMIT_FAILED,
+        "Commit failed: Requirement failed: branch main has changed: expected id 1 != 2",
+        ConflictKind.COMMIT_FAILED,
+    ),
+    Case(
+        "nessie_hash",
+        COMMIT_FAILED,
+        "Cannot commit: Reference hash is out of date. Update the reference 'main' and try again",
+        ConflictKind.COMMIT_FAILED,
+    ),
     # Unknown commit state, REST 5xx included.
     Case("state_unknown", STATE_UNKNOWN, f"Read timed out\n{COMMON_INFO}", ConflictKind.COMMIT_STATE_UNKNOWN),
-    Case("rest_503", STATE_UNKNOWN, f"Service failed: 503: Slow down\n{COMMON_INFO}", ConflictKind.COMMIT_STATE_UNKNOWN),
-    Case("hive_heartbeat", STATE_UNKNOWN,
-         "Failed to heartbeat for hive lock while committing changes. This can lead to a concurrent commit "
-         "attempt be able to overwrite this commit. Please check the commit history. If you are running into "
-         f"this issue, try reducing iceberg.hive.lock-heartbeat-interval-ms.\nLock is not active\n{COMMON_INFO}",
-         ConflictKind.COMMIT_STATE_UNKNOWN),
-    Case("rest_io_on_commit", "org.apache.iceberg.exceptions.RESTException",
-         "Error occurred while processing POST request", ConflictKind.COMMIT_STATE_UNKNOWN),
+    Case(
+        "rest_503", STATE_UNKNOWN, f"Service failed: 503: Slow down\n{COMMON_INFO}", ConflictKind.COMMIT_STATE_UNKNOWN
+    ),
+    Case(
+        "hive_heartbeat",
+        STATE_UNKNOWN,
+        "Failed to heartbeat for hive lock while committing changes. This can lead to a concurrent commit "
+        "attempt be able to overwrite this commit. Please check the commit history. If you are running into "
+        f"this issue, try reducing iceberg.hive.lock-heartbeat-interval-ms.\nLock is not active\n{COMMON_INFO}",
+        ConflictKind.COMMIT_STATE_UNKNOWN,
+    ),
+    Case(
+        "rest_io_on_commit",
+        "org.apache.iceberg.exceptions.RESTException",
+        "Error occurred while processing POST request",
+        ConflictKind.COMMIT_STATE_UNKNOWN,
+    ),
     # Guards and bad arguments.
-    Case("orphan_guard", "java.lang.IllegalArgumentException",
-         "Cannot remove orphan files with an interval less than 24 hours. Executing this procedure with a short "
-         "interval may corrupt the table if other operations are happening at the same time.",
-         ConflictKind.INVALID_REQUEST),
-    Case("retain_last", "java.lang.IllegalArgumentException",
-         "Number of snapshots to retain must be at least 1, cannot be: 0", ConflictKind.INVALID_REQUEST),
-    Case("unknown_argument", "org.apache.spark.sql.AnalysisException",
-         "Could not build name to arg map: Unknown argument: prefix_listing", ConflictKind.INVALID_REQUEST),
-    Case("unparsable_where", "java.lang.IllegalArgumentException",
-         "Cannot parse predicates in where option: event_ts >>> 3", ConflictKind.INVALID_REQUEST),
-    Case("invalid_isolation", "java.lang.IllegalArgumentException", "Invalid isolation level: strict",
-         ConflictKind.INVALID_REQUEST),
-    Case("bad_option", "java.lang.IllegalArgumentException",
-         "Cannot use options [min-input-file], they are not supported by the action or the rewriter "
-         "BinPackRewriteFilePlanner", ConflictKind.INVALID_REQUEST),
-    Case("missing_parameters", "org.apache.spark.sql.AnalysisException", "Missing required parameters: [table]",
-         ConflictKind.INVALID_REQUEST),
-    Case("gc_disabled", VALIDATION, "Cannot expire snapshots: GC is disabled (deleting files may corrupt other tables)",
-         ConflictKind.INVALID_REQUEST),
+    Case(
+        "orphan_guard",
+        "java.lang.IllegalArgumentException",
+        "Cannot remove orphan files with an interval less than 24 hours. Executing this procedure with a short "
+        "interval may corrupt the table if other operations are happening at the same time.",
+        ConflictKind.INVALID_REQUEST,
+    ),
+    Case(
+        "retain_last",
+        "java.lang.IllegalArgumentException",
+        "Number of snapshots to retain must be at least 1, cannot be: 0",
+        ConflictKind.INVALID_REQUEST,
+    ),
+    Case(
+        "unknown_argument",
+        "org.apache.spark.sql.AnalysisException",
+        "Could not build name to arg map: Unknown argument: prefix_listing",
+        ConflictKind.INVALID_REQUEST,
+    ),
+    Case(
+        "unparsable_where",
+        "java.lang.IllegalArgumentException",
+        "Cannot parse predicates in where option: event_ts >>> 3",
+        ConflictKind.INVALID_REQUEST,
+    ),
+    Case(
+        "invalid_isolation",
+        "java.lang.IllegalArgumentException",
+        "Invalid isolation level: strict",
+        ConflictKind.INVALID_REQUEST,
+    ),
+    Case(
+        "bad_option",
+        "java.lang.IllegalArgumentException",
+        "Cannot use options [min-input-file], they are not supported by the action or the rewriter "
+        "BinPackRewriteFilePlanner",
+        ConflictKind.INVALID_REQUEST,
+    ),
+    Case(
+        "missing_parameters",
+        "org.apache.spark.sql.AnalysisException",
+        "Missing required parameters: [table]",
+        ConflictKind.INVALID_REQUEST,
+    ),
+    Case(
+        "gc_disabled",
+        VALIDATION,
+        "Cannot expire snapshots: GC is disabled (deleting files may corrupt other tables)",
+        ConflictKind.INVALID_REQUEST,
+    ),
     # Everything else.
-    Case("table_not_found", "org.apache.spark.sql.AnalysisException",
-         "[TABLE_OR_VIEW_NOT_FOUND] The table or view `analytics`.`nope` cannot be found.",
-         ConflictKind.NOT_ICEBERG_CONFLICT),
-    Case("unresolved_column", "org.apache.spark.sql.catalyst.ExtendedAnalysisException",
-         "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `no_such_column` cannot be resolved.",
-         ConflictKind.NOT_ICEBERG_CONFLICT),
-    Case("stage_failure", "org.apache.spark.SparkException",
-         "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: "
-         "java.lang.OutOfMemoryError: Java heap space", ConflictKind.NOT_ICEBERG_CONFLICT),
+    Case(
+        "table_not_found",
+        "org.apache.spark.sql.AnalysisException",
+        "[TABLE_OR_VIEW_NOT_FOUND] The table or view `analytics`.`nope` cannot be found.",
+        ConflictKind.NOT_ICEBERG_CONFLICT,
+    ),
+    Case(
+        "unresolved_column",
+        "org.apache.spark.sql.catalyst.ExtendedAnalysisException",
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `no_such_column` cannot be resolved.",
+        ConflictKind.NOT_ICEBERG_CONFLICT,
+    ),
+    Case(
+        "stage_failure",
+        "org.apache.spark.SparkException",
+        "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: "
+        "java.lang.OutOfMemoryError: Java heap space",
+        ConflictKind.NOT_ICEBERG_CONFLICT,
+    ),
 )
 
 FRAMES = (
@@ -292,9 +454,7 @@ def test_truncated_missing_files_keeps_the_complete_paths() -> None:
 
 # Spark Connect prints no `Caused by:`; every other form can show the wrapper's cause.
 CAUSE_WRAPPERS = {name: wrapper for name, wrapper in WRAPPERS.items() if name != "spark_connect"}
-REWRITE_FRAMES = (
-    "\tat org.apache.iceberg.spark.actions.RewriteDataFilesSparkAction.doExecute(RewriteDataFilesSparkAction.java:329)\n"
-)
+REWRITE_FRAMES = "\tat org.apache.iceberg.spark.actions.RewriteDataFilesSparkAction.doExecute(RewriteDataFilesSparkAction.java:329)\n"
 
 
 def rewrite_failure(wrapper: Callable[[str, str, str], str], cause_class: str, cause_message: str) -> str:
@@ -303,8 +463,9 @@ def rewrite_failure(wrapper: Callable[[str, str, str], str], cause_class: str, c
 
 
 @pytest.mark.parametrize("wrapper", CAUSE_WRAPPERS.values(), ids=CAUSE_WRAPPERS.keys())
-@pytest.mark.parametrize("cause", [c for c in CASES if c.kind in CONFLICT_KINDS and c.exception_class == VALIDATION],
-                         ids=lambda c: c.id)
+@pytest.mark.parametrize(
+    "cause", [c for c in CASES if c.kind in CONFLICT_KINDS and c.exception_class == VALIDATION], ids=lambda c: c.id
+)
 def test_rewrite_wrapper_takes_the_kind_of_its_cause(cause: Case, wrapper: Callable[[str, str, str], str]) -> None:
     result = classify(rewrite_failure(wrapper, cause.exception_class, cause.message))
     assert (result.kind, result.exception_class) == (cause.kind.value, VALIDATION)
@@ -327,7 +488,11 @@ def test_rewrite_wrapper_with_an_unrecognised_cause_is_what_that_cause_is_alone(
     message = "Cannot add snapshot with sequence number 5 older than last sequence number 6"
     alone = classify(f"{VALIDATION}: {message}")
     result = classify(rewrite_failure(wrapper, VALIDATION, message))
-    assert (result.kind, result.retryable, result.exception_class) == (alone.kind, alone.retryable, alone.exception_class)
+    assert (result.kind, result.retryable, result.exception_class) == (
+        alone.kind,
+        alone.retryable,
+        alone.exception_class,
+    )
     assert (result.kind, result.retryable, result.exception_class) == ("not_iceberg_conflict", False, VALIDATION)
 
 
@@ -346,7 +511,9 @@ def test_rewrite_wrapper_cut_before_its_cause_is_a_rewrite_conflict(
 
 
 @pytest.mark.parametrize("wrapper", CAUSE_WRAPPERS.values(), ids=CAUSE_WRAPPERS.keys())
-def test_rewrite_wrapper_cut_inside_its_cause_keeps_the_kind_of_the_cause(wrapper: Callable[[str, str, str], str]) -> None:
+def test_rewrite_wrapper_cut_inside_its_cause_keeps_the_kind_of_the_cause(
+    wrapper: Callable[[str, str, str], str],
+) -> None:
     text = rewrite_failure(wrapper, VALIDATION, f"Missing required files to delete: {DATA_A},{DATA_B}")
     result = classify(text[: text.index(DATA_B) + 20])
     assert (result.kind, result.files) == ("missing_files_to_delete", (DATA_A,))
@@ -405,11 +572,14 @@ def test_pyspark_captured_guard_without_class_name() -> None:
         "/wh/t/data/v2.parquet\n",
         # Spark echoes the query's plan and SQL inside its messages: what they quote is not an error.
         pytest.param(
-            py4j("org.apache.spark.sql.catalyst.ExtendedAnalysisException",
-                 "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `mesage` cannot be "
-                 "resolved. Did you mean one of the following? [`message`].; line 1 pos 35;\n'Project [*]\n"
-                 f"+- 'Filter 'mesage LIKE %{VALIDATION}: Missing required files to delete: %\n"
-                 "   +- SubqueryAlias spark_catalog.default.failures\n", FRAMES),
+            py4j(
+                "org.apache.spark.sql.catalyst.ExtendedAnalysisException",
+                "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `mesage` cannot be "
+                "resolved. Did you mean one of the following? [`message`].; line 1 pos 35;\n'Project [*]\n"
+                f"+- 'Filter 'mesage LIKE %{VALIDATION}: Missing required files to delete: %\n"
+                "   +- SubqueryAlias spark_catalog.default.failures\n",
+                FRAMES,
+            ),
             id="analysis_plan_quotes_a_validation_exception",
         ),
         pytest.param(
@@ -430,7 +600,7 @@ def test_pyspark_captured_guard_without_class_name() -> None:
             id="parse_error_sql_echo_with_the_text_at_a_line_start",
         ),
         pytest.param(
-            "07:31:22.104512 [debug] [Thread-1 (]: Spark adapter: Error while running:\n/* {\"app\": \"dbt\"} */\n"
+            '07:31:22.104512 [debug] [Thread-1 (]: Spark adapter: Error while running:\n/* {"app": "dbt"} */\n'
             f"select iceberg_classify_failure('{COMMIT_FAILED}: Commit failed') as c\n"
             f"{COMMIT_FAILED}: Commit failed\n"
             "07:31:22.105120 [debug] [Thread-1 (]: Runtime Error in model x (models/x.sql)\n"
@@ -439,18 +609,26 @@ def test_pyspark_captured_guard_without_class_name() -> None:
             id="dbt_log_sql_echo",
         ),
         pytest.param(
-            py4j("org.apache.spark.SparkRuntimeException",
-                 f"[USER_RAISED_EXCEPTION] failed row:\n{VALIDATION}: Missing required files to delete: /a.parquet",
-                 FRAMES),
+            py4j(
+                "org.apache.spark.SparkRuntimeException",
+                f"[USER_RAISED_EXCEPTION] failed row:\n{VALIDATION}: Missing required files to delete: /a.parquet",
+                FRAMES,
+            ),
             id="a_message_quoting_a_failure_on_its_own_line",
         ),
         # Unqualified class names are Python's (builtins, a user's own): Java prints full names.
-        pytest.param("Runtime Error in model py_model (models/py_model.py)\n  CommitFailedException: my custom error",
-                     id="python_model_raises_its_own_commit_failed_exception"),
-        pytest.param("ValueError: got ValidationException: Missing required files to delete: /x/a.parquet",
-                     id="python_error_quoting_a_validation_exception"),
-        pytest.param("ValueError: ValidationException: Missing required files to delete: /x/a.parquet",
-                     id="python_error_chaining_an_unqualified_validation_exception"),
+        pytest.param(
+            "Runtime Error in model py_model (models/py_model.py)\n  CommitFailedException: my custom error",
+            id="python_model_raises_its_own_commit_failed_exception",
+        ),
+        pytest.param(
+            "ValueError: got ValidationException: Missing required files to delete: /x/a.parquet",
+            id="python_error_quoting_a_validation_exception",
+        ),
+        pytest.param(
+            "ValueError: ValidationException: Missing required files to delete: /x/a.parquet",
+            id="python_error_chaining_an_unqualified_validation_exception",
+        ),
         pytest.param(
             "Runtime Error in model py_model (models/py_model.py)\n  Python model failed with traceback as:\n"
             '  Traceback (most recent call last):\n    File "<command>", line 5, in <module>\n'
@@ -458,8 +636,10 @@ def test_pyspark_captured_guard_without_class_name() -> None:
             id="python_model_traceback",
         ),
         pytest.param(f"ValueError: {COMMIT_SERVICE_TIMEOUT}", id="python_error_with_the_commit_service_timeout"),
-        pytest.param(f"IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}",
-                     id="unqualified_illegal_argument_with_the_commit_service_timeout"),
+        pytest.param(
+            f"IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}",
+            id="unqualified_illegal_argument_with_the_commit_service_timeout",
+        ),
         pytest.param(
             f"Runtime Error in model m\n  [PARSE_SYNTAX_ERROR] x\n  \n  == SQL ==\n  {COMMIT_SERVICE_TIMEOUT}\n",
             id="sql_echo_of_the_commit_service_timeout",
@@ -523,11 +703,15 @@ def test_a_failure_printed_after_a_log_line_is_still_read() -> None:
         # dbt-spark session mode: PySpark's captured IllegalArgumentException prints the message only.
         (f"Runtime Error in model events (models/events.sql)\n  {COMMIT_SERVICE_TIMEOUT}", None),
         (COMMIT_SERVICE_TIMEOUT, None),
-        (f"Traceback (most recent call last):\n  File \"/jobs/compact.py\", line 4, in <module>\n"
-         f"pyspark.errors.exceptions.captured.IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}",
-         "java.lang.IllegalArgumentException"),
-        (f"{COMMIT_SERVICE_TIMEOUT}\n\nJVM stacktrace:\njava.lang.IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}\n{FRAMES}",
-         "java.lang.IllegalArgumentException"),
+        (
+            f'Traceback (most recent call last):\n  File "/jobs/compact.py", line 4, in <module>\n'
+            f"pyspark.errors.exceptions.captured.IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}",
+            "java.lang.IllegalArgumentException",
+        ),
+        (
+            f"{COMMIT_SERVICE_TIMEOUT}\n\nJVM stacktrace:\njava.lang.IllegalArgumentException: {COMMIT_SERVICE_TIMEOUT}\n{FRAMES}",
+            "java.lang.IllegalArgumentException",
+        ),
     ],
     ids=["dbt_run_results", "pyspark_str", "pyspark_traceback", "pyspark_jvm_stacktrace"],
 )

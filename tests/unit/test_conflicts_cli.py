@@ -48,8 +48,13 @@ def test_classifies_raw_text_from_stdin_as_a_table() -> None:
 
 def test_classifies_a_log_file(tmp_path: Path) -> None:
     log = tmp_path / "dbt.log"
-    log.write_text("07:31:22.1 [debug] [Thread-1 (]: " + CONFLICT.replace("ValidationException: Missing required files to delete",
-                   "CommitStateUnknownException: Service failed: 503: x"))
+    log.write_text(
+        "07:31:22.1 [debug] [Thread-1 (]: "
+        + CONFLICT.replace(
+            "ValidationException: Missing required files to delete",
+            "CommitStateUnknownException: Service failed: 503: x",
+        )
+    )
     result = CliRunner().invoke(main, ["classify", str(log), "--output", "json"])
     assert json.loads(result.output)[0]["kind"] == "commit_state_unknown"
 
@@ -75,8 +80,11 @@ def test_a_log_with_two_failed_models_gives_a_row_per_model(tmp_path: Path) -> N
     assert rows[1]["files"] == ["file:/wh/events/data/a.parquet"]
     # The table shows the same rows.
     table = CliRunner().invoke(main, ["classify", str(log)]).output
-    cells = [[cell.strip() for cell in line.split("│")[1:4]] for line in table.splitlines()
-             if line.startswith("│ ") and not line.startswith("│  ")]
+    cells = [
+        [cell.strip() for cell in line.split("│")[1:4]]
+        for line in table.splitlines()
+        if line.startswith("│ ") and not line.startswith("│  ")
+    ]
     assert cells == [["broken", "not_iceberg_conflict", "no"], ["events", "missing_files_to_delete", "yes"]]
 
 

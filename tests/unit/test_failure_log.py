@@ -85,12 +85,17 @@ def test_console_output_with_a_failed_test() -> None:
 
 
 def test_the_summary_alone_without_timestamps_is_split_at_each_heading() -> None:
-    text = (f"Runtime Error in model broken (models/broken.sql)\n{SQL_ERROR}\n\n"
-            f"Compilation Error in model typo (models/typo.sql)\n  'refx' is undefined\n\n"
-            f"Runtime Error in model merged (models/merged.sql)\n{CONFLICT}\n")
+    text = (
+        f"Runtime Error in model broken (models/broken.sql)\n{SQL_ERROR}\n\n"
+        f"Compilation Error in model typo (models/typo.sql)\n  'refx' is undefined\n\n"
+        f"Runtime Error in model merged (models/merged.sql)\n{CONFLICT}\n"
+    )
     kinds = {f.source: classify(f.text).kind for f in split_log(text)}
-    assert kinds == {"broken": "not_iceberg_conflict", "typo": "not_iceberg_conflict",
-                     "merged": "missing_files_to_delete"}
+    assert kinds == {
+        "broken": "not_iceberg_conflict",
+        "typo": "not_iceberg_conflict",
+        "merged": "missing_files_to_delete",
+    }
 
 
 def test_text_without_failure_headings_is_one_failure() -> None:
@@ -100,30 +105,53 @@ def test_text_without_failure_headings_is_one_failure() -> None:
 
 
 def test_run_results_give_each_failed_result() -> None:
-    document = {"results": [
-        {"unique_id": "model.p.merged", "status": "error", "message": "Runtime Error in model merged\n" + CONFLICT},
-        {"unique_id": "model.p.child", "status": "skipped", "message": None},
-        {"unique_id": "test.p.not_null", "status": "fail", "message": "Got 2 results, configured to fail if != 0"},
-    ]}
+    document = {
+        "results": [
+            {"unique_id": "model.p.merged", "status": "error", "message": "Runtime Error in model merged\n" + CONFLICT},
+            {"unique_id": "model.p.child", "status": "skipped", "message": None},
+            {"unique_id": "test.p.not_null", "status": "fail", "message": "Got 2 results, configured to fail if != 0"},
+        ]
+    }
     assert [(f.source, f.status) for f in failures_in(json.dumps(document))] == [
-        ("model.p.merged", "error"), ("test.p.not_null", "fail")]
+        ("model.p.merged", "error"),
+        ("test.p.not_null", "fail"),
+    ]
 
 
 def json_event(ts: str, level: str, msg: str) -> str:
     """One line of dbt's structured log (`--log-format json`)."""
-    return json.dumps({"info": {"name": "X", "code": "Z000", "msg": msg, "level": level, "invocation_id": "i",
-                                "pid": 1, "thread": "MainThread", "ts": f"2026-11-23T{ts}.000000Z"}, "data": {}})
+    return json.dumps(
+        {
+            "info": {
+                "name": "X",
+                "code": "Z000",
+                "msg": msg,
+                "level": level,
+                "invocation_id": "i",
+                "pid": 1,
+                "thread": "MainThread",
+                "ts": f"2026-11-23T{ts}.000000Z",
+            },
+            "data": {},
+        }
+    )
 
 
 def test_a_structured_json_log_is_read_per_node_like_the_text_log() -> None:
-    log = "\n".join([
-        json_event("07:31:21", "info", "1 of 2 START sql table model analytics.broken ...... [RUN]"),
-        json_event("07:31:23", "error", "Failure in model broken (models/broken.sql)"),
-        json_event("07:31:23", "error", f"  Runtime Error in model broken (models/broken.sql)\n  Runtime Error\n{SQL_ERROR}"),
-        json_event("07:31:23", "error", "Failure in model merged (models/merged.sql)"),
-        json_event("07:31:23", "error", f"  Runtime Error in model merged (models/merged.sql)\n{CONFLICT}"),
-        json_event("07:31:24", "info", "Done. PASS=0 WARN=0 ERROR=2 SKIP=0 NO-OP=0 TOTAL=2"),
-    ])
+    log = "\n".join(
+        [
+            json_event("07:31:21", "info", "1 of 2 START sql table model analytics.broken ...... [RUN]"),
+            json_event("07:31:23", "error", "Failure in model broken (models/broken.sql)"),
+            json_event(
+                "07:31:23",
+                "error",
+                f"  Runtime Error in model broken (models/broken.sql)\n  Runtime Error\n{SQL_ERROR}",
+            ),
+            json_event("07:31:23", "error", "Failure in model merged (models/merged.sql)"),
+            json_event("07:31:23", "error", f"  Runtime Error in model merged (models/merged.sql)\n{CONFLICT}"),
+            json_event("07:31:24", "info", "Done. PASS=0 WARN=0 ERROR=2 SKIP=0 NO-OP=0 TOTAL=2"),
+        ]
+    )
     kinds = {failure.source: classify(failure.text).kind for failure in failures_in(log)}
     assert kinds == {"broken": "not_iceberg_conflict", "merged": "missing_files_to_delete"}
 

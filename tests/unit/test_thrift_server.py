@@ -95,7 +95,10 @@ def test_ui_is_enabled_only_when_a_port_is_given(tmp_path: Path) -> None:
 
 
 def test_extra_conf_wins(tmp_path: Path) -> None:
-    assert spec(tmp_path, extra_conf={"spark.sql.shuffle.partitions": "8"}).spark_conf()["spark.sql.shuffle.partitions"] == "8"
+    assert (
+        spec(tmp_path, extra_conf={"spark.sql.shuffle.partitions": "8"}).spark_conf()["spark.sql.shuffle.partitions"]
+        == "8"
+    )
 
 
 def test_default_namespace_directory_exists_before_the_first_connection(tmp_path: Path) -> None:
