@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.failure_log import FailureText, failures_in, split_log
@@ -18,51 +19,13 @@ CONFLICT = (
     "file:/wh/analytics/merged/data/00000-7-1c2d-00001.parquet\n"
     "  \tat org.apache.iceberg.ManifestFilterManager.validateRequiredDeletes(ManifestFilterManager.java:250)"
 )
+LOGS = Path(__file__).parent / "logs"
 # logs/dbt.log of a dbt 1.10/1.11 run (format: time [level] [thread]: message; a message's
 # further lines carry no prefix): each node's thread logs its error, the summary repeats it.
-FILE_LOG = f"""\
-{ESC}[0m07:31:20.101010 [info ] [Thread-1 (]: 1 of 3 START sql table model analytics.broken ......... [RUN]
-{ESC}[0m07:31:20.202020 [info ] [Thread-2 (]: 2 of 3 START sql incremental model analytics.merged ... [RUN]
-{ESC}[0m07:31:21.303030 [debug] [Thread-1 (]: Spark adapter: Runtime Error
-{SQL_ERROR}
-{ESC}[0m07:31:21.404040 [debug] [Thread-1 (]: Runtime Error in model broken (models/broken.sql)
-  Runtime Error
-  {SQL_ERROR}
-{ESC}[0m07:31:21.505050 [error] [Thread-1 (]: 1 of 3 ERROR creating sql table model analytics.broken .. [{ESC}[31mERROR{ESC}[0m in 0.19s]
-{ESC}[0m07:31:22.606060 [debug] [Thread-2 (]: Spark adapter: Database Error
-{CONFLICT}
-{ESC}[0m07:31:22.707070 [debug] [Thread-4 (]: Marking all children of 'model.p.broken' to be skipped because of status 'error'.  Reason: Runtime Error in model broken (models/broken.sql)
-  Runtime Error
-  {SQL_ERROR}
-{ESC}[0m07:31:22.808080 [debug] [Thread-2 (]: Runtime Error in model merged (models/merged.sql)
-{CONFLICT}
-{ESC}[0m07:31:22.909090 [error] [Thread-2 (]: 2 of 3 ERROR creating sql incremental model analytics.merged  [{ESC}[31mERROR{ESC}[0m in 2.40s]
-{ESC}[0m07:31:23.010101 [info ] [MainThread]: {ESC}[31mCompleted with 2 errors, 0 partial successes, and 0 warnings:{ESC}[0m
-{ESC}[0m07:31:23.111111 [error] [MainThread]: {ESC}[31mFailure in model broken (models/broken.sql){ESC}[0m
-{ESC}[0m07:31:23.212121 [error] [MainThread]:   Runtime Error in model broken (models/broken.sql)
-  Runtime Error
-  {SQL_ERROR}
-{ESC}[0m07:31:23.313131 [info ] [MainThread]: 
-{ESC}[0m07:31:23.414141 [info ] [MainThread]:   compiled code at target/compiled/p/models/broken.sql
-{ESC}[0m07:31:23.515151 [error] [MainThread]: {ESC}[31mFailure in model merged (models/merged.sql){ESC}[0m
-{ESC}[0m07:31:23.616161 [error] [MainThread]:   Runtime Error in model merged (models/merged.sql)
-{CONFLICT}
-{ESC}[0m07:31:23.717171 [info ] [MainThread]: Done. PASS=1 WARN=0 ERROR=2 SKIP=0 NO-OP=0 TOTAL=3
-"""
+# Built from SQL_ERROR and CONFLICT; read byte for byte (ANSI colours, trailing blanks).
+FILE_LOG = (LOGS / "dbt_file_log.log").read_bytes().decode("utf-8")
 # The console (stdout) form of the summary, with a failed data test.
-CONSOLE = f"""\
-07:31:20  3 of 4 FAIL 2 not_null_merged_event_id ....................................... [FAIL 2 in 0.10s]
-07:31:23  Completed with 2 errors, 0 partial successes, and 0 warnings:
-07:31:23  
-07:31:23  Failure in test not_null_merged_event_id (models/schema.yml)
-07:31:23    Got 2 results, configured to fail if != 0
-07:31:23  
-07:31:23  Failure in model merged (models/merged.sql)
-07:31:23    Database Error in model merged (models/merged.sql)
-{CONFLICT}
-07:31:23  
-07:31:23  Done. PASS=2 WARN=0 ERROR=2 SKIP=0 NO-OP=0 TOTAL=4
-"""
+CONSOLE = (LOGS / "dbt_console.log").read_bytes().decode("utf-8")
 
 
 def test_a_log_with_two_failed_models_gives_one_failure_per_model() -> None:
