@@ -1,28 +1,36 @@
-"""The `dbt-iceberg-maint` command line."""
+"""The `dbt-iceberg-maint` command line: one function per command.
+
+Commands parse options and call the library; everything they print goes through
+`dbt_iceberg_maint.output` (one console, `--output text|json`, `error: ...` on stderr, exit 2 for
+usage errors and 1 for failures). Heavy modules (dbt, pyspark, a report's rich tables) are
+imported inside the command that needs them, so `--help` and `classify` start fast and work
+without the `[embedded]` extra.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, TYPE_CHECKING
 
 import click
 
-from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
-from dbt_iceberg_maint.spark import (
-    ICEBERG_JAR_ENV,
-    ICEBERG_PACKAGES_ENV,
-    WAREHOUSE_ENV,
-    check_java,
-    resolve_iceberg_runtime,
+from dbt_iceberg_maint.output import (
+    EXIT_FAILURES,
+    EXIT_USAGE,
+    Column,
+    fail,
+    handle_errors,
+    output_option,
+    render,
+    render_report,
 )
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from rich.console import Console
 
-EXIT_FAILURES = 1
-EXIT_USAGE = 2
+__all__ = ["EXIT_FAILURES", "EXIT_USAGE", "main"]
 
 
 @click.group()
@@ -39,15 +47,12 @@ def main() -> None:
     show_default=True,
     help="Where the demo keeps its warehouse (wiped at start).",
 )
+@handle_errors
 def demo(workdir: Path) -> None:
     """Build the integration project on local Spark + Iceberg and report table health."""
     from dbt_iceberg_maint.demo import run_demo
 
-    try:
-        run_demo(workdir)
-    except IcebergMaintError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FAILURES)
+    run_demo(workdir)
 
 
 @main.command()
@@ -55,12 +60,20 @@ def demo(workdir: Path) -> None:
               default=Path("iceberg_warehouse"), show_default=True)
 def env(warehouse: Path) -> None:
     """Print `export` lines that let plain `dbt` use the embedded runtime's profile."""
+    from dbt_iceberg_maint.errors import IcebergMaintError
+    from dbt_iceberg_maint.spark import (
+        ICEBERG_JAR_ENV,
+        ICEBERG_PACKAGES_ENV,
+        WAREHOUSE_ENV,
+        check_java,
+        resolve_iceberg_runtime,
+    )
+
     try:
         check_java()
         runtime = resolve_iceberg_runtime()
-    except IcebergMaintError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    except IcebergMaintError as exc:  # a set-up the user must fix before anything runs
+        fail(str(exc), EXIT_USAGE)
     if runtime.jars:
         click.echo(f"export {ICEBERG_JAR_ENV}={runtime.jars[0]}")
     if runtime.packages:
@@ -71,15 +84,16 @@ def env(warehouse: Path) -> None:
 
 def _dbt_wrapper_options(command: Callable[..., None]) -> Callable[..., None]:
     """The options of the commands that run dbt for the user: report, output and dbt's paths."""
-    for option in reversed([
+    options: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
                      help="Also write the JSON report to this file."),
-        click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True),
+        output_option,
         click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
                      default=Path("."), show_default=True),
         click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path),
                      help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt."),
-    ]):
+    ]
+    for option in reversed(options):
         command = option(command)
     return command
 
@@ -97,6 +111,7 @@ def _dbt_wrapper_options(command: Callable[..., None]) -> Callable[..., None]:
               help="Wait before re-run n: a random time between half and all of "
                    "base * 2^(n-1), capped at 60 s (1-2 s, 2-4 s, 4-8 s ... for 2).")
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
+@handle_errors
 def run_command(
     dbt_command: str,
     max_attempts: int,
@@ -113,29 +128,33 @@ def run_command(
     below come first: everything from the first dbt argument on goes to dbt. Exit 0 when every
     node ended successfully, 1 when failures remain, 2 on usage errors.
     """
-    from rich.console import Console
-
     from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
 
     _refuse_misplaced_options(dbt_args)
-    report = _report_or_exit(lambda: run_dbt_with_retries(
+    report = run_dbt_with_retries(
         list(dbt_args),
         command=dbt_command,
         max_attempts=max_attempts,
         project_dir=project_dir,
         profiles_dir=profiles_dir,
         backoff=lambda attempt: exponential_backoff(attempt, base_seconds=backoff_seconds),
-    ))
-    if _emit_json_report(report.to_json(), report_path, output):
-        console = Console(width=None if sys.stdout.isatty() else 160)
+    )
+
+    def text(out: Console) -> None:
         if report.error:
             what = "dbt rejected its arguments" if report.usage_error else "dbt failed before running any node"
-            console.print(f"[red]{what}:[/red] {report.error}")
+            out.print(f"[red]{what}:[/red] {report.error}")
         else:
-            console.print(report_table(report))
+            out.print(report_table(report))
             verdict = "[green]all nodes succeeded[/green]" if report.success else "[red]failures remain[/red]"
-            console.print(f"{verdict} after {report.attempts} attempt(s)")
+            out.print(f"{verdict} after {report.attempts} attempt(s)")
+
+    render_report(output, report.to_json(), text, report_path)
     sys.exit(report.exit_code)
+
+
+MAINTENANCE_OPERATIONS = ("compaction", "rewrite_data_files", "rewrite_position_delete_files",
+                          "expire_snapshots", "remove_orphan_files", "rewrite_manifests")
 
 
 @main.command(
@@ -144,14 +163,14 @@ def run_command(
 )
 @click.option("--select", "select", multiple=True,
               help="A model name or tag:<tag> (repeatable). Default: every Iceberg model.")
-@click.option("--operation", "operations", multiple=True,
-              type=click.Choice(["compaction", "rewrite_data_files", "rewrite_position_delete_files",
-                                 "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]),
-              help="Only these operations (repeatable). Default: compaction, expire_snapshots, remove_orphan_files, rewrite_manifests.")
+@click.option("--operation", "operations", multiple=True, type=click.Choice(MAINTENANCE_OPERATIONS),
+              help="Only these operations (repeatable). Default: compaction, expire_snapshots, "
+                   "remove_orphan_files, rewrite_manifests.")
 @click.option("--dry-run", is_flag=True, help="Render the SQL, execute nothing.")
 @click.option("--force", is_flag=True, help="Ignore the thresholds (never the cold-partition scope).")
 @_dbt_wrapper_options
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
+@handle_errors
 def maintain_command(
     select: tuple[str, ...],
     operations: tuple[str, ...],
@@ -169,31 +188,19 @@ def maintain_command(
     DBT_ARGS are passed to dbt (e.g. `--target prod --vars '{...}'`), after this command's own
     options. Exit 0 when no operation failed, 1 when one did, 2 on usage errors.
     """
-    from rich.console import Console
-
     from dbt_iceberg_maint.maintenance import maintenance_table, run_maintenance
 
     _refuse_misplaced_options(dbt_args)
-    report = _report_or_exit(
-        lambda: run_maintenance(
-            select,
-            operations,
-            dry_run=dry_run,
-            force=force,
-            dbt_args=dbt_args,
-            project_dir=project_dir,
-            profiles_dir=profiles_dir,
-        )
-    )
-    if _emit_json_report(report.to_json(), report_path, output):
-        console = Console(width=None if sys.stdout.isatty() else 160)
-        console.print(maintenance_table(report.results))
-        verdict = (
-            f"[red]{len(report.failed)} operation(s) failed[/red]"
-            if report.failed
-            else "[green]no operation failed[/green]"
-        )
-        console.print(f"{verdict}; {len(report.results)} operation(s) in {report.invocations} dbt invocation(s)")
+    report = run_maintenance(select, operations, dry_run=dry_run, force=force, dbt_args=dbt_args,
+                             project_dir=project_dir, profiles_dir=profiles_dir)
+
+    def text(out: Console) -> None:
+        out.print(maintenance_table(report.results))
+        failed = len(report.failed)
+        verdict = f"[red]{failed} operation(s) failed[/red]" if failed else "[green]no operation failed[/green]"
+        out.print(f"{verdict}; {len(report.results)} operation(s) in {report.invocations} dbt invocation(s)")
+
+    render_report(output, report.to_json(), text, report_path)
     sys.exit(report.exit_code)
 
 
@@ -202,35 +209,8 @@ def _refuse_misplaced_options(dbt_args: tuple[str, ...]) -> None:
     context = click.get_current_context()
     misplaced = _own_options_among(context.command, dbt_args)
     if misplaced:
-        click.echo(
-            f"error: {', '.join(misplaced)} after the dbt arguments would go to dbt; give "
-            f"dbt-iceberg-maint's own options first: dbt-iceberg-maint {context.info_name} "
-            "[OPTIONS] [DBT_ARGS]...",
-            err=True,
-        )
-        sys.exit(EXIT_USAGE)
-
-
-def _report_or_exit(produce: Callable[[], T]) -> T:
-    """`produce()`, or exit 2 on a usage error and 1 on any other error of the product."""
-    try:
-        return produce()
-    except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    except IcebergMaintError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FAILURES)
-
-
-def _emit_json_report(report_json: str, report_path: Path | None, output: str) -> bool:
-    """Write `--report`, print the JSON for `--output json`; True when text is still to print."""
-    if report_path is not None:
-        report_path.write_text(report_json + "\n")
-    if output == "json":
-        click.echo(report_json)
-        return False
-    return True
+        fail(f"{', '.join(misplaced)} after the dbt arguments would go to dbt; give dbt-iceberg-maint's own "
+             f"options first: dbt-iceberg-maint {context.info_name} [OPTIONS] [DBT_ARGS]...", EXIT_USAGE)
 
 
 def _own_options_among(command: click.Command, dbt_args: tuple[str, ...]) -> list[str]:
@@ -244,9 +224,19 @@ def _own_options_among(command: click.Command, dbt_args: tuple[str, ...]) -> lis
     return [flag for flag in (arg.split("=", 1)[0] for arg in dbt_args) if flag in own]
 
 
+CLASSIFY_COLUMNS = (
+    Column("source"),
+    Column("kind"),
+    Column("retryable"),
+    Column("exception_class", "exception"),
+    Column("summary"),
+)
+
+
 @main.command("classify")
 @click.argument("source", type=click.File("r"))
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option
+@handle_errors
 def classify_command(source: IO[str], output: str) -> None:
     """Classify the failures in a run_results.json, a log file or raw text (`-` reads stdin).
 
@@ -255,31 +245,12 @@ def classify_command(source: IO[str], output: str) -> None:
     """
     from dataclasses import asdict
 
-    from rich.console import Console
-    from rich.table import Table
-
     from dbt_iceberg_maint.conflicts import classify
     from dbt_iceberg_maint.failure_log import failures_in
 
-    rows = [(failure.source, failure.status, classify(failure.text)) for failure in failures_in(source.read())]
-    if output == "json":
-        click.echo(
-            json.dumps(
-                [
-                    {"source": origin, "status": status, **asdict(verdict), "files": list(verdict.files)}
-                    for origin, status, verdict in rows
-                ],
-                indent=2,
-            )
-        )
-        return
-    table = Table(title="Iceberg failure classification")
-    for column in ("source", "kind", "retryable", "exception", "summary"):
-        table.add_column(column, overflow="fold")
-    for origin, _status, verdict in rows:
-        table.add_row(
-            origin, verdict.kind, "yes" if verdict.retryable else "no", verdict.exception_class or "", verdict.summary
-        )
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
-    if not rows:
-        click.echo("no failed results")
+    rows = [
+        {"source": failure.source, "status": failure.status, **asdict(verdict), "files": list(verdict.files)}
+        for failure in failures_in(source.read())
+        for verdict in (classify(failure.text),)
+    ]
+    render(output, rows, CLASSIFY_COLUMNS, title="Iceberg failure classification", empty="no failed results")

@@ -108,8 +108,9 @@ SUMMARIES: dict[ConflictKind, str] = {
         "commit.retry.num-retries"
     ),
     ConflictKind.COMMIT_STATE_UNKNOWN: (
-        "the catalog could not confirm whether the commit landed; do not re-run blindly: check "
-        "the table's snapshots first (a re-run of an append duplicates rows)"
+        "the catalog could not confirm whether the commit landed; never re-run blindly (a re-run of "
+        "a landed append duplicates rows): `dbt-iceberg-maint run` checks the table's snapshots, "
+        "reports `write_landed` and re-runs only a write proven not to have landed"
     ),
     ConflictKind.INVALID_REQUEST: (
         "Iceberg refused the request (guard or bad argument); a re-run fails the same way; fix "

@@ -592,3 +592,9 @@ def test_classification_is_frozen_and_text_must_be_str() -> None:
         result.kind = "commit_failed"  # type: ignore[misc]
     with pytest.raises(TypeError, match="expects the failure text as str, got bytes"):
         classify(b"x")  # type: ignore[arg-type]
+
+
+def test_commit_state_unknown_points_to_the_runners_landed_verification() -> None:
+    summary = classify(f"{STATE_UNKNOWN}: Service failed: 502: bad gateway\n{COMMON_INFO}").summary
+    assert "`dbt-iceberg-maint run` checks the table's snapshots" in summary and "`write_landed`" in summary
+    assert "never re-run blindly" in summary

@@ -1,0 +1,70 @@
+"""The CLI output layer: one renderer for text and JSON, one error-and-exit path."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
+from dbt_iceberg_maint.output import (
+    EXIT_FAILURES,
+    EXIT_USAGE,
+    Column,
+    handle_errors,
+    output_option,
+    render,
+)
+
+ROWS = [{"table": "analytics.events", "files": 12345, "ok": True, "kinds": ["a", "b"], "ratio": 0.5, "none": None}]
+COLUMNS = [Column("table"), Column("files", justify="right"), Column("ok"), Column("kinds"), Column("ratio"),
+           Column("none", "nothing")]
+
+
+@click.command()
+@click.option("--fail-with", type=click.Choice(["none", "usage", "product"]), default="none")
+@output_option
+@handle_errors
+def command(fail_with: str, output: str) -> None:
+    if fail_with == "usage":
+        raise UsageError("argument `x` is 3; expected 1 or 2")
+    if fail_with == "product":
+        raise IcebergMaintError("the table is gone")
+    render(output, ROWS, COLUMNS, title="t")
+
+
+def test_cells_print_values_for_people() -> None:
+    assert [c.cell(ROWS[0][c.key]) for c in COLUMNS] == ["analytics.events", "12,345", "yes", "a, b", "0.50", ""]
+
+
+def test_json_output_is_the_rows_and_nothing_else() -> None:
+    result = CliRunner().invoke(command, ["--output", "json"])
+    assert result.exit_code == 0
+    assert json.loads(result.output) == ROWS
+
+
+def test_text_output_is_a_table_with_headers() -> None:
+    result = CliRunner().invoke(command, [])
+    assert result.exit_code == 0
+    assert "analytics.events" in result.output and "12,345" in result.output and "nothing" in result.output
+
+
+def test_empty_rows_print_the_empty_message(capsys: pytest.CaptureFixture[str]) -> None:
+    render("text", [], COLUMNS, empty="no failed results")
+    assert capsys.readouterr().out.strip() == "no failed results"
+
+
+@pytest.mark.parametrize(("fail_with", "code", "message"), [
+    ("usage", EXIT_USAGE, "error: argument `x` is 3; expected 1 or 2"),
+    ("product", EXIT_FAILURES, "error: the table is gone"),
+])
+def test_errors_exit_with_their_code_and_one_line_on_stderr(fail_with: str, code: int, message: str) -> None:
+    result = CliRunner().invoke(command, ["--fail-with", fail_with])
+    assert (result.exit_code, result.stderr.strip(), result.stdout) == (code, message, "")
+
+
+def test_an_unknown_output_format_is_a_usage_error() -> None:
+    result = CliRunner().invoke(command, ["--output", "yaml"])
+    assert result.exit_code == EXIT_USAGE and "'yaml' is not one of 'text', 'json'" in result.output
