@@ -138,9 +138,9 @@ def step_health_after(ctx: DemoContext) -> None:
 
 def step_conflict_recovery(ctx: DemoContext) -> None:
     """A MERGE model loses to a compaction run by another job; only the safe re-run happens."""
+    from dbt_iceberg_maint._conflict_gate import SCENARIO_MODELS, ConflictGate, add_small_files, compaction_sql
     from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
     from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
-    from python_udfs.conflict_gate import SCENARIO_MODELS, ConflictGate, add_small_files, compaction_sql
 
     ctx.console.rule("Commit conflicts: classify, re-run only what is safe (dbt-iceberg-maint run)")
     warehouse = Path(ctx.env[WAREHOUSE_ENV])

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from dbt_iceberg_maint._conflict_gate import ConflictGate, compaction_sql
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
 from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
-from python_udfs.conflict_gate import ConflictGate, compaction_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -464,7 +464,7 @@ def test_bad_arguments_are_usage_errors(kwargs: dict[str, Any], message: str) ->
     assert dbt.calls == []
 
 
-# Recorded from a real run (python_udfs.conflict_gate scenario: dbt MERGE models against a
+# Recorded from a real run (dbt_iceberg_maint._conflict_gate scenario: dbt MERGE models against a
 # rewrite_data_files committed from another Spark session): target/run_results.json and the
 # manifest's nodes for the same invocation.
 RECORDED = Path(__file__).parent / "recorded"

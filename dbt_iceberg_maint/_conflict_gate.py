@@ -1,4 +1,7 @@
-"""Reproduce a real Iceberg commit conflict on demand (tests and the demo).
+"""Reproduce a real Iceberg commit conflict on demand (the demo and the test suite).
+
+Private: a fixture that slows a MERGE, not a user-facing UDF; it ships inside the package only
+because `dbt-iceberg-maint demo` stages its conflict with it.
 
 A model's source calls `iceberg_maint_conflict_gate(key, id)` (always true). Once `arm(key)` was
 called, the first row that reaches the gate records it (a marker file) and holds its task until
