@@ -137,3 +137,53 @@ class Classification:
     summary: str
     files: tuple[str, ...] = ()
 
+
+# The Iceberg 1.10 text (and exception) each kind is recognised by, for people: what the templates
+# in `templates.py` match. docs/conflict-kinds.md is generated from this table and SUMMARIES.
+MESSAGES: dict[ConflictKind, str] = {
+    ConflictKind.MISSING_FILES_TO_DELETE: "`Missing required files to delete: ...` (ValidationException)",
+    ConflictKind.MISSING_DATA_FILES: "`Cannot commit, missing data files: [...]` (ValidationException)",
+    ConflictKind.NEW_DELETE_FOR_REPLACED_FILE: (
+        "`Cannot commit, found new (position) delete for replaced data file: ...` (ValidationException)"
+    ),
+    ConflictKind.CONFLICTING_ADDED_FILES: (
+        "`Found conflicting files that can contain records matching ...` (ValidationException)"
+    ),
+    ConflictKind.CONFLICTING_DELETE_FILES: (
+        "`Found new conflicting delete files that can apply to records matching ...` (ValidationException)"
+    ),
+    ConflictKind.CONFLICTING_DELETED_FILES: (
+        "`Found conflicting deleted files that can contain/apply to records matching ...` (ValidationException)"
+    ),
+    ConflictKind.CONCURRENT_DV: "`Found concurrently added DV for ...` (ValidationException)",
+    ConflictKind.HISTORY_BROKEN: "`Cannot determine history between starting snapshot ...` (ValidationException)",
+    ConflictKind.PARTIAL_ROW_DELETE: (
+        "`Cannot delete file where some, but not all, rows match filter ...` (ValidationException)"
+    ),
+    ConflictKind.MANIFEST_REWRITE_CONFLICT: (
+        "`Deleted manifest ... could not be found in the latest snapshot` (ValidationException)"
+    ),
+    ConflictKind.REWRITE_COMMIT_CONFLICT: (
+        "`Cannot commit rewrite because of a ValidationException or CommitFailedException` with no visible "
+        "cause; `partial-progress.enabled is true but N rewrite commits failed`; the commit service's "
+        "`Timeout occurred when waiting for commits to complete` (RuntimeException, IllegalArgumentException)"
+    ),
+    ConflictKind.CONCURRENT_MODIFICATION: (
+        "`Runtime file filtering is not possible: the table has been concurrently modified` "
+        "(IllegalStateException)"
+    ),
+    ConflictKind.COMMIT_FAILED: (
+        "any `CommitFailedException`: Hadoop, Hive, JDBC, Glue, DynamoDB, REST 409 `Commit failed: ...`, Nessie"
+    ),
+    ConflictKind.COMMIT_STATE_UNKNOWN: (
+        "`CommitStateUnknownException` (REST 5xx included); `Cannot determine whether the commit was "
+        "successful or not`; a Hive lock heartbeat failure; a REST I/O failure of a commit (POST)"
+    ),
+    ConflictKind.INVALID_REQUEST: (
+        "guards and bad arguments: the 24 h orphan guard, `retain_last` < 1, an unknown procedure argument, "
+        "an unparsable `where`, an invalid isolation level, GC disabled, a deleted Nessie reference, ..."
+    ),
+    ConflictKind.NOT_ICEBERG_CONFLICT: (
+        "anything else (SQL errors, missing tables, Python UDF errors, Iceberg words quoted in SQL or data)"
+    ),
+}
