@@ -11,6 +11,8 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from dbt_iceberg_maint.conflicts.thrift import unpack_client_forms
+
 
 @dataclass(frozen=True)
 class Record:
@@ -115,6 +117,7 @@ def records_of(text: str) -> list[Record]:
     and its causes are dropped when the level is below ERROR.
     """
     text = _ANSI_ESCAPE.sub("", text)  # dbt colours its console log
+    text = unpack_client_forms(text)  # PyHive's packed status, beeline's decorations
     text = _PYTHON_TRACEBACK.sub(r"\1<python traceback>", text)
     drafts: list[_Draft] = []
     quiet_chains: set[int] = set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError, dataclass
 from pathlib import Path
@@ -415,6 +416,57 @@ def spark_connect(cls: str, msg: str, frames: str) -> str:
     return f"pyspark.errors.exceptions.connect.SparkConnectGrpcException: ({cls}) {msg}"
 
 
+HIVE_SQL_EXCEPTION = "org.apache.hive.service.cli.HiveSQLException"
+HIVE_ERROR_FRAME = (
+    "\tat org.apache.spark.sql.hive.thriftserver.HiveThriftServerErrors$"
+    ".runningQueryError(HiveThriftServerErrors.scala:46)\n"
+)
+
+
+def hive_chain(cls: str, msg: str, frames: str) -> str:
+    """The Thrift Server's exception chain as Java prints it: HiveSQLException, caused by the error."""
+    header = f"{HIVE_SQL_EXCEPTION}: Error running query: {cls}: {msg}"
+    return f"{header}\n{HIVE_ERROR_FRAME}Caused by: {cls}: {msg}\n{frames}"
+
+
+def hive_packed(java: str) -> list[str]:
+    """A Java chain packed as Hive's HiveSQLException.toString(Throwable) does for `infoMessages`:
+    `*class:message:n:m` per exception, `class:method:file:line` per frame."""
+    exceptions: list[tuple[str, list[str], list[str]]] = []  # class, message lines, packed frames
+    for line in java.splitlines():
+        frame = re.fullmatch(r"\s*at ([\w$.]+)\.([\w$<>]+)\(([^:()]*):(\d+)\)", line)
+        if frame:
+            exceptions[-1][2].append(":".join(frame.groups()))
+        elif re.fullmatch(r"\s*\.\.\. \d+ more", line):
+            continue
+        elif line.startswith("Caused by: ") or not exceptions:
+            cls, _, message = line.removeprefix("Caused by: ").partition(": ")
+            exceptions.append((cls, [message], []))
+        else:
+            exceptions[-1][1].append(line)
+    packed: list[str] = []
+    for cls, message, frames in exceptions:
+        packed.append(f"*{cls}:{chr(10).join(message)}:{len(frames)}:{len(frames)}")
+        packed.extend(frames)
+    return packed
+
+
+def pyhive(cls: str, msg: str, frames: str) -> str:
+    """str() of the OperationalError PyHive raises: the server's TExecuteStatementResp."""
+    info = hive_packed(hive_chain(cls, msg, frames))
+    status = (f"TStatus(statusCode=3, infoMessages={info!r}, sqlState=None, errorCode=0, "
+              f"errorMessage={f'Error running query: {cls}: {msg}'!r})")
+    return f"TExecuteStatementResp(status={status}, operationHandle=None)"
+
+
+def beeline(cls: str, msg: str, frames: str) -> str:
+    """pyspark's bin/beeline -e: its prompt, `Error: `, the chain (verbose) and the JDBC state."""
+    prompt = "0: jdbc:hive2://127.0.0.1:10000/default> "
+    if not frames:
+        return f"{prompt}Error: {HIVE_SQL_EXCEPTION}: Error running query: {cls}: {msg} (state=,code=0)\n"
+    return f"{prompt}Error: {hive_chain(cls, msg, frames)}\t... 16 more (state=,code=0)\n"
+
+
 WRAPPERS: dict[str, Callable[[str, str, str], str]] = {
     "py4j": py4j,
     "py4j_repr": py4j_repr,
@@ -423,6 +475,8 @@ WRAPPERS: dict[str, Callable[[str, str, str], str]] = {
     "log_excerpt": log_excerpt,
     "caused_by": caused_by,
     "spark_connect": spark_connect,
+    "pyhive": pyhive,
+    "beeline": beeline,
 }
 
 
@@ -518,7 +572,9 @@ def test_rewrite_wrapper_cut_before_its_cause_is_a_rewrite_conflict(
     wrapper: Callable[[str, str, str], str], cut_after: str
 ) -> None:
     text = rewrite_failure(wrapper, VALIDATION, f"Missing required files to delete: {DATA_A}")
-    result = classify(text[: text.index(cut_after) + len(cut_after)])
+    # PyHive packs a cause as `'*<class>:...` instead of `Caused by: <class>: ...`.
+    marker = cut_after if cut_after in text else cut_after.replace("Caused by: ", "'*")
+    result = classify(text[: text.index(marker) + len(marker)])
     assert (result.kind, result.retryable, result.exception_class) == ("rewrite_commit_conflict", True, RUNTIME)
 
 
