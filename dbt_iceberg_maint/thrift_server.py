@@ -7,6 +7,10 @@ session (`dbt_iceberg_maint.spark`); `ThriftServer` is the thin process shell ar
 
     python -m dbt_iceberg_maint.thrift_server start --warehouse /tmp/wh   # prints host/port/pid
     python -m dbt_iceberg_maint.thrift_server stop --state-dir <dir>
+
+Over 300 lines on purpose: the pure command-line spec, the process shell (start, readiness,
+stop of the whole process group) and its `python -m` entry point change together, and each part
+alone is too small to be a module of its own.
 """
 
 from __future__ import annotations
