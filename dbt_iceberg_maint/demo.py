@@ -19,8 +19,9 @@ from rich.table import Table
 
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.health import TableHealth, health_via_dbt
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import maintenance_table
+from dbt_iceberg_maint.project_files import integration_project
 from dbt_iceberg_maint.results import parse_result_lines
 from dbt_iceberg_maint.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session
 
@@ -210,7 +211,7 @@ def run_demo(
     ctx = DemoContext(
         spark=spark,
         console=console,
-        project_dir=INTEGRATION_PROJECT,
+        project_dir=integration_project(workdir),
         env={WAREHOUSE_ENV: str(warehouse.resolve()), "DBT_ICEBERG_MAINT_SCHEMA": DEMO_SCHEMA},
     )
     for step in steps:

@@ -190,7 +190,7 @@ def session_conf(
     """The complete Spark configuration of the embedded runtime."""
     conf = {
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        # No Hive metastore: the Iceberg catalog is the default catalog (see DESIGN.md).
+        # No Hive metastore: the Iceberg catalog is the default catalog (see docs/python-cli.md).
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",

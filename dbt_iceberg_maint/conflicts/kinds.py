@@ -10,7 +10,7 @@ from enum import Enum
 
 
 class ConflictKind(str, Enum):
-    """The kinds of the public contract (DESIGN.md, "Python")."""
+    """The kinds of the public contract (docs/conflict-kinds.md)."""
 
     MISSING_FILES_TO_DELETE = "missing_files_to_delete"
     MISSING_DATA_FILES = "missing_data_files"

@@ -1,0 +1,85 @@
+{#- Test harness (used by tests/unit/test_procedure_sql.py): render many cases in one dbt
+    invocation without touching Spark. Each case logs one line
+    `ICEBERG_MAINT_CASE {"id": ..., "sql": ..., "errors": [...], "value": ...}`. -#}
+
+{% macro iceberg_maint_render_cases(cases) %}
+  {%- for case in cases -%}
+    {%- set kwargs = case.get('kwargs') or {} -%}
+    {%- set kind = case.get('kind', 'sql') -%}
+    {%- set outcome = {'id': case.id} -%}
+    {%- if kind == 'sql' -%}
+      {%- set getter = {
+          'rewrite_data_files': dbt_iceberg_maint.get_rewrite_data_files_sql,
+          'expire_snapshots': dbt_iceberg_maint.get_expire_snapshots_sql,
+          'remove_orphan_files': dbt_iceberg_maint.get_remove_orphan_files_sql,
+          'rewrite_manifests': dbt_iceberg_maint.get_rewrite_manifests_sql,
+          'rewrite_position_delete_files': dbt_iceberg_maint.get_rewrite_position_delete_files_sql,
+      }[case.procedure] -%}
+      {%- do outcome.update({'sql': getter(**kwargs)}) -%}
+    {%- elif kind == 'errors' -%}
+      {%- set validator = {
+          'rewrite_data_files': dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors,
+          'expire_snapshots': dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors,
+          'remove_orphan_files': dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors,
+          'rewrite_manifests': dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors,
+          'rewrite_position_delete_files': dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors,
+      }[case.procedure] -%}
+      {%- do outcome.update({'errors': validator(**kwargs)}) -%}
+    {%- elif kind == 'due' -%}
+      {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_due(kwargs.operation, policy, kwargs.health)}) -%}
+    {%- elif kind == 'policy_errors' -%}
+      {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.policy) -%}
+      {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_policy_shape_errors(kwargs.policy)
+            + dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)}) -%}
+    {%- elif kind == 'planned' -%}
+      {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
+      {%- do outcome.update({'sql': dbt_iceberg_maint._iceberg_maint_planned_sql(kwargs.relation, kwargs.operation, policy).sql}) -%}
+    {%- elif kind == 'policy' -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy'), kwargs.get('overrides'))}) -%}
+    {%- elif kind == 'compaction_options' -%}
+      {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_compaction_options(policy.compaction, kwargs.get('serial_group_commits', false))}) -%}
+    {%- elif kind == 'names' -%}
+      {%- do outcome.update({'value': [
+          dbt_iceberg_maint._iceberg_maint_table_name(kwargs.relation),
+          dbt_iceberg_maint._iceberg_maint_qualified_name(kwargs.relation),
+          dbt_iceberg_maint._iceberg_maint_procedure_namespace(kwargs.relation)]}) -%}
+    {%- elif kind == 'context' -%}
+      {%- do outcome.update({'value': (model.get('resource_type') if model is mapping else none) | string}) -%}
+    {%- elif kind == 'selection' -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_selected_models(kwargs.get('select')) | map(attribute='name') | list}) -%}
+    {%- endif -%}
+    {%- do log('ICEBERG_MAINT_CASE ' ~ tojson(outcome), info=true) -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- The SQL of each procedure for `ref()` and `source()` relations (relation objects, not strings). -#}
+{% macro iceberg_maint_render_relation_cases() %}
+  {%- set relations = {'ref': ref('events'), 'source': source('landing', 'raw_events')} -%}
+  {%- for id, relation in relations.items() -%}
+    {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': id, 'sql': [
+          dbt_iceberg_maint.get_rewrite_data_files_sql(relation),
+          dbt_iceberg_maint.get_expire_snapshots_sql(relation),
+          dbt_iceberg_maint.get_remove_orphan_files_sql(relation),
+          dbt_iceberg_maint.get_rewrite_manifests_sql(relation),
+          dbt_iceberg_maint.get_rewrite_position_delete_files_sql(relation)]}), info=true) -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- Call one public macro of the package with keyword arguments and log what it returns as
+    `ICEBERG_MAINT_CASE {"id": "return", "value": ...}` (tests check the returned dict). -#}
+{% macro iceberg_maint_call(macro_name, kwargs={}) %}
+  {%- set macros = {
+      'rewrite_data_files': dbt_iceberg_maint.rewrite_data_files,
+      'expire_snapshots': dbt_iceberg_maint.expire_snapshots,
+      'remove_orphan_files': dbt_iceberg_maint.remove_orphan_files,
+      'rewrite_manifests': dbt_iceberg_maint.rewrite_manifests,
+      'rewrite_position_delete_files': dbt_iceberg_maint.rewrite_position_delete_files,
+      'maintain': dbt_iceberg_maint.maintain,
+  } -%}
+  {%- set returned = macros[macro_name](**kwargs) -%}
+  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'return', 'value': dbt_iceberg_maint._iceberg_maint_json_safe(returned)}), info=true) -%}
+{% endmacro %}

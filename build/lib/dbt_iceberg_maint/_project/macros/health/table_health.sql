@@ -1,0 +1,83 @@
+{#- Table statistics from Iceberg metadata tables (data_files, delete_files, snapshots,
+    manifests, partitions), as a dict. Small files are those below 0.75 x the target file size
+    (rewrite_data_files' default min-file-size-bytes); the target is the argument, else the
+    table's write.target-file-size-bytes, else Iceberg's default 536870912.
+    log_result: log an ICEBERG_MAINT_RESULT line (operation table_health); by default only when
+    table_health is the macro that `dbt run-operation` was asked to run, or a node's hook.
+    In a node (e.g. as a post-hook) it renders to nothing: the figures are in the log line. -#}
+{% macro table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
+  {%- set in_node = dbt_iceberg_maint._iceberg_maint_in_node() -%}
+  {%- set health = adapter.dispatch('table_health', 'dbt_iceberg_maint')(
+        relation if relation is not none else this, target_file_size_bytes,
+        log_result if log_result is not none else (true if in_node else none)) -%}
+  {{ return('' if in_node else health) }}
+{% endmacro %}
+
+{% macro default__table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.table_health is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+{% endmacro %}
+
+{% macro spark__table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
+  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
+  {%- if target_file_size_bytes is not none and (target_file_size_bytes is boolean or target_file_size_bytes is not integer or target_file_size_bytes <= 0) -%}
+    {{ exceptions.raise_compiler_error("table_health: target_file_size_bytes = " ~ tojson(target_file_size_bytes) ~ " is not allowed; expected a positive integer (bytes) or none") }}
+  {%- endif -%}
+  {%- if not execute -%}{{ return({}) }}{%- endif -%}
+  {%- set started = dbt_iceberg_maint._hp_now() -%}
+  {%- set found = namespace(target=target_file_size_bytes) -%}
+  {%- if found.target is none -%}
+    {%- set found.target = 536870912 -%}
+    {%- for row in run_query('show tblproperties ' ~ table) if row['key'] == 'write.target-file-size-bytes' -%}
+      {%- set found.target = row['value'] | int -%}
+    {%- endfor -%}
+  {%- endif -%}
+  {%- set target = found.target -%}
+  {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
+  {%- set sql = dbt_iceberg_maint.get_table_health_sql(table, target, layout['partition_fields'] | length > 0) -%}
+  {%- set row = run_query(sql).rows[0] -%}
+  {%- set health = {'table': table} -%}
+  {%- for column in ['data_files', 'small_files', 'data_bytes', 'delete_files', 'records', 'snapshots',
+                     'manifests', 'data_manifests', 'partitions', 'max_small_files_in_partition'] -%}
+    {%- do health.update({column: row[column] | int}) -%}
+  {%- endfor -%}
+  {%- set age = row['oldest_snapshot_age_hours'] -%}
+  {%- do health.update({
+        'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),
+        'target_file_size_bytes': target,
+        'small_file_threshold_bytes': (target * 0.75) | int}) -%}
+  {%- set should_log = log_result if log_result is not none else dbt_iceberg_maint._hp_is_run_operation_of('table_health') -%}
+  {%- if should_log -%}
+    {{ dbt_iceberg_maint._hp_log_result(table, 'table_health', 'success', sql=sql, metrics=health,
+         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+  {%- endif -%}
+  {{ return(health) }}
+{% endmacro %}
+
+{#- Pure: one query, one row of health figures. -#}
+{% macro get_table_health_sql(relation, target_file_size_bytes, partitioned=true) %}
+  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
+  {%- set small = (target_file_size_bytes * 0.75) | int -%}
+  {#- Unpartitioned tables have no `partition` column in data_files: the table is one partition. -#}
+  {%- set partition_key = 'spec_id, partition' if partitioned else 'spec_id' -%}
+  {%- set sql -%}
+with files as (
+  select {{ partition_key }}, file_size_in_bytes, record_count from {{ table }}.data_files
+)
+select
+  (select count(*) from files) as data_files,
+  (select count(*) from files where file_size_in_bytes < {{ small }}) as small_files,
+  (select coalesce(sum(file_size_in_bytes), 0) from files) as data_bytes,
+  (select coalesce(sum(record_count), 0) from files) as records,
+  (select count(*) from {{ table }}.delete_files) as delete_files,
+  (select count(*) from {{ table }}.snapshots) as snapshots,
+  (select (unix_micros(current_timestamp()) - unix_micros(min(committed_at))) / 3600000000.0
+     from {{ table }}.snapshots) as oldest_snapshot_age_hours,
+  (select count(*) from {{ table }}.manifests) as manifests,
+  (select count(*) from {{ table }}.manifests where content = 0) as data_manifests,
+  (select count(*) from {{ table }}.partitions) as partitions,
+  (select coalesce(max(small_files), 0) from (
+     select count(*) as small_files from files where file_size_in_bytes < {{ small }}
+     group by {{ partition_key }})) as max_small_files_in_partition
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}

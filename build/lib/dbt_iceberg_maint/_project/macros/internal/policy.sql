@@ -1,0 +1,85 @@
+{#- The per-model maintenance policy: `meta.iceberg_maint` (see DESIGN.md), merged over the
+    documented defaults. -#}
+
+{% macro _iceberg_maint_policy_defaults() %}
+  {{ return({
+      'enabled': true,
+      'compaction': {
+          'enabled': true, 'min_input_files': 5, 'target_file_size_mb': none,
+          'strategy': none, 'sort_order': none, 'partial_progress': true,
+          'max_failed_commits': 0, 'cold_partitions_hours': none, 'where': none, 'options': {},
+      },
+      'rewrite_position_delete_files': {'enabled': true, 'min_input_files': 5, 'where': none, 'options': {}},
+      'expire_snapshots': {
+          'enabled': true, 'older_than_hours': 168, 'retain_last': 5,
+          'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none,
+      },
+      'remove_orphan_files': {
+          'enabled': true, 'older_than_hours': 72, 'location': none, 'max_concurrent_deletes': none,
+          'equal_schemes': none, 'equal_authorities': none, 'prefix_mismatch_mode': none, 'prefix_listing': none,
+      },
+      'rewrite_manifests': {'enabled': true, 'min_manifests': 5, 'use_caching': none},
+  }) }}
+{% endmacro %}
+
+
+{#- The raw `iceberg_maint` value of a node (a graph node or the `model` context dict), as
+    declared ({} when there is none). dbt >= 1.10 keeps `+meta` under config.meta and mirrors
+    it into node.meta. -#}
+{% macro _iceberg_maint_model_policy(node) %}
+  {%- if node is none or node is not mapping -%}{{ return({}) }}{%- endif -%}
+  {%- set config_meta = (node.get('config') or {}).get('meta') or {} -%}
+  {%- set node_meta = node.get('meta') or {} -%}
+  {%- set declared = config_meta.get('iceberg_maint') if config_meta.get('iceberg_maint') is not none else node_meta.get('iceberg_maint') -%}
+  {{ return({} if declared is none else declared) }}
+{% endmacro %}
+
+
+{#- The project's model node whose relation is `relation`, or none (e.g. a source or a table
+    dbt does not build). -#}
+{% macro _iceberg_maint_node_for_relation(relation) %}
+  {%- if not execute or graph is not defined -%}{{ return(none) }}{%- endif -%}
+  {%- set parts = dbt_iceberg_maint._iceberg_maint_relation_parts(relation) -%}
+  {%- for node in graph.nodes.values() -%}
+    {%- if node.resource_type in ['model', 'snapshot', 'seed']
+          and (node.alias or node.name) | lower == parts.identifier | lower
+          and (node.schema or '') | lower == parts.schema | lower -%}
+      {{ return(node) }}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(none) }}
+{% endmacro %}
+
+
+{#- Defaults, overlaid by the model's policy, overlaid by `overrides` (same shape). A section
+    given as a mapping is merged key by key; `section: false` disables that operation, and a
+    whole policy of `false` disables maintenance (`{enabled: false}`). Anything else that is not
+    a mapping is left to _iceberg_maint_policy_shape_errors to report. -#}
+{% macro _iceberg_maint_resolved_policy(raw_policy, overrides={}) %}
+  {%- set layers = [] -%}
+  {%- for layer in [raw_policy, overrides] -%}
+    {%- if layer is boolean -%}{%- do layers.append({'enabled': layer}) -%}
+    {%- elif layer is mapping -%}{%- do layers.append(layer) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- set resolved = {} -%}
+  {%- for key, default in dbt_iceberg_maint._iceberg_maint_policy_defaults().items() -%}
+    {%- if default is mapping -%}
+      {%- set section = default.copy() -%}
+      {%- for layer in layers -%}
+        {%- set given = layer.get(key) -%}
+        {%- if given is mapping -%}{%- do section.update(given) -%}
+        {%- elif given is boolean -%}{%- do section.update({'enabled': given}) -%}
+        {%- endif -%}
+      {%- endfor -%}
+      {%- do resolved.update({key: section}) -%}
+    {%- else -%}
+      {%- set chosen = namespace(value=default) -%}
+      {%- for layer in layers -%}
+        {%- if layer.get(key) is not none -%}{%- set chosen.value = layer.get(key) -%}{%- endif -%}
+      {%- endfor -%}
+      {%- do resolved.update({key: chosen.value}) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(resolved) }}
+{% endmacro %}

@@ -1,0 +1,48 @@
+{#- Execute (or, in a dry run, only render) one procedure CALL, log its result line, and return
+    the procedure's output columns plus `sql`, `status` and `duration_ms`.
+    dbt's Jinja has no try/except: a statement Spark rejects raises and stops the calling
+    macro (dbt reports the error and the invocation fails). Everything predictable is
+    therefore checked before the CALL runs (argument validation here, table state in
+    maintain()). -#}
+{% macro _iceberg_maint_run_procedure(relation, operation, sql, dry_run=false, row_per_file=false, executed_status='success', reason=none) %}
+  {%- set record = dbt_iceberg_maint._iceberg_maint_execute_logged(relation, operation, sql, dry_run, row_per_file, executed_status, reason) -%}
+  {%- set result = record.metrics.copy() -%}
+  {%- do result.update({'sql': sql, 'status': record.status, 'duration_ms': record.duration_ms}) -%}
+  {{ return(result) }}
+{% endmacro %}
+
+
+{#- Same, returning the logged record (table, operation, status, reason, sql, metrics,
+    duration_ms): what maintain() collects. -#}
+{% macro _iceberg_maint_execute_logged(relation, operation, sql, dry_run=false, row_per_file=false, executed_status='success', reason=none) %}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
+  {%- if dry_run -%}
+    {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'dry_run', reason or 'dry run: rendered, not executed', sql, {}, 0)) }}
+  {%- endif -%}
+  {%- if not execute -%}
+    {{ return({'table': table, 'operation': operation, 'status': 'not_executed', 'reason': 'dbt is parsing, not executing', 'sql': sql, 'metrics': {}, 'duration_ms': 0}) }}
+  {%- endif -%}
+  {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
+  {%- set output = run_query(sql) -%}
+  {%- set duration_ms = dbt_iceberg_maint._iceberg_maint_elapsed_ms(started) -%}
+  {%- set metrics = dbt_iceberg_maint._iceberg_maint_output_metrics(output, row_per_file) -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, executed_status, reason, sql, metrics, duration_ms)) }}
+{% endmacro %}
+
+
+{#- Output columns as a dict: the single row of most procedures, or for remove_orphan_files
+    (one row per orphan) the list of locations and their count. -#}
+{% macro _iceberg_maint_output_metrics(output, row_per_file=false) %}
+  {%- set metrics = {} -%}
+  {%- if output is none -%}{{ return(metrics) }}{%- endif -%}
+  {%- if row_per_file -%}
+    {%- set locations = [] -%}
+    {%- for row in output.rows -%}{%- do locations.append(row[0] | string) -%}{%- endfor -%}
+    {%- do metrics.update({'orphan_file_count': locations | length, output.column_names[0]: locations}) -%}
+  {%- elif output.rows | length > 0 -%}
+    {%- for name in output.column_names -%}
+      {%- do metrics.update({name: dbt_iceberg_maint._iceberg_maint_json_safe(output.rows[0][name])}) -%}
+    {%- endfor -%}
+  {%- endif -%}
+  {{ return(metrics) }}
+{% endmacro %}

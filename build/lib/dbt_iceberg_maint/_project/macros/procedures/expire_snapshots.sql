@@ -1,0 +1,63 @@
+{#- Iceberg `expire_snapshots`: drop snapshots older than `older_than_hours` while keeping at
+    least `retain_last`, and delete the files only they referenced. -#}
+
+{% macro get_expire_snapshots_sql(relation=none, older_than_hours=none, retain_last=none, max_concurrent_deletes=none, stream_results=none, snapshot_ids=none, clean_expired_metadata=none) %}
+  {{ return(adapter.dispatch('get_expire_snapshots_sql', 'dbt_iceberg_maint')(relation if relation is not none else this, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata)) }}
+{% endmacro %}
+
+{% macro default__get_expire_snapshots_sql(relation, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_expire_snapshots_sql is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% endmacro %}
+
+{% macro spark__get_expire_snapshots_sql(relation, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata) %}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(
+        older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata)) -%}
+  {%- set arguments = [['table', dbt_iceberg_maint._iceberg_maint_string_literal(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
+  {%- if older_than_hours is not none -%}{%- do arguments.append(['older_than', dbt_iceberg_maint._iceberg_maint_timestamp_hours_ago(older_than_hours)]) -%}{%- endif -%}
+  {%- if retain_last is not none -%}{%- do arguments.append(['retain_last', retain_last | string]) -%}{%- endif -%}
+  {%- if max_concurrent_deletes is not none -%}{%- do arguments.append(['max_concurrent_deletes', max_concurrent_deletes | string]) -%}{%- endif -%}
+  {%- if stream_results is not none -%}{%- do arguments.append(['stream_results', dbt_iceberg_maint._iceberg_maint_boolean_literal(stream_results)]) -%}{%- endif -%}
+  {#- Iceberg declares array<bigint>; the L suffix keeps small ids from typing the array as int. -#}
+  {%- if snapshot_ids is not none -%}{%- do arguments.append(['snapshot_ids', 'array(' ~ snapshot_ids | map('string') | join('L, ') ~ 'L)']) -%}{%- endif -%}
+  {%- if clean_expired_metadata is not none -%}{%- do arguments.append(['clean_expired_metadata', dbt_iceberg_maint._iceberg_maint_boolean_literal(clean_expired_metadata)]) -%}{%- endif -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_call_sql(relation, 'expire_snapshots', arguments)) }}
+{% endmacro %}
+
+
+{% macro _iceberg_maint_expire_snapshots_errors(older_than_hours=none, retain_last=none, max_concurrent_deletes=none, stream_results=none, snapshot_ids=none, clean_expired_metadata=none) %}
+  {%- set proc = 'expire_snapshots' -%}
+  {%- set errors = [] -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'older_than_hours', older_than_hours)) -%}
+  {%- if retain_last is not none and (retain_last is boolean or retain_last is not integer or retain_last < 1) -%}
+    {%- do errors.append(proc ~ ": argument `retain_last` is " ~ retain_last ~ "; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)") -%}
+  {%- endif -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'max_concurrent_deletes', max_concurrent_deletes, integer=true)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(proc, 'stream_results', stream_results)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(proc, 'clean_expired_metadata', clean_expired_metadata)) -%}
+  {%- if snapshot_ids is not none -%}
+    {%- set valid = snapshot_ids is iterable and snapshot_ids is not string and snapshot_ids is not mapping and snapshot_ids | length > 0 -%}
+    {%- if valid -%}
+      {%- for snapshot_id in snapshot_ids -%}
+        {%- if snapshot_id is boolean or snapshot_id is not integer -%}{%- set valid = false -%}{%- do errors.append(proc ~ ": argument `snapshot_ids` contains " ~ snapshot_id ~ "; snapshot ids are whole numbers") -%}{%- endif -%}
+      {%- endfor -%}
+    {%- else -%}
+      {%- do errors.append(proc ~ ": argument `snapshot_ids` is " ~ snapshot_ids ~ "; expected a non-empty list of snapshot ids") -%}
+    {%- endif -%}
+  {%- endif -%}
+  {{ return(errors) }}
+{% endmacro %}
+
+
+{% macro expire_snapshots(relation=none, older_than_hours=none, retain_last=none, max_concurrent_deletes=none, stream_results=none, snapshot_ids=none, clean_expired_metadata=none, dry_run=false) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('expire_snapshots', 'dbt_iceberg_maint')(relation if relation is not none else this, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata, dry_run))) }}
+{% endmacro %}
+
+{% macro default__expire_snapshots(relation, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata, dry_run) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.expire_snapshots is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% endmacro %}
+
+{% macro spark__expire_snapshots(relation, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata, dry_run) %}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_check_boolean('expire_snapshots', 'dry_run', dry_run)) -%}
+  {%- set sql = dbt_iceberg_maint.get_expire_snapshots_sql(relation, older_than_hours, retain_last, max_concurrent_deletes, stream_results, snapshot_ids, clean_expired_metadata) -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'expire_snapshots', sql, dry_run)) }}
+{% endmacro %}

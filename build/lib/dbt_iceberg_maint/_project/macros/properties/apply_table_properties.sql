@@ -1,0 +1,53 @@
+{#- Reconcile a model's declared Iceberg table properties (meta.iceberg_maint.isolation_level,
+    commit_retry, properties) onto the existing table: one ALTER TABLE ... SET TBLPROPERTIES with
+    only the keys whose current value differs, or nothing at all.
+
+    As a post-hook:  +post-hook: "{{ dbt_iceberg_maint.apply_table_properties() }}"
+    From run-operation: dbt run-operation dbt_iceberg_maint.apply_table_properties
+                          --args '{relation: analytics.events}'
+    (the policy then comes from the graph node of the model whose schema/alias match). -#}
+
+{% macro apply_table_properties(relation=none, policy=none) %}
+  {{ return(adapter.dispatch('apply_table_properties', 'dbt_iceberg_maint')(relation, policy)) }}
+{% endmacro %}
+
+{% macro default__apply_table_properties(relation=none, policy=none) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.apply_table_properties is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+{% endmacro %}
+
+{% macro spark__apply_table_properties(relation=none, policy=none) %}
+  {#- Hooks are rendered at parse time too; only act when dbt executes. -#}
+  {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {#- Outside a model (run-operation) there is no `this`: the relation must be given. -#}
+  {%- set target_relation = relation if relation is not none else (this if this is defined else none) -%}
+  {%- set table = dbt_iceberg_maint._hp_table_name(target_relation) -%}
+  {%- set declared_policy = policy if policy is not none else dbt_iceberg_maint._hp_policy(relation) -%}
+  {#- Validate before touching the table: bad input changes nothing. -#}
+  {%- set declared = dbt_iceberg_maint.declared_table_properties(declared_policy) -%}
+  {%- set started = dbt_iceberg_maint._hp_now() -%}
+  {%- if declared | length == 0 -%}
+    {{ dbt_iceberg_maint._hp_log_result(table, 'apply_table_properties', 'skipped',
+         reason='no isolation_level, commit_retry or properties declared', metrics={'changed': {}},
+         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+    {{ return('') }}
+  {%- endif -%}
+  {%- set current = {} -%}
+  {%- for row in run_query('show tblproperties ' ~ table) -%}
+    {%- do current.update({row['key']: row['value']}) -%}
+  {%- endfor -%}
+  {%- set changes = dbt_iceberg_maint.table_property_changes(declared, current) -%}
+  {%- set sql = dbt_iceberg_maint.get_apply_table_properties_sql(table, declared, current) -%}
+  {%- if sql -%}
+    {#- No result set: over thrift, run_query (fetch) fails on a statement that returns none. -#}
+    {%- call statement('apply_table_properties', fetch_result=False) -%}{{ sql }}{%- endcall -%}
+    {{ dbt_iceberg_maint._hp_log_result(table, 'apply_table_properties', 'success', sql=sql,
+         metrics={'changed': changes, 'declared': declared | length},
+         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+  {%- else -%}
+    {{ dbt_iceberg_maint._hp_log_result(table, 'apply_table_properties', 'skipped',
+         reason='table properties already match the declared policy',
+         metrics={'changed': {}, 'declared': declared | length},
+         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+  {%- endif -%}
+  {{ return('') }}
+{% endmacro %}

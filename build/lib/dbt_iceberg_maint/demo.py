@@ -1,0 +1,218 @@
+"""The demo: build the integration project on the embedded Spark + Iceberg runtime and report.
+
+Structured as a list of steps so that later features (maintenance, conflict handling) add
+steps rather than rewrite the flow.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.health import TableHealth, health_via_dbt
+from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.maintenance import maintenance_table
+from dbt_iceberg_maint.project_files import integration_project
+from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEMO_SCHEMA = "analytics"
+DEMO_TABLES = ("events", "event_log", "user_summary", "raw_events")
+BATCHES = 6
+
+
+@dataclass(frozen=True)
+class DemoContext:
+    spark: SparkSession
+    console: Console
+    project_dir: Path
+    env: dict[str, str]
+    state: dict[str, Any] = field(default_factory=dict)  # what one step hands to a later one
+
+    def dbt(self, *args: str) -> DbtInvocation:
+        invocation = invoke_dbt([*args, "--quiet"], self.project_dir, env=self.env)
+        if not invocation.success:
+            failures = "; ".join(f"{n.name}: {n.message}" for n in invocation.failed_nodes())
+            raise IcebergMaintError(
+                f"dbt {' '.join(args)} failed: {failures or invocation.exception}"
+            )
+        return invocation
+
+    def tables(self) -> list[str]:
+        return [f"{DEFAULT_CATALOG}.{DEMO_SCHEMA}.{name}" for name in DEMO_TABLES]
+
+
+def health_table(title: str, healths: Sequence[TableHealth]) -> Table:
+    table = Table(title=title)
+    for column in ("table", "data files", "small files", "bytes", "delete files", "records",
+                   "snapshots", "manifests", "partitions"):
+        table.add_column(column, justify="left" if column == "table" else "right")
+    for h in healths:
+        table.add_row(h.table.split(".", 1)[-1], str(h.data_files), str(h.small_files), f"{h.data_bytes:,}",
+                      str(h.delete_files), str(h.records), str(h.snapshots), str(h.manifests),
+                      str(h.partitions))
+    return table
+
+
+def step_build(ctx: DemoContext) -> None:
+    ctx.console.rule("Build the integration project, one batch at a time")
+    ctx.dbt("deps")
+    ctx.dbt("build", "--vars", "{batch: 1}")
+    ctx.console.print("batch 1: dbt build (seeds, models, tests) [green]ok[/green]")
+    for batch in range(2, BATCHES + 1):
+        ctx.dbt("run", "--vars", f"{{batch: {batch}}}")
+        ctx.console.print(f"batch {batch}: dbt run (incremental MERGE / append) [green]ok[/green]")
+
+
+# The models the demo maintains: the two maintained incremental models, and user_summary, whose
+# policy switches maintenance off (it is rebuilt in full every run).
+MAINTENANCE_SELECT = ("tag:maintained", "user_summary")
+
+
+def health_change_table(before: Sequence[TableHealth], after: Sequence[TableHealth]) -> Table:
+    table = Table(title="Iceberg table health before -> after maintenance")
+    columns = ("data_files", "small_files", "max_small_files_in_partition", "snapshots", "manifests", "records")
+    table.add_column("table")
+    for column in columns:
+        table.add_column(column.replace("_", " ").replace("max small files in partition", "max small/partition"),
+                         justify="right")
+    for old, new in zip(before, after, strict=True):
+        cells = []
+        for column in columns:
+            a, b = getattr(old, column), getattr(new, column)
+            cells.append(str(a) if a == b else f"{a} -> [bold]{b}[/bold]")
+        table.add_row(new.table.split(".", 1)[-1], *cells)
+    return table
+
+
+def step_report_health(ctx: DemoContext) -> None:
+    """Health from the package's table_health macro (dbt run-operation), the one source of truth."""
+    ctx.console.rule("Table health (dbt run-operation dbt_iceberg_maint.table_health)")
+    healths = health_via_dbt(ctx.tables(), ctx.project_dir, ctx.env)
+    ctx.state["health_before"] = healths
+    ctx.console.print(health_table("Iceberg table health (from metadata tables)", healths))
+
+
+def step_table_properties(ctx: DemoContext) -> None:
+    """Reconcile each maintained model's declared table properties (isolation, commit retries)."""
+    ctx.console.rule("Table properties: dbt run-operation dbt_iceberg_maint.apply_table_properties")
+    for name in ("events", "event_log"):
+        relation = f"{DEMO_SCHEMA}.{name}"
+        invocation = ctx.dbt("run-operation", "dbt_iceberg_maint.apply_table_properties",
+                             "--args", json.dumps({"relation": relation}))
+        for result in parse_result_lines(invocation.log_messages):
+            changed = result.metrics.get("changed") or {}
+            detail = ", ".join(f"{key}: {change['from']} -> {change['to']}" for key, change in changed.items())
+            ctx.console.print(f"{name}: {result.status}" + (f" ({detail})" if detail else f" ({result.reason})"))
+
+
+def step_maintenance(ctx: DemoContext) -> None:
+    """The nightly job: every maintained model per its meta.iceberg_maint policy."""
+    args = {"select": list(MAINTENANCE_SELECT)}
+    ctx.console.rule(f"Maintenance: dbt run-operation iceberg_maintenance --args '{json.dumps(args)}'")
+    invocation = ctx.dbt("run-operation", "iceberg_maintenance", "--args", json.dumps(args))
+    results = parse_result_lines(invocation.log_messages)
+    if not results:
+        raise IcebergMaintError("iceberg_maintenance reported no result lines")
+    ctx.state["maintenance_results"] = results
+    ctx.console.print(maintenance_table(results))
+
+
+def step_health_after(ctx: DemoContext) -> None:
+    ctx.console.rule("Table health after maintenance")
+    before: Sequence[TableHealth] = ctx.state["health_before"]
+    after = health_via_dbt([h.table for h in before], ctx.project_dir, ctx.env)
+    ctx.console.print(health_change_table(before, after))
+
+
+def step_conflict_recovery(ctx: DemoContext) -> None:
+    """A MERGE model loses to a compaction run by another job; only the safe re-run happens."""
+    from dbt_iceberg_maint._conflict_gate import SCENARIO_MODELS, ConflictGate, add_small_files, compaction_sql
+    from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
+    from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
+
+    ctx.console.rule("Commit conflicts: classify, re-run only what is safe (dbt-iceberg-maint run)")
+    warehouse = Path(ctx.env[WAREHOUSE_ENV])
+    gate = ConflictGate(warehouse.parent / "conflict_gate")
+    gate.register(ctx.spark)
+    scenario = "{conflict_scenario: true, batch: %d}"
+    ctx.dbt("build", "--select", "raw_events", *SCENARIO_MODELS, "--vars", scenario % 1)
+    tables = {model: f"{DEFAULT_CATALOG}.{DEMO_SCHEMA}.{model}" for model in SCENARIO_MODELS}
+    maintenance = ctx.spark.newSession()  # the nightly compaction: another job, its own session
+    register_catalog(maintenance, CatalogSpec(warehouse=str(warehouse)))
+    commits = []
+    for model, table in tables.items():
+        add_small_files(ctx.spark, table)
+        gate.arm(model)
+        commits.append(gate.commit_when_reached(model, maintenance, compaction_sql(table)))
+    ctx.console.print("conflict_merge (merge on event_id, idempotent) and conflict_merge_unsafe (meta "
+                      "idempotent: false) each MERGE batch 2 while rewrite_data_files compacts their table")
+    report = run_dbt_with_retries(
+        ["--select", "path:models/conflicts", "--vars", scenario % 2, "--log-level", "none"],
+        project_dir=ctx.project_dir, env=ctx.env,
+        backoff=lambda attempt: exponential_backoff(attempt, base_seconds=0.5),
+    )
+    for commit in commits:
+        commit.join(timeout=120)
+    for model in SCENARIO_MODELS:
+        gate.disarm(model)
+    ctx.console.print(report_table(report))
+    merged = ctx.spark.sql(
+        f"select count(*) as n, count(distinct event_id) as ids from {tables['conflict_merge']}").collect()[0]
+    recovered = report.node("conflict_merge")
+    refused = report.node("conflict_merge_unsafe")
+    sql_error = report.node("conflict_sql_error")
+    if not (recovered.succeeded and len(recovered.attempts) == 2 and merged["n"] == merged["ids"]
+            and not refused.succeeded and refused.not_rerun_reason
+            and not sql_error.succeeded and len(sql_error.attempts) == 1):
+        raise IcebergMaintError(f"the conflict scenario did not go as expected: {report.to_json()}")
+    ctx.console.print(
+        f"conflict_merge: {recovered.attempts[0].kind} -> re-run -> [green]success[/green]; "
+        f"{merged['n']} rows, {merged['ids']} distinct event_ids (no duplicates)\n"
+        f"conflict_merge_unsafe: {refused.attempts[0].kind} -> [yellow]not re-run[/yellow]: "
+        f"{refused.not_rerun_reason}\n"
+        f"conflict_sql_error: {sql_error.attempts[0].kind} -> [yellow]not re-run[/yellow]: {sql_error.not_rerun_reason}"
+    )
+
+
+DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
+    step_build,
+    step_report_health,
+    step_table_properties,
+    step_maintenance,
+    step_health_after,
+    step_conflict_recovery,
+)
+
+
+def run_demo(
+    workdir: Path,
+    console: Console | None = None,
+    steps: Sequence[Callable[[DemoContext], None]] = DEFAULT_STEPS,
+) -> None:
+    console = console or Console(width=None if sys.stdout.isatty() else 120)
+    warehouse = workdir / "warehouse"
+    shutil.rmtree(warehouse, ignore_errors=True)  # every demo starts from an empty warehouse
+    console.print(f"Starting local Spark with an Iceberg catalog in {warehouse}")
+    spark = start_session(warehouse)
+    spark.sparkContext.setLogLevel("ERROR")
+    ctx = DemoContext(
+        spark=spark,
+        console=console,
+        project_dir=integration_project(workdir),
+        env={WAREHOUSE_ENV: str(warehouse.resolve()), "DBT_ICEBERG_MAINT_SCHEMA": DEMO_SCHEMA},
+    )
+    for step in steps:
+        step(ctx)

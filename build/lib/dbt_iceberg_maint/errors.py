@@ -1,0 +1,15 @@
+"""The one exception root of dbt_iceberg_maint."""
+
+from __future__ import annotations
+
+
+class IcebergMaintError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class RuntimeSetupError(IcebergMaintError):
+    """The embedded Spark + Iceberg runtime cannot start (Java, jar, warehouse)."""
+
+
+class UsageError(IcebergMaintError):
+    """A caller passed an argument the product cannot accept."""

@@ -1,0 +1,200 @@
+"""Run dbt in-process with dbtRunner and collect what it reports.
+
+Every invocation in one Python process shares the one SparkSession (dbt-spark `method:
+session` reuses the active session), so the JVM starts once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dbt_iceberg_maint.errors import UsageError
+
+INTEGRATION_PROJECT = Path(__file__).resolve().parent.parent / "integration_tests"
+# The manifest.json keys of a node that the re-run planner (runner.py) reads: idempotency
+# (resource_type, config, meta), ancestry (depends_on) and exact selection (fqn, package_name,
+# original_file_path).
+PLANNER_KEYS = ("unique_id", "name", "resource_type", "package_name", "fqn", "original_file_path",
+                "config", "meta", "depends_on")
+
+
+# dbt's node statuses of a failure (run_results.json); skipped and warn are not failures.
+FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    unique_id: str
+    name: str
+    status: str
+    message: str | None
+    resource_type: str
+    # The node in manifest.json form, `PLANNER_KEYS` only.
+    manifest_node: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ManifestGraph:
+    """The whole project as dbt's manifest.json describes it.
+
+    Run results only show the nodes that ran; ephemeral models never do, so a parent chain
+    through one (a -> ephemeral e -> c) is only visible here. Unit tests are nodes too.
+    """
+
+    project_name: str | None  # the root project: dbt's `path:` selector resolves against it
+    nodes: Mapping[str, Mapping[str, Any]] = field(repr=False)
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> ManifestGraph:
+        nodes = {**(document.get("nodes") or {}), **(document.get("unit_tests") or {})}
+        metadata = document.get("metadata") or {}
+        return cls(
+            project_name=metadata.get("project_name"),
+            nodes={uid: _planner_view(node) for uid, node in nodes.items() if isinstance(node, Mapping)},
+        )
+
+
+def _planner_view(node: Mapping[str, Any]) -> dict[str, Any]:
+    view = {key: node[key] for key in PLANNER_KEYS if key in node}
+    view["depends_on"] = {"nodes": list((node.get("depends_on") or {}).get("nodes") or [])}
+    return view
+
+
+@dataclass(frozen=True)
+class DbtInvocation:
+    args: tuple[str, ...]
+    success: bool
+    nodes: tuple[NodeResult, ...]
+    log_messages: tuple[str, ...] = field(repr=False)
+    exception: str | None = None
+    # dbt rejected its arguments (DbtUsageException): a usage error, not a failed run.
+    usage_error: bool = False
+    # Read only when asked for (`invoke_dbt(read_manifest=True)`) and dbt wrote one.
+    manifest: ManifestGraph | None = field(default=None, repr=False)
+
+    def failed_nodes(self) -> tuple[NodeResult, ...]:
+        return tuple(node for node in self.nodes if node.status in FAILED_STATUSES)
+
+
+@contextmanager
+def environment(overrides: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for one dbt invocation (profiles read them via env_var)."""
+    saved = {key: os.environ.get(key) for key in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _manifest_node(node: Any) -> dict[str, Any]:
+    return _planner_view(node.to_dict(omit_none=True))  # dbt's own manifest.json form
+
+
+def _manifest_path(artifacts: Mapping[str, str]) -> Path | None:
+    """Where this invocation wrote manifest.json, from dbt's ArtifactWritten events."""
+    if "WritableManifest" in artifacts:
+        return Path(artifacts["WritableManifest"])
+    if "RunExecutionResult" in artifacts:  # dbt writes manifest.json beside run_results.json
+        return Path(artifacts["RunExecutionResult"]).with_name("manifest.json")
+    return None
+
+
+def _read_manifest(path: Path | None) -> ManifestGraph | None:
+    """None when dbt wrote none (e.g. --no-write-json): the planner then knows only run results."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return ManifestGraph.from_document(document) if isinstance(document, Mapping) else None
+
+
+def _node_results(result: Any) -> tuple[NodeResult, ...]:
+    if result is None or not hasattr(result, "results"):
+        return ()
+    nodes = []
+    for item in result.results:
+        node = getattr(item, "node", None)
+        if node is None:  # run-operation results (RunResultOutput) carry no node
+            continue
+        nodes.append(
+            NodeResult(
+                unique_id=node.unique_id,
+                name=node.name,
+                status=str(getattr(item.status, "value", item.status)),
+                message=item.message,
+                resource_type=str(getattr(node.resource_type, "value", node.resource_type)),
+                manifest_node=_manifest_node(node),
+            )
+        )
+    return tuple(nodes)
+
+
+# Runs one dbt command (arguments after `dbt`); tests pass recorded invocations instead.
+Invoker = Callable[[Sequence[str]], DbtInvocation]
+
+
+def default_profiles_dir(project_dir: Path, environ: Mapping[str, str]) -> Path:
+    """dbt's own order: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt."""
+    if environ.get("DBT_PROFILES_DIR"):
+        return Path(environ["DBT_PROFILES_DIR"])
+    if (project_dir / "profiles.yml").is_file():
+        return project_dir
+    return Path.home() / ".dbt"
+
+
+def invoke_dbt(
+    args: Sequence[str],
+    project_dir: str | os.PathLike[str] = INTEGRATION_PROJECT,
+    profiles_dir: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    read_manifest: bool = False,
+) -> DbtInvocation:
+    """Invoke one dbt command in this process; log lines are captured, not printed.
+
+    `read_manifest`: also read the manifest.json dbt wrote (the whole project graph).
+    """
+    from dbt.cli.main import dbtRunner
+
+    if not args:
+        raise UsageError("dbt arguments are empty; expected a command such as `run` or `build`")
+    project = Path(project_dir).resolve()
+    messages: list[str] = []
+    artifacts: dict[str, str] = {}
+
+    def collect(event: Any) -> None:
+        messages.append(event.info.msg)
+        if event.info.name == "ArtifactWritten":
+            artifacts[event.data.artifact_type] = event.data.artifact_path
+
+    full_args = [
+        *args,
+        "--project-dir",
+        str(project),
+        "--profiles-dir",
+        str(Path(profiles_dir).resolve() if profiles_dir else project),
+    ]
+    with environment(env or {}):
+        outcome = dbtRunner(callbacks=[collect]).invoke(full_args)
+    return DbtInvocation(
+        args=tuple(args),
+        success=bool(outcome.success),
+        nodes=_node_results(outcome.result),
+        log_messages=tuple(messages),
+        exception=None if outcome.exception is None else str(outcome.exception),
+        usage_error=type(outcome.exception).__name__ == "DbtUsageException",
+        manifest=_read_manifest(_manifest_path(artifacts)) if read_manifest else None,
+    )

@@ -1,0 +1,139 @@
+"""The CLI's output layer: one console, one error-and-exit path, one table/JSON renderer.
+
+Every `dbt-iceberg-maint` command prints through here, so all of them behave alike:
+- `--output text|json` (`output_option`): text is a rich table on stdout; json is the same rows as a
+  JSON list (or a command's own JSON report) on stdout and nothing else, so it can be piped.
+- Errors go to stderr as `error: <message>` and exit 2 for usage errors (`UsageError`, bad
+  arguments), 1 for any other failure of the product (`IcebergMaintError`) and for results that
+  contain failures (`EXIT_FAILURES`); `handle_errors` maps exceptions to those codes.
+
+A new command: decorate it with `@output_option` and `@handle_errors`, build its rows as dicts and
+call `render(output, rows, columns, title=...)`; for a report that has its own JSON form use
+`render_report`. Nothing else prints.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NoReturn, ParamSpec, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
+
+EXIT_OK = 0
+EXIT_FAILURES = 1
+EXIT_USAGE = 2
+# Tables wider than a pipe's default 80 columns: logs and CI keep whole rows.
+NON_TTY_WIDTH = 160
+OUTPUT_FORMATS = ("text", "json")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def console(*, stderr: bool = False) -> Console:
+    """The one console setup: the terminal's width on a TTY, NON_TTY_WIDTH otherwise."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(file=stream, width=None if stream.isatty() else NON_TTY_WIDTH)
+
+
+def fail(message: str, code: int = EXIT_FAILURES) -> NoReturn:
+    """Print `error: <message>` to stderr and exit with `code` (2 usage, 1 failures)."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Run `command`; a UsageError exits 2, any other IcebergMaintError exits 1, both via `fail`."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except UsageError as exc:
+            fail(str(exc), EXIT_USAGE)
+        except IcebergMaintError as exc:
+            fail(str(exc), EXIT_FAILURES)
+
+    return wrapper
+
+
+def output_option(command: Callable[P, R]) -> Callable[P, R]:
+    """`--output text|json`, passed to the command as `output`."""
+    option = click.option("--output", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
+                          help="text: a table; json: machine-readable, nothing else on stdout.")
+    return option(command)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: the row key it shows, its header, and how a value is printed."""
+
+    key: str
+    header: str | None = None
+    justify: Literal["left", "right"] = "left"
+    fold: bool = True  # wrap long values inside the cell instead of cutting them
+
+    def cell(self, value: object) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, int | float):
+            return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
+        if isinstance(value, list | tuple):
+            return ", ".join(str(item) for item in value)
+        return str(value)
+
+
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], *, title: str | None = None) -> Table:
+    """The rich table of `rows` (dicts) showing `columns`."""
+    rendered = Table(title=title)
+    for column in columns:
+        rendered.add_column(column.header or column.key, justify=column.justify,
+                            overflow="fold" if column.fold else "ellipsis")
+    for row in rows:
+        rendered.add_row(*(column.cell(row.get(column.key)) for column in columns))
+    return rendered
+
+
+def render(
+    output: str,
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[Column],
+    *,
+    title: str | None = None,
+    empty: str = "nothing to show",
+    footer: str | None = None,
+) -> None:
+    """Print `rows`: a JSON list for `--output json`, else a table (or `empty`) and a footer line."""
+    if output == "json":
+        click.echo(json.dumps([dict(row) for row in rows], indent=2, default=str))
+        return
+    out = console()
+    if rows:
+        out.print(table(rows, columns, title=title))
+    else:
+        out.print(empty)
+    if footer:
+        out.print(footer)
+
+
+def render_report(output: str, report_json: str, text: Callable[[Console], None],
+                  report_path: Path | None = None) -> None:
+    """A report with its own JSON form: `--report FILE` gets the JSON whatever `--output` says;
+    `--output json` prints it; text output calls `text(console)`."""
+    if report_path is not None:
+        report_path.write_text(report_json + "\n")
+    if output == "json":
+        click.echo(report_json)
+    else:
+        text(console())

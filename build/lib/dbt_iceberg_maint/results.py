@@ -1,0 +1,120 @@
+"""Read the `ICEBERG_MAINT_RESULT <json>` lines the maintenance macros log.
+
+Every maintenance operation the dbt macros execute, skip or render as a dry run logs exactly one
+line `ICEBERG_MAINT_RESULT {"table": ..., "operation": ..., "status": ..., "reason": ...,
+"sql": ..., "metrics": {...}, "duration_ms": ...}`. This module turns those lines (from
+`DbtInvocation.log_messages` or from any captured text output) into frozen records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from dbt_iceberg_maint.errors import IcebergMaintError
+
+RESULT_MARKER = "ICEBERG_MAINT_RESULT"
+STATUSES = frozenset({"success", "skipped", "failed", "dry_run"})
+OPERATIONS = frozenset(
+    {
+        "rewrite_data_files",
+        "expire_snapshots",
+        "remove_orphan_files",
+        "rewrite_manifests",
+        "rewrite_position_delete_files",
+    }
+)
+
+
+class ResultLineError(IcebergMaintError):
+    """A line carries the result marker but is not a valid result record."""
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    """One maintenance operation on one table, as the macros reported it."""
+
+    table: str
+    operation: str
+    status: str
+    reason: str | None = None
+    sql: str | None = None
+    metrics: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    duration_ms: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    @property
+    def executed(self) -> bool:
+        """The statement really ran (successfully or not)."""
+        return self.status in {"success", "failed"}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result line's JSON object (from_json's inverse)."""
+        return {"table": self.table, "operation": self.operation, "status": self.status, "reason": self.reason,
+                "sql": self.sql, "metrics": dict(self.metrics), "duration_ms": self.duration_ms}
+
+    @classmethod
+    def from_json(cls, payload: str) -> MaintenanceResult:
+        try:
+            data = json.loads(payload)
+        except json.JSONDecodeError as error:
+            raise ResultLineError(f"result line payload is not JSON: {payload[:200]!r}") from error
+        if not isinstance(data, dict):
+            raise ResultLineError(f"result line payload must be a JSON object, got {payload[:200]!r}")
+        missing = [key for key in ("table", "operation", "status") if not data.get(key)]
+        if missing:
+            raise ResultLineError(f"result line lacks {', '.join(missing)}: {payload[:200]!r}")
+        status = str(data["status"])
+        if status not in STATUSES:
+            raise ResultLineError(
+                f"result line status {status!r} is not one of {', '.join(sorted(STATUSES))}"
+            )
+        metrics = data.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise ResultLineError(f"result line metrics must be an object, got {metrics!r}")
+        duration = data.get("duration_ms")
+        return cls(
+            table=str(data["table"]),
+            operation=str(data["operation"]),
+            status=status,
+            reason=None if data.get("reason") in (None, "") else str(data["reason"]),
+            sql=None if data.get("sql") in (None, "") else str(data["sql"]),
+            metrics=MappingProxyType(dict(metrics)),
+            duration_ms=None if duration is None else int(duration),
+        )
+
+
+def _payloads(message: str) -> Iterable[str]:
+    """The JSON payload after each marker in a message (a message may hold several lines)."""
+    for line in message.splitlines():
+        index = line.find(RESULT_MARKER)
+        if index < 0:
+            continue
+        payload = line[index + len(RESULT_MARKER) :].strip()
+        # dbt's text log format may append nothing after the JSON, but tolerate a trailing
+        # decoration by decoding only the first JSON value.
+        try:
+            _, end = json.JSONDecoder().raw_decode(payload)
+        except json.JSONDecodeError:
+            yield payload
+        else:
+            yield payload[:end]
+
+
+def parse_result_lines(messages: Iterable[str] | str) -> tuple[MaintenanceResult, ...]:
+    """Every result record in `messages` (dbt log messages, or one block of text), in order."""
+    if isinstance(messages, str):
+        messages = [messages]
+    return tuple(
+        MaintenanceResult.from_json(payload) for message in messages for payload in _payloads(message)
+    )
+
+
+def failed_results(results: Iterable[MaintenanceResult]) -> tuple[MaintenanceResult, ...]:
+    return tuple(result for result in results if result.failed)

@@ -1,0 +1,419 @@
+"""A local Spark Thrift Server with the embedded Iceberg catalog: what dbt Cloud connects to.
+
+dbt Cloud reaches Spark through a server (Thrift/HTTP) and can only send SQL, so the package's
+macros are proven over a real `HiveThriftServer2` started from pyspark's own jars. What to
+start (the `spark-submit` command line) is pure and built from the same pieces as the embedded
+session (`dbt_iceberg_maint.spark`); `ThriftServer` is the thin process shell around it.
+
+    python -m dbt_iceberg_maint.thrift_server start --warehouse /tmp/wh   # prints host/port/pid
+    python -m dbt_iceberg_maint.thrift_server stop --state-dir <dir>
+
+Over 300 lines on purpose: the pure command-line spec, the process shell (start, readiness,
+stop of the whole process group) and its `python -m` entry point change together, and each part
+alone is too small to be a module of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.spark import (
+    DEFAULT_CATALOG,
+    ICEBERG_JAR_ENV,
+    ICEBERG_PACKAGES_ENV,
+    CatalogSpec,
+    IcebergRuntime,
+    check_java,
+    prepare_warehouse,
+    resolve_iceberg_runtime,
+    session_conf,
+)
+
+THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+THRIFT_SERVER_JAR_PREFIX = "spark-hive-thriftserver_"
+HOST_ENV = "DBT_ICEBERG_MAINT_THRIFT_HOST"
+PORT_ENV = "DBT_ICEBERG_MAINT_THRIFT_PORT"
+LOOPBACK = "127.0.0.1"
+STATE_FILE = "thrift_server.json"
+LOG_FILE = "thrift_server.log"
+DEFAULT_START_TIMEOUT_S = 180.0
+DEFAULT_STOP_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ThriftServerSpec:
+    """Everything that decides how the server starts; `command()` turns it into argv."""
+
+    catalog: CatalogSpec
+    runtime: IcebergRuntime
+    port: int
+    host: str = LOOPBACK
+    driver_memory: str = "1g"
+    master: str = "local[2]"
+    # The Spark UI's REST API (`/api/v1`) shows which statements are executing; off unless asked.
+    ui_port: int | None = None
+    extra_conf: Mapping[str, str] = field(default_factory=dict)
+
+    def spark_conf(self) -> dict[str, str]:
+        conf = session_conf(self.runtime, self.catalog)
+        # The Hive metastore the server insists on (it enables Hive support itself) lives in
+        # the server's own working directory; Iceberg tables never use it.
+        conf.pop("spark.sql.catalogImplementation", None)
+        conf["spark.sql.shuffle.partitions"] = "2"
+        conf["spark.app.name"] = f"dbt_iceberg_maint thrift server :{self.port}"
+        if self.ui_port is not None:
+            conf["spark.ui.enabled"] = "true"
+            conf["spark.ui.port"] = str(self.ui_port)
+        conf.update(self.extra_conf)
+        return conf
+
+    def command(self, spark_submit: str | os.PathLike[str]) -> list[str]:
+        argv = [
+            str(spark_submit),
+            "--class",
+            THRIFT_SERVER_CLASS,
+            "--master",
+            self.master,
+            "--driver-memory",
+            self.driver_memory,
+            "--name",
+            f"dbt_iceberg_maint-thrift-{self.port}",
+        ]
+        if not self.runtime.jars:
+            raise RuntimeSetupError(
+                "the Spark Thrift Server needs the Iceberg runtime jar on its driver class path, which "
+                f"Maven coordinates ({ICEBERG_PACKAGES_ENV}) cannot provide; give a jar instead "
+                f"(jar=... or {ICEBERG_JAR_ENV}=/path/to/iceberg-spark-runtime-3.5_2.12-1.10.2.jar)")
+        # With the runtime only in spark.jars the server's session cannot load the `iceberg`
+        # source or the catalog class; the driver class path can.
+        argv += ["--driver-class-path", os.pathsep.join(self.runtime.jars)]
+        for key, value in sorted(self.spark_conf().items()):
+            argv += ["--conf", f"{key}={value}"]
+        argv += [
+            "--hiveconf",
+            f"hive.server2.thrift.bind.host={self.host}",
+            "--hiveconf",
+            f"hive.server2.thrift.port={self.port}",
+            "--hiveconf",
+            "hive.server2.transport.mode=binary",
+            # spark-submit needs a primary resource; the server's class lives in pyspark's jars.
+            "spark-internal",
+        ]
+        return argv
+
+
+def server_catalog(warehouse: str | os.PathLike[str], name: str | None = None,
+                   properties: Mapping[str, str] | None = None) -> CatalogSpec:
+    """The embedded default catalog, as served to many client sessions.
+
+    Every client connection gets its own Spark session (its own catalog instance); with
+    Iceberg's table cache on (30 s by default) one connection would read another's tables
+    stale, so the cache is off unless the caller says otherwise.
+    """
+    path = str(warehouse)
+    if "://" not in path:
+        path = str(Path(path).expanduser().resolve())
+    return CatalogSpec(
+        warehouse=path,
+        name=name or DEFAULT_CATALOG,
+        properties={"cache-enabled": "false", **dict(properties or {})},
+    )
+
+
+def prepare_default_namespace(catalog: CatalogSpec) -> None:
+    """Clients run `USE default` on connect; a Hadoop catalog needs that namespace's directory."""
+    prepare_warehouse(catalog)
+    if catalog.catalog_type == "hadoop" and "://" not in catalog.warehouse:
+        (Path(catalog.warehouse) / "default").mkdir(parents=True, exist_ok=True)
+
+
+def pyspark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def find_spark_submit(spark_home: Path | None = None) -> Path:
+    """pyspark's own `spark-submit`, after checking its jars carry the Thrift server."""
+    home = spark_home or pyspark_home()
+    submit = home / "bin" / "spark-submit"
+    if not submit.is_file():
+        raise RuntimeSetupError(f"{submit} does not exist; reinstall pyspark (`pip install 'pyspark>=3.5.3,<3.6'`)")
+    if not any(jar.name.startswith(THRIFT_SERVER_JAR_PREFIX) for jar in (home / "jars").glob("*.jar")):
+        raise RuntimeSetupError(
+            f"{home / 'jars'} has no {THRIFT_SERVER_JAR_PREFIX}*.jar, so {THRIFT_SERVER_CLASS} "
+            "cannot start; use the pyspark wheel from PyPI (it ships the Hive Thrift server)"
+        )
+    return submit
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def accepts_connections(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    if not path.is_file():
+        return "(no log written)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class ThriftServer:
+    """One running `HiveThriftServer2` process group; a context manager that stops it."""
+
+    def __init__(self, spec: ThriftServerSpec, state_dir: Path, process: subprocess.Popen[bytes]) -> None:
+        self.spec = spec
+        self.state_dir = state_dir
+        self.process = process
+        self.started_in_s: float | None = None
+
+    @property
+    def host(self) -> str:
+        return self.spec.host
+
+    @property
+    def port(self) -> int:
+        return self.spec.port
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def ui_url(self) -> str | None:
+        return None if self.spec.ui_port is None else f"http://{self.host}:{self.spec.ui_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / LOG_FILE
+
+    def profile_env(self) -> dict[str, str]:
+        """What the `thrift` target of a dbt profile reads (see integration_tests/profiles.yml)."""
+        return {HOST_ENV: self.host, PORT_ENV: str(self.port)}
+
+    def wait_until_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> float:
+        """Block until the server accepts connections; seconds waited, or a clear error."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeSetupError(
+                    f"the Spark Thrift Server exited with code {self.process.returncode} before "
+                    f"accepting connections on {self.host}:{self.port}; last lines of {self.log_path}:\n"
+                    f"{tail(self.log_path)}"
+                )
+            if accepts_connections(self.host, self.port):
+                self.started_in_s = time.monotonic() - started
+                return self.started_in_s
+            time.sleep(0.5)
+        raise RuntimeSetupError(
+            f"the Spark Thrift Server did not accept connections on {self.host}:{self.port} within "
+            f"{timeout_s:.0f} s; last lines of {self.log_path}:\n{tail(self.log_path)}"
+        )
+
+    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM the server's own process group, SIGKILL it if it lingers; its exit code."""
+        if self.process.poll() is None:
+            _signal_group(self.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.pid, signal.SIGKILL)
+                self.process.wait(timeout=timeout_s)
+        # Children of the group (none expected) must not outlive the server either.
+        _wait_for_group_exit(self.pid, timeout_s)
+        (self.state_dir / STATE_FILE).unlink(missing_ok=True)
+        return self.process.returncode
+
+    def __enter__(self) -> ThriftServer:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+
+
+def _terminated_with_parent(command: list[str]) -> list[str]:
+    """`command` under `setpriv --pdeathsig TERM`: Linux sends it SIGTERM when its parent dies.
+    The death signal survives the exec chain setpriv -> spark-submit -> spark-class -> java,
+    which keeps the pid (no pre-exec hook in this multi-threaded process)."""
+    setpriv = shutil.which("setpriv")
+    if not sys.platform.startswith("linux") or setpriv is None:
+        raise RuntimeSetupError("stop_with_parent needs Linux and util-linux's setpriv "
+                                "(Debian/Ubuntu: apt-get install util-linux)")
+    return [setpriv, "--pdeathsig", "TERM", "--", *command]
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def start_thrift_server(
+    warehouse: str | os.PathLike[str],
+    state_dir: str | os.PathLike[str],
+    *,
+    port: int | None = None,
+    catalog_name: str | None = None,
+    catalog_properties: Mapping[str, str] | None = None,
+    jar: str | os.PathLike[str] | None = None,
+    packages: str | None = None,
+    driver_memory: str = "1g",
+    with_ui: bool = False,
+    extra_conf: Mapping[str, str] | None = None,
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    stop_with_parent: bool = False,
+) -> ThriftServer:
+    """Start a Spark Thrift Server on 127.0.0.1 and return once it accepts connections.
+
+    stop_with_parent: the server gets SIGTERM when the thread that started it ends, the whole
+    process included, even by SIGKILL (Linux, util-linux's setpriv), so a test run that is
+    killed leaves no server behind; start it from the main thread. The `start` command leaves it
+    off: there the server is meant to outlive the command.
+    """
+    check_java()
+    catalog = server_catalog(warehouse, catalog_name, catalog_properties)
+    spec = ThriftServerSpec(
+        catalog=catalog,
+        runtime=resolve_iceberg_runtime(jar, packages),
+        port=port or free_port(),
+        driver_memory=driver_memory,
+        ui_port=free_port() if with_ui else None,
+        extra_conf=dict(extra_conf or {}),
+    )
+    if accepts_connections(spec.host, spec.port):
+        raise RuntimeSetupError(
+            f"port {spec.port} on {spec.host} is already in use; choose another port or stop what listens there"
+        )
+    command = spec.command(find_spark_submit())
+    if stop_with_parent:
+        command = _terminated_with_parent(command)
+    prepare_default_namespace(catalog)
+    state = Path(state_dir).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "SPARK_LOCAL_IP": spec.host}
+    env.pop("PYSPARK_GATEWAY_PORT", None)  # never attach to the test process's own JVM
+    with (state / LOG_FILE).open("ab") as log:
+        # Its own session (process group): stop() ends the server and nothing else.
+        process = subprocess.Popen(
+            command,
+            cwd=state,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    server = ThriftServer(spec, state, process)
+    (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": spec.port}))
+    try:
+        server.wait_until_ready(start_timeout_s)
+    except BaseException:
+        server.stop()  # an early exit, a timeout or Ctrl-C: leave no process or state file behind
+        raise
+    return server
+
+
+def stop_recorded_server(state_dir: str | os.PathLike[str], timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> bool:
+    """Stop the server that `start` recorded in `state_dir`; False when none was running."""
+    state_file = Path(state_dir) / STATE_FILE
+    if not state_file.is_file():
+        return False
+    pid = int(json.loads(state_file.read_text())["pid"])
+    _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and group_alive(pid):
+        time.sleep(0.2)
+    _wait_for_group_exit(pid, timeout_s)
+    state_file.unlink(missing_ok=True)
+    return True
+
+
+def _wait_for_group_exit(pgid: int, timeout_s: float) -> None:
+    """SIGKILL what is left of the group and wait (bounded) until the kernel has removed it."""
+    if group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while group_alive(pgid):
+        if time.monotonic() > deadline:
+            raise RuntimeSetupError(
+                f"process group {pgid} of the Spark Thrift Server survived SIGKILL for {timeout_s:.0f} s"
+            )
+        time.sleep(0.05)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group `pgid` is still alive."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m dbt_iceberg_maint.thrift_server",
+        description="Start or stop a local Spark Thrift Server with Iceberg.",
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    start = sub.add_parser("start", help="start in the background; prints host, port and pid as JSON")
+    start.add_argument("--warehouse", required=True, help="Iceberg warehouse directory (Hadoop catalog)")
+    start.add_argument("--state-dir", default=".thrift_server", help="log, metastore and pid file live here")
+    start.add_argument("--port", type=int, default=None, help="default: a free port")
+    start.add_argument("--driver-memory", default="1g")
+    stop = sub.add_parser("stop", help="stop the server recorded in --state-dir")
+    stop.add_argument("--state-dir", default=".thrift_server")
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "start":
+            server = start_thrift_server(
+                args.warehouse, args.state_dir, port=args.port, driver_memory=args.driver_memory
+            )
+            print(
+                json.dumps(
+                    {
+                        "host": server.host,
+                        "port": server.port,
+                        "pid": server.pid,
+                        "started_in_s": round(server.started_in_s or 0.0, 1),
+                        "log": str(server.log_path),
+                        **server.profile_env(),
+                    }
+                )
+            )
+            return 0
+        stopped = stop_recorded_server(args.state_dir)
+        print("stopped" if stopped else f"no server recorded in {args.state_dir}")
+        return 0
+    except RuntimeSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
