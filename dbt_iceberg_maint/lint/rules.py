@@ -115,7 +115,9 @@ def _window_predicate(model: Model, field: PartitionField) -> str:
     return f"{column} >= <the lowest {field.column} this batch writes>"
 
 
-def merge_without_partition_predicate(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
+def merge_without_partition_predicate(
+    model: Model, project: Project, durations: Mapping[str, float]
+) -> Iterator[Finding]:
     if not (_is_merge(model) and model.unique_key and model.partition_fields):
         return
     sources = frozenset(f.column for f in model.partition_fields if f.column)
@@ -129,7 +131,7 @@ def merge_without_partition_predicate(model: Model, project: Project, durations:
     if any(_is_jinja(t) for t in model.incremental_predicates):
         return  # rendered at run time: cannot be judged here
     field = next(f for f in model.partition_fields if f.column)
-    predicate = _window_predicate(model, field)
+    suggested = _window_predicate(model, field)
     given = f" (its incremental_predicates {list(model.incremental_predicates)} do not bound them)" \
         if model.incremental_predicates else ""
     partitions = ", ".join(f.text for f in model.partition_fields)
@@ -146,7 +148,7 @@ def merge_without_partition_predicate(model: Model, project: Project, durations:
     yield Finding(
         MERGE_WITHOUT_PARTITION_PREDICATE, severity, model.unique_id,
         f"incremental merge into Iceberg table partitioned by {partitions} reads the whole target{given}: {risk}",
-        f"incremental_predicates: [\"{predicate}\"] - bound the target by the partition source column "
+        f"incremental_predicates: [\"{suggested}\"] - bound the target by the partition source column "
         f"`{field.column}`; the window must cover every partition a batch can update (rows outside it are not "
         "matched and would be inserted again)",
     )

@@ -36,7 +36,7 @@ class Predicate:
     """A fragment that parsed as exactly one Spark boolean expression."""
 
     text: str
-    expression: exp.Expression
+    expression: exp.Expr
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
-def columns(expression: exp.Expression) -> tuple[exp.Column, ...]:
+def columns(expression: exp.Expr) -> tuple[exp.Column, ...]:
     return tuple(expression.find_all(exp.Column))
 
 
@@ -79,19 +79,19 @@ def column_qualifier(column: exp.Column) -> str:
     return column.table.lower()
 
 
-def conjuncts(expression: exp.Expression) -> tuple[exp.Expression, ...]:
+def conjuncts(expression: exp.Expr) -> tuple[exp.Expr, ...]:
     """The top-level AND terms of a predicate (parentheses removed)."""
     inner = expression.unnest() if isinstance(expression, exp.Paren) else expression
     if isinstance(inner, exp.And):
-        return (*conjuncts(inner.left), *conjuncts(inner.right))
+        return (*conjuncts(inner.this), *conjuncts(inner.expression))
     return (inner,)
 
 
-def _has_column(expression: exp.Expression) -> bool:
+def _has_column(expression: exp.Expr) -> bool:
     return any(True for _ in expression.find_all(exp.Column))
 
 
-def _bare_column(expression: exp.Expression, names: frozenset[str], qualifier: str) -> str | None:
+def _bare_column(expression: exp.Expr, names: frozenset[str], qualifier: str) -> str | None:
     """The name of `expression` when it is one of `names`, qualified by `qualifier` ('' = none)."""
     if isinstance(expression, exp.Column) and expression.name.lower() in names:
         if column_qualifier(expression) == qualifier or (qualifier == "" and not expression.table):
@@ -100,7 +100,7 @@ def _bare_column(expression: exp.Expression, names: frozenset[str], qualifier: s
 
 
 def restricted_column(
-    term: exp.Expression, names: frozenset[str], qualifier: str, *, upper_bound_only: bool = False
+    term: exp.Expr, names: frozenset[str], qualifier: str, *, upper_bound_only: bool = False
 ) -> str | None:
     """The column of `names` that `term` restricts to constant values, or None.
 
@@ -110,8 +110,8 @@ def restricted_column(
     """
     term = term.unnest() if isinstance(term, exp.Paren) else term
     if isinstance(term, exp.Or):
-        left = restricted_column(term.left, names, qualifier, upper_bound_only=upper_bound_only)
-        right = restricted_column(term.right, names, qualifier, upper_bound_only=upper_bound_only)
+        left = restricted_column(term.this, names, qualifier, upper_bound_only=upper_bound_only)
+        right = restricted_column(term.expression, names, qualifier, upper_bound_only=upper_bound_only)
         return left if left is not None and left == right else None
     if isinstance(term, exp.Between):
         column = _bare_column(term.this, names, qualifier)
@@ -121,14 +121,14 @@ def restricted_column(
         column = _bare_column(term.this, names, qualifier)
         values = term.expressions
         return column if column and values and not any(_has_column(v) for v in values) else None
-    comparisons: dict[type[exp.Expression], tuple[bool, bool]] = {
-        # type: (bounds from above when the column is on the left, ... on the right)
+    comparisons: dict[type[exp.Expr], tuple[bool, bool]] = {
+        # kind -> (an upper bound when the column is on the left, ... when on the right)
         exp.EQ: (True, True), exp.LT: (True, False), exp.LTE: (True, False),
         exp.GT: (False, True), exp.GTE: (False, True),
     }
     for kind, (upper_if_left, upper_if_right) in comparisons.items():
         if type(term) is kind:
-            left, right = term.left, term.right
+            left, right = term.this, term.expression
             for side, other, upper in ((left, right, upper_if_left), (right, left, upper_if_right)):
                 column = _bare_column(side, names, qualifier)
                 if column and not _has_column(other) and (upper or not upper_bound_only):
