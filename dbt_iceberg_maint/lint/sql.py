@@ -68,7 +68,7 @@ def parse_predicate(text: str) -> Predicate | PredicateProblem:
 
 
 def _first_line(exc: Exception) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200].rstrip(".")
 
 
 def columns(expression: exp.Expr) -> tuple[exp.Column, ...]:
@@ -210,6 +210,17 @@ class _Relation:
         return f"{self.schema}.{self.identifier}"
 
 
+class _UnsetVar(str):
+    """A var without default (given on the command line at run time): renders as NULL, which is
+    valid wherever a value goes (vars feed filters, not column names), and is false in `if`."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+_UNSET_VAR = _UnsetVar("NULL")
+
+
 class _Target:
     name = "lint"
     schema = "schema"
@@ -223,9 +234,7 @@ def render_model_sql(raw_code: str) -> str | None:
     import jinja2
 
     def var(name: str, default: Any = None) -> Any:
-        if default is None:
-            raise LookupError(name)
-        return default
+        return _UNSET_VAR if default is None else default
 
     def env_var(name: str, default: str | None = None) -> str:
         if default is None:
