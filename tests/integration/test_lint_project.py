@@ -55,10 +55,10 @@ def test_lint_of_the_project_with_the_lint_and_conflict_scenarios(installed_pack
     assert by_rule[("merge_without_partition_predicate", "conflict_merge")].suggestion.startswith(
         'incremental_predicates: ["DBT_INTERNAL_DEST.event_ts >= date_sub(current_date(), 3)"]')
     bad = [f.message for f in result.findings if short(f.node) == "lint_bad_policy"]
-    assert bad == [
-        "meta.iceberg_maint.compaction.where 'event_date <': sqlglot cannot parse it as Spark SQL: Required "
-        "keyword: 'expression' missing for <class 'sqlglot.expressions.core.LT'>. Line 1, Col: 12; the "
-        "maintenance run fails",
+    assert bad[0].startswith("meta.iceberg_maint.compaction.where 'event_date <': sqlglot cannot parse it as "
+                             "Spark SQL: ")  # then sqlglot's own message
+    assert bad[0].endswith("; the maintenance run fails")
+    assert bad[1:] == [
         "meta.iceberg_maint.rewrite_position_delete_files.where 'event_day = current_date()': names event_day, "
         "which the model does not produce (columns: event_id, event_type, event_date, amount)",
         "remove_orphan_files.older_than_hours is 12: Iceberg and the package refuse less than 24 h (files of a "
