@@ -90,7 +90,8 @@ def outcome(
                      .collect()[0][0])
 
     rows_before = spark.sql(f"select count(*) from {table}").collect()[0][0]
-    old_day_rows = spark.sql(f"select count(*) from {table} where cast(event_ts as date) = date'{OLD_DAY}'").collect()[0][0]
+    old_day = f"cast(event_ts as date) = date'{OLD_DAY}'"
+    old_day_rows = spark.sql(f"select count(*) from {table} where {old_day}").collect()[0][0]
     old_total_before = total_of_old_day()
     rounds = []
     for index, predicates in enumerate([()] * ROUNDS + [(suggested,)] * ROUNDS):
