@@ -69,3 +69,19 @@ def test_lint_of_the_project_with_the_lint_and_conflict_scenarios(installed_pack
     [silenced] = result.silenced
     assert (silenced.finding.rule, short(silenced.finding.node)) == ("properties_never_reconciled", "lint_bad_policy")
     assert silenced.reason == "reconciled by the nightly apply_table_properties job"
+
+
+def test_the_demo_step_prints_the_lint_of_its_project(installed_package: None) -> None:
+    from typing import Any, cast
+
+    from rich.console import Console
+
+    from dbt_iceberg_maint.demo import DemoContext, step_lint
+
+    console = Console(record=True, width=250, color_system=None)
+    # The step only runs dbt parse: it needs no Spark session.
+    step_lint(DemoContext(spark=cast(Any, None), console=console, project_dir=INTEGRATION_PROJECT, env={}))
+    output = console.export_text()
+    assert f"{PREFIX}event_log\n  warning compaction_not_cold_scoped: " in output
+    assert "3 model(s) checked: 0 errors, 2 warnings, 1 info" in output
+    assert "lint exit code: 0" in output
