@@ -19,6 +19,7 @@ from dbt_iceberg_maint.lint.sql import (
     PartitionField,
     Predicate,
     PredicateProblem,
+    called_macros,
     column_qualifier,
     columns,
     conjuncts,
@@ -282,8 +283,6 @@ def orphan_window_too_short(model: Model, project: Project, durations: Mapping[s
 
 
 def _reconciles(texts: tuple[str, ...]) -> bool:
-    from dbt_iceberg_maint.lint.sql import called_macros
-
     return any(called_macros(text) & RECONCILING_MACROS for text in texts)
 
 

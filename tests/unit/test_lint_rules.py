@@ -224,6 +224,12 @@ def test_invalid_where_covers_position_deletes_and_incremental_predicates() -> N
         ": names DBT_INTERNAL_SOURCE.batch_no, which the model does not produce")
 
 
+def test_fragments_still_holding_jinja_are_left_to_run_time() -> None:
+    jinja = {**GOOD_MERGE, "incremental_predicates": ["DBT_INTERNAL_DEST.event_ts >= '{{ var(\"since\") }}'"]}
+    meta = {"compaction": {"where": "event_ts < '{{ var(\"cold_before\") }}'"}}
+    assert findings(node("events", meta=meta, **jinja)) == []
+
+
 def test_unknown_columns_are_not_judged_when_the_model_sql_cannot_be_read() -> None:
     opaque = "select * from {{ ref('raw_events') }}"
     meta = {"compaction": {"cold_partitions_hours": 6, "where": "anything < 3"}}
