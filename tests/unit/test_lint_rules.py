@@ -4,6 +4,7 @@ stays silent on the corrected one; bad fragments become findings; silencing; JSO
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -38,7 +39,7 @@ def manifest(*nodes: dict[str, Any], hooks: tuple[str, ...] = ()) -> dict[str, A
     return {"metadata": {"project_name": "proj"}, "nodes": every}
 
 
-def findings(*nodes: dict[str, Any], durations: dict[str, float] | None = None, **kwargs: Any) -> list[Finding]:
+def findings(*nodes: dict[str, Any], durations: Mapping[str, float] | None = None, **kwargs: Any) -> list[Finding]:
     return list(lint_manifest(manifest(*nodes, **kwargs), durations).findings)
 
 
@@ -47,8 +48,8 @@ def rules_of(found: list[Finding]) -> list[tuple[str, str, str]]:
 
 
 # A model that every rule accepts: the baseline the risky variants differ from in one point.
-COLD = {"compaction": {"cold_partitions_hours": 6}}
-GOOD_MERGE = dict(incremental_strategy="merge", unique_key="event_id", partition_by=["days(event_ts)"],
+COLD: dict[str, Any] = {"compaction": {"cold_partitions_hours": 6}}
+GOOD_MERGE: dict[str, Any] = dict(incremental_strategy="merge", unique_key="event_id", partition_by=["days(event_ts)"],
                   incremental_predicates=["DBT_INTERNAL_DEST.event_ts >= date_sub(current_date(), 3)"])
 
 
