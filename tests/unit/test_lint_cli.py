@@ -104,3 +104,19 @@ def test_an_invalid_lint_ignore_and_unreadable_run_results_are_usage_errors(tmp_
     result = lint("--project-dir", str(project), "--run-results", str(broken))
     assert result.exit_code == 2
     assert f"error: --run-results {broken}: cannot read it as JSON" in result.output
+
+
+def test_run_results_add_observed_durations_to_the_orphan_rule(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", ", 'lint_ignore': {'merge_without_partition_predicate': 'one writer'}")
+    runs = []
+    for hours in (2, 40):
+        path = tmp_path / f"run_results_{hours}.json"
+        path.write_text(json.dumps({"results": [{"unique_id": "model.lint_tiny.events", "status": "success",
+                                                 "execution_time": hours * 3600.0}]}))
+        runs += ["--run-results", str(path)]
+    result = lint("--project-dir", str(project), "--output", "json", *runs)
+    assert result.exit_code == 1, result.output
+    [finding] = json.loads(result.output)
+    assert (finding["rule"], finding["severity"]) == ("orphan_window_too_short", "error")
+    assert finding["message"].startswith("remove_orphan_files.older_than_hours is 72 but events ran 40.0 h")
+    assert finding["suggestion"].startswith("meta.iceberg_maint.remove_orphan_files.older_than_hours: 80 ")
