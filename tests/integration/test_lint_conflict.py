@@ -7,7 +7,9 @@ today's partition, and a correction of an old partition by another job. The gate
 model's MERGE between planning and commit until the correction has committed, so every round
 is the same race. Without a predicate the model's MERGE read the whole target and fails
 (`Found conflicting files ... matching true`); with the predicate the lint suggests, the scan
-and Iceberg's conflict check cover the recent partitions only, and both commits land.
+and Iceberg's conflict check cover the recent partitions only, and both commits land. A last
+round under `snapshot` isolation shows why the rule is only `info` for models that declare and
+reconcile it: the unscoped MERGE then does not conflict either.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def dbt_merge_sql(target: str, source: str, unique_key: str, predicates: list[st
 @dataclass(frozen=True)
 class Round:
     predicates: tuple[str, ...]
+    isolation: str  # the table's write.merge.isolation-level
     model_error: str | None  # the model's MERGE: None when it committed
     correction_error: str | None
     seconds: float
@@ -94,7 +97,9 @@ def outcome(
     old_day_rows = spark.sql(f"select count(*) from {table} where {old_day}").collect()[0][0]
     old_total_before = total_of_old_day()
     rounds = []
-    for index, predicates in enumerate([()] * ROUNDS + [(suggested,)] * ROUNDS):
+    plan = [((), "serializable")] * ROUNDS + [((suggested,), "serializable")] * ROUNDS + [((), "snapshot")]
+    for index, (predicates, isolation) in enumerate(plan):
+        spark.sql(f"alter table {table} set tblproperties ('write.merge.isolation-level' = '{isolation}')")
         for session in (spark, other):
             session.sql(f"refresh table {table}")
         # The model's batch: new events today, its source held by the gate once planned.
@@ -118,16 +123,16 @@ def outcome(
         correction.join(timeout=120)
         gate.disarm(MODEL)
         assert correction.reached, "the gate was never reached: the race did not happen"
-        rounds.append(Round(predicates, model_error, None if correction.error is None else str(correction.error),
-                            time.monotonic() - started))
+        rounds.append(Round(predicates, isolation, model_error,
+                            None if correction.error is None else str(correction.error), time.monotonic() - started))
     yield Outcome(suggested, tuple(rounds), rows_before, spark.sql(f"select count(*) from {table}").collect()[0][0],
                   old_day_rows, old_total_before, total_of_old_day())
-    print("\nlint conflict rounds:", [(bool(r.predicates), r.model_error is not None, round(r.seconds, 1))
-                                      for r in rounds])
+    print("\nlint conflict rounds:", [(bool(r.predicates), r.isolation, r.model_error is not None,
+                                       round(r.seconds, 1)) for r in rounds])
 
 
 def test_the_flagged_merge_conflicts_with_a_merge_into_another_partition(outcome: Outcome) -> None:
-    unscoped = [r for r in outcome.rounds if not r.predicates]
+    unscoped = [r for r in outcome.rounds if not r.predicates and r.isolation == "serializable"]
     assert len(unscoped) == ROUNDS
     for round_ in unscoped:
         assert round_.correction_error is None
@@ -140,12 +145,21 @@ def test_the_flagged_merge_conflicts_with_a_merge_into_another_partition(outcome
 def test_the_suggested_predicate_removes_the_conflict(outcome: Outcome) -> None:
     assert outcome.suggested == "DBT_INTERNAL_DEST.event_ts >= date_sub(current_date(), 3)"
     scoped = [r for r in outcome.rounds if r.predicates]
+    assert {r.isolation for r in scoped} == {"serializable"}
     assert [(r.model_error, r.correction_error) for r in scoped] == [(None, None)] * ROUNDS
 
 
+def test_under_snapshot_isolation_the_unscoped_merge_does_not_conflict(outcome: Outcome) -> None:
+    """Why the rule is only `info` for a model that declares and reconciles merge isolation snapshot."""
+    [last] = [r for r in outcome.rounds if r.isolation == "snapshot"]
+    assert last.predicates == ()
+    assert (last.model_error, last.correction_error) == (None, None)
+
+
 def test_every_commit_that_succeeded_landed_and_nothing_else(outcome: Outcome) -> None:
-    # 5 new rows per scoped round; the failed rounds added nothing; corrections never add rows.
-    assert outcome.rows_after == outcome.rows_before + 5 * ROUNDS
-    # every correction (one per round, 2 * ROUNDS) added 1 to each row of the old day
+    # 5 new rows per successful model round (scoped + snapshot); the failed rounds added nothing;
+    # corrections never add rows.
+    assert outcome.rows_after == outcome.rows_before + 5 * (ROUNDS + 1)
+    # every correction (one per round) added 1 to each row of the old day
     assert outcome.old_day_rows > 0
-    assert outcome.old_day_total_after - outcome.old_day_total_before == outcome.old_day_rows * 2 * ROUNDS
+    assert outcome.old_day_total_after - outcome.old_day_total_before == outcome.old_day_rows * len(outcome.rounds)
