@@ -254,3 +254,29 @@ def classify_command(source: IO[str], output: str) -> None:
         for verdict in (classify(failure.text),)
     ]
     render(output, rows, CLASSIFY_COLUMNS, title="Iceberg failure classification", empty="no failed results")
+
+
+@main.command("lint")
+@click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=Path("."), show_default=True)
+@click.option("--profiles-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt.")
+@click.option("--target", help="The dbt target (profile output); dbt parse connects to nothing.")
+@click.option("--vars", "vars_yaml", help="dbt --vars for dbt parse (YAML), e.g. to enable var-gated models.")
+@click.option("--run-results", "run_results", multiple=True,
+              type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="A run_results.json with observed durations (repeatable), for orphan_window_too_short.")
+@output_option
+@handle_errors
+def lint_command(project_dir: Path, profiles_dir: Path | None, target: str | None, vars_yaml: str | None,
+                 run_results: tuple[Path, ...], output: str) -> None:
+    """Report models that will collide with Iceberg maintenance or each other (from dbt parse).
+
+    Exit 1 when any error finding remains, else 0; 2 on usage errors (incl. a project dbt
+    cannot parse). Rules and silencing: docs/lint.md.
+    """
+    from dbt_iceberg_maint.lint import render_text, run_lint
+
+    result = run_lint(project_dir, profiles_dir, target, vars_yaml, run_results)
+    click.echo(result.to_json() if output == "json" else render_text(result))
+    sys.exit(result.exit_code)

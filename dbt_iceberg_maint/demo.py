@@ -76,6 +76,16 @@ def step_build(ctx: DemoContext) -> None:
         ctx.console.print(f"batch {batch}: dbt run (incremental MERGE / append) [green]ok[/green]")
 
 
+def step_lint(ctx: DemoContext) -> None:
+    """The conflict-risk lint of the demo's own project (dbt parse; no warehouse needed)."""
+    from dbt_iceberg_maint.lint import render_text, run_lint
+
+    ctx.console.rule("Conflict-risk lint: dbt-iceberg-maint lint --project-dir integration_tests")
+    result = run_lint(ctx.project_dir)
+    ctx.console.print(render_text(result), markup=False, highlight=False)
+    ctx.console.print(f"lint exit code: {result.exit_code} (1 only when a finding is an error)")
+
+
 # The models the demo maintains: the two maintained incremental models, and user_summary, whose
 # policy switches maintenance off (it is rebuilt in full every run).
 MAINTENANCE_SELECT = ("tag:maintained", "user_summary")
@@ -189,6 +199,7 @@ def step_conflict_recovery(ctx: DemoContext) -> None:
 
 DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
     step_build,
+    step_lint,
     step_report_health,
     step_table_properties,
     step_maintenance,

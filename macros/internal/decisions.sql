@@ -123,7 +123,8 @@
     {{ return([source ~ " is " ~ raw_policy ~ "; expected a mapping, or true/false to switch maintenance on/off"]) }}
   {%- endif -%}
   {%- set defaults = dbt_iceberg_maint._iceberg_maint_policy_defaults() -%}
-  {%- set allowed = defaults.keys() | list + ['idempotent', 'isolation_level', 'commit_retry', 'properties'] -%}
+  {#- lint_ignore: {rule: reason}, read by `dbt-iceberg-maint lint` (which validates it), not by the macros. -#}
+  {%- set allowed = defaults.keys() | list + ['idempotent', 'isolation_level', 'commit_retry', 'properties', 'lint_ignore'] -%}
   {%- set errors = [] -%}
   {%- for key, value in raw_policy.items() -%}
     {%- if key not in allowed -%}

@@ -51,3 +51,5 @@ def test_the_demo_builds_maintains_and_recovers_a_conflict(spark: SparkSession, 
     assert re.search(r"conflict_merge_unsafe: \w+ -> not re-run: ", output)
     assert "no duplicates" in output
     assert "conflict_sql_error: not_iceberg_conflict -> not re-run: " in output
+    assert "info    merge_without_partition_predicate: incremental merge into Iceberg table" in output  # lint step
+    assert "lint exit code: 0" in output

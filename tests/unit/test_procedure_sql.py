@@ -76,7 +76,8 @@ CASES: list[dict[str, Any]] = [
         "compaction": {"cold_partitions_hours": 6, "min_input_files": 5, "target_file_size_mb": 256, "strategy": "binpack",
                        "partial_progress": True, "where": None, "options": {}},
         "expire_snapshots": {"older_than_hours": 168, "retain_last": 5}, "remove_orphan_files": {"older_than_hours": 72},
-        "rewrite_manifests": {"min_manifests": 5}, "rewrite_position_delete_files": False}}},
+        "rewrite_manifests": {"min_manifests": 5}, "rewrite_position_delete_files": False,
+        "lint_ignore": {"compaction_not_cold_scoped": "compacted only while no writer runs"}}}},
     {"id": "v_ok", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 0.5, "retain_last": 1}},
     # --- names, policy, decisions ------------------------------------------------------------
     {"id": "names_2", "kind": "names", "kwargs": {"relation": "analytics.events"}},
@@ -269,7 +270,8 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
             "meta.iceberg_maint.compaction has unknown key `min_input_file`; allowed keys: enabled, min_input_files, "
             "target_file_size_mb, strategy, sort_order, partial_progress, max_failed_commits, cold_partitions_hours, where, options",
             "meta.iceberg_maint has unknown key `expire_snapshot`; allowed keys: enabled, compaction, rewrite_position_delete_files, "
-            "expire_snapshots, remove_orphan_files, rewrite_manifests, idempotent, isolation_level, commit_retry, properties",
+            "expire_snapshots, remove_orphan_files, rewrite_manifests, idempotent, isolation_level, commit_retry, properties, "
+            "lint_ignore",
             "meta.iceberg_maint.remove_orphan_files is 72; expected a mapping of settings or true/false",
             "meta.iceberg_maint: argument `enabled` is no; expected true or false",
             "meta.iceberg_maint.rewrite_manifests: argument `enabled` is sometimes; expected true or false",

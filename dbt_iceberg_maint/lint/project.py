@@ -1,0 +1,220 @@
+"""The typed project model the lint rules read, built from dbt's manifest.json (pure, no I/O).
+
+Only what the rules need: per model its materialization, strategy, unique key, incremental
+predicates, partition fields, table format, hooks, `meta.iceberg_maint` policy (resolved over
+the package's defaults, as the macros resolve it) and the columns its SELECT produces; plus the
+project-level hooks and, from run_results.json files, observed run durations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbt_iceberg_maint.errors import UsageError
+from dbt_iceberg_maint.lint.sql import PartitionField, Projection, model_projection, partition_field
+
+POLICY_KEY = "iceberg_maint"
+IGNORE_KEY = "lint_ignore"
+# The policy sections the lint reads and their defaults (macros/internal/policy.sql).
+DEFAULT_ORPHAN_HOURS = 72.0
+MAINTAINED_MATERIALIZATIONS = frozenset({"table", "incremental"})
+DEFAULT_STRATEGY = "append"  # dbt-spark's default incremental strategy
+DECLARED_PROPERTY_KEYS = ("isolation_level", "commit_retry", "properties")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One operation's policy section after defaults and kill switches."""
+
+    enabled: bool
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str) -> Any:
+        return self.settings.get(key)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """`meta.iceberg_maint` resolved like `_iceberg_maint_resolved_policy` does."""
+
+    enabled: bool
+    compaction: Section
+    rewrite_position_delete_files: Section
+    remove_orphan_files: Section
+    declared_properties: tuple[str, ...]  # which of DECLARED_PROPERTY_KEYS the model sets
+    merge_isolation: str | None  # the declared write.merge.isolation-level, if any
+    ignored: Mapping[str, str]  # lint_ignore: rule -> reason
+
+    @classmethod
+    def from_meta(cls, raw: Any, node_id: str, known_rules: Iterable[str]) -> Policy:
+        if raw is None:
+            raw = {}
+        if isinstance(raw, bool):
+            raw = {"enabled": raw}
+        if not isinstance(raw, Mapping):
+            raw = {}  # the macros report a malformed policy; the lint reads what it can
+
+        def section(name: str, defaults: Mapping[str, Any]) -> Section:
+            given = raw.get(name)
+            settings = dict(defaults)
+            enabled = True
+            if isinstance(given, bool):
+                enabled = given
+            elif isinstance(given, Mapping):
+                settings.update(given)
+                enabled = given.get("enabled", True) is not False
+            return Section(enabled, settings)
+
+        return cls(
+            enabled=raw.get("enabled", True) is not False,
+            compaction=section("compaction", {"cold_partitions_hours": None, "where": None}),
+            rewrite_position_delete_files=section("rewrite_position_delete_files", {"where": None}),
+            remove_orphan_files=section("remove_orphan_files", {"older_than_hours": DEFAULT_ORPHAN_HOURS}),
+            declared_properties=tuple(key for key in DECLARED_PROPERTY_KEYS if raw.get(key)),
+            merge_isolation=_merge_isolation(raw.get("isolation_level")),
+            ignored=_ignored(raw.get(IGNORE_KEY), node_id, frozenset(known_rules)),
+        )
+
+
+def _merge_isolation(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        value = value.get("merge")
+    return value.lower() if isinstance(value, str) else None
+
+
+def _ignored(value: Any, node_id: str, known_rules: frozenset[str]) -> Mapping[str, str]:
+    """`lint_ignore: {rule: reason}`, validated: a known rule name and a non-empty reason each."""
+    where = f"meta.{POLICY_KEY}.{IGNORE_KEY} of {node_id}"
+    if value is None:
+        return {}
+    allowed = ", ".join(sorted(known_rules))
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{where} is {value!r}; expected a mapping of rule name to reason (rules: {allowed})")
+    ignored = {}
+    for rule, reason in value.items():
+        if rule not in known_rules:
+            raise UsageError(f"{where} names unknown rule {rule!r}; allowed: {allowed}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise UsageError(f"{where}: rule {rule!r} has reason {reason!r}; expected a non-empty text saying why")
+        ignored[str(rule)] = reason.strip()
+    return ignored
+
+
+@dataclass(frozen=True)
+class Model:
+    unique_id: str
+    name: str
+    relation: str  # schema.alias, lower case: models with the same relation write one table
+    materialized: str
+    strategy: str | None  # incremental models only
+    unique_key: tuple[str, ...]
+    incremental_predicates: tuple[str, ...]
+    partition_fields: tuple[PartitionField, ...]
+    iceberg: bool
+    hooks: tuple[str, ...]  # pre- and post-hook Jinja texts
+    policy: Policy
+    projection: Projection | None  # None: the output columns could not be read
+    declared_columns: Mapping[str, str | None]  # YAML columns: name -> data_type
+
+    @property
+    def maintained(self) -> bool:
+        """Covered by iceberg_maintenance / maintain(): an Iceberg table or incremental model
+        whose policy does not switch maintenance off."""
+        return self.iceberg and self.materialized in MAINTAINED_MATERIALIZATIONS and self.policy.enabled
+
+    def column_type(self, name: str) -> str | None:
+        declared = self.declared_columns.get(name)
+        if declared:
+            return declared.lower()
+        return self.projection.types.get(name) if self.projection else None
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str | None
+    models: tuple[Model, ...]
+    project_hooks: tuple[str, ...]  # on-run-start / on-run-end Jinja texts
+
+    def writers_of(self, relation: str) -> tuple[Model, ...]:
+        return tuple(m for m in self.models if m.relation == relation)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,) if value.strip() else ()
+    if isinstance(value, (list, tuple)):
+        return tuple(str(v) for v in value if isinstance(v, str) and v.strip())
+    return ()
+
+
+def _hook_texts(config: Mapping[str, Any]) -> tuple[str, ...]:
+    texts = []
+    for key in ("pre-hook", "post-hook", "pre_hook", "post_hook"):
+        for hook in config.get(key) or ():
+            text = hook.get("sql") if isinstance(hook, Mapping) else hook
+            if isinstance(text, str):
+                texts.append(text)
+    return tuple(texts)
+
+
+def _policy_raw(node: Mapping[str, Any]) -> Any:
+    config_meta = (node.get("config") or {}).get("meta") or {}
+    if config_meta.get(POLICY_KEY) is not None:
+        return config_meta.get(POLICY_KEY)
+    return (node.get("meta") or {}).get(POLICY_KEY)
+
+
+def model_from_node(node: Mapping[str, Any], known_rules: Iterable[str]) -> Model:
+    config = node.get("config") or {}
+    unique_id = str(node.get("unique_id"))
+    materialized = str(config.get("materialized") or "view")
+    file_format = str(config.get("file_format") or "").lower()
+    table_format = str(config.get("table_format") or "").lower()
+    columns = node.get("columns") or {}
+    return Model(
+        unique_id=unique_id,
+        name=str(node.get("name")),
+        relation=f"{node.get('schema') or ''}.{node.get('alias') or node.get('name')}".lower(),
+        materialized=materialized,
+        strategy=str(config.get("incremental_strategy") or DEFAULT_STRATEGY) if materialized == "incremental" else None,
+        unique_key=_strings(config.get("unique_key")),
+        incremental_predicates=_strings(config.get("incremental_predicates")),
+        partition_fields=tuple(partition_field(p) for p in _strings(config.get("partition_by"))),
+        iceberg="iceberg" in (file_format, table_format),
+        hooks=_hook_texts(config),
+        policy=Policy.from_meta(_policy_raw(node), unique_id, known_rules),
+        projection=model_projection(str(node.get("raw_code") or "")),
+        declared_columns={str(name).lower(): (col or {}).get("data_type") for name, col in columns.items()},
+    )
+
+
+def project_from_manifest(document: Mapping[str, Any], known_rules: Iterable[str]) -> Project:
+    """The project's enabled models (dbt leaves disabled ones out of `nodes`) and its hooks."""
+    rules = tuple(known_rules)
+    nodes = [n for n in (document.get("nodes") or {}).values() if isinstance(n, Mapping)]
+    models = tuple(
+        model_from_node(n, rules) for n in sorted(nodes, key=lambda n: str(n.get("unique_id")))
+        if n.get("resource_type") == "model"
+    )
+    hooks = tuple(str(n.get("raw_code") or "") for n in nodes if n.get("resource_type") == "operation")
+    return Project(name=(document.get("metadata") or {}).get("project_name"), models=models, project_hooks=hooks)
+
+
+def run_durations(documents: Iterable[Mapping[str, Any]]) -> Mapping[str, float]:
+    """The longest `execution_time` (seconds) per unique_id over run_results.json documents."""
+    longest: dict[str, float] = {}
+    for document in documents:
+        results = document.get("results")
+        if not isinstance(results, list):
+            raise UsageError("a --run-results file has no `results` list; expected dbt's run_results.json")
+        for result in results:
+            if not isinstance(result, Mapping):
+                continue
+            uid, seconds = result.get("unique_id"), result.get("execution_time")
+            if isinstance(uid, str) and isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                longest[uid] = max(longest.get(uid, 0.0), float(seconds))
+    return longest

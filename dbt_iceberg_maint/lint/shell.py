@@ -1,0 +1,73 @@
+"""The I/O around the pure rules: `dbt parse` in-process, manifest.json and run_results.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dbt_iceberg_maint.errors import UsageError
+from dbt_iceberg_maint.invoke import default_profiles_dir, invoke_dbt
+from dbt_iceberg_maint.lint.project import project_from_manifest, run_durations
+from dbt_iceberg_maint.lint.rules import RULES, LintResult, lint_project
+
+
+def parse_manifest(
+    project_dir: Path,
+    profiles_dir: Path | None = None,
+    target: str | None = None,
+    vars_yaml: str | None = None,
+) -> Mapping[str, Any]:
+    """manifest.json of `dbt parse` (no warehouse connection), written to a temporary target
+    path so the project's own target/ is left alone. A project dbt cannot parse is a usage error
+    carrying dbt's message."""
+    project = project_dir.resolve()
+    if not (project / "dbt_project.yml").is_file():
+        raise UsageError(f"--project-dir {project_dir} has no dbt_project.yml; expected a dbt project directory")
+    profiles = profiles_dir or default_profiles_dir(project, os.environ)
+    with tempfile.TemporaryDirectory(prefix="dbt-iceberg-maint-lint-") as target_path:
+        args = ["parse", "--target-path", target_path, "--quiet"]
+        if target:
+            args += ["--target", target]
+        if vars_yaml:
+            args += ["--vars", vars_yaml]
+        invocation = invoke_dbt(args, project, profiles)
+        manifest = Path(target_path) / "manifest.json"
+        if not invocation.success or not manifest.is_file():
+            detail = invocation.exception or "; ".join(invocation.log_messages[-5:]) or "no manifest.json written"
+            raise UsageError(f"dbt parse failed for project {project}: {detail}")
+        document = json.loads(manifest.read_text())
+    if not isinstance(document, Mapping):
+        raise UsageError(f"dbt parse wrote an unreadable manifest.json for project {project}")
+    return document
+
+
+def read_run_results(paths: Sequence[Path]) -> Mapping[str, float]:
+    documents = []
+    for path in paths:
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--run-results {path}: cannot read it as JSON ({exc})") from exc
+        if not isinstance(document, Mapping):
+            raise UsageError(f"--run-results {path}: expected dbt's run_results.json (a JSON object)")
+        documents.append(document)
+    return run_durations(documents)
+
+
+def lint_manifest(document: Mapping[str, Any], durations: Mapping[str, float] | None = None) -> LintResult:
+    return lint_project(project_from_manifest(document, RULES), durations)
+
+
+def run_lint(
+    project_dir: Path,
+    profiles_dir: Path | None = None,
+    target: str | None = None,
+    vars_yaml: str | None = None,
+    run_results: Sequence[Path] = (),
+) -> LintResult:
+    durations = read_run_results(run_results)  # bad files are refused before dbt runs
+    return lint_manifest(parse_manifest(project_dir, profiles_dir, target, vars_yaml), durations)

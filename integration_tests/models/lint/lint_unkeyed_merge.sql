@@ -1,0 +1,13 @@
+{#- Lint scenario: a MERGE without unique_key (dbt-spark merges `on FALSE`: an append, not
+    idempotent). Compaction is scoped by a where that leaves the newest partitions alone. -#}
+{{ config(
+    enabled=var('lint_scenario', false),
+    materialized='incremental',
+    incremental_strategy='merge',
+    partition_by=['event_date'],
+    meta={'iceberg_maint': {'compaction': {'where': 'event_date < date_sub(current_date(), 1)'}}},
+) }}
+
+select event_id, event_type, cast(event_ts as date) as event_date, amount
+from {{ ref('raw_events') }}
+where batch = {{ var('batch') }}
