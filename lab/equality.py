@@ -52,18 +52,19 @@ def macro_side(run: Callable[..., DbtInvocation], cases: Sequence[Mapping[str, A
     return health, plan
 
 
-def planner_side(catalog: MetadataCatalog, cases: Sequence[Mapping[str, Any]], catalog_prefix: str | None = None
+def planner_side(catalog: MetadataCatalog, cases: Sequence[Mapping[str, Any]]
                  ) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], tuple[Any, ...]]]:
+    """`relation` is 'schema.table', or 'catalog.schema.table' for a named catalog."""
     health: dict[str, dict[str, Any]] = {}
     plan: dict[tuple[str, str], tuple[Any, ...]] = {}
     for case in cases:
-        name = case["relation"]
-        qualified = f"{catalog_prefix}.{name}" if catalog_prefix else name
-        table = catalog.load(name)
+        qualified = case["relation"]
+        *prefix, schema, identifier = qualified.split(".")
+        catalog_prefix = prefix[0] if prefix else None
+        table = catalog.load(f"{schema}.{identifier}")
         figures, _ = health_figures(qualified, table)
         health[qualified] = {k: figures[k] for k in HEALTH_FIELDS}
-        schema, identifier = name.split(".")
-        target = ModelTarget(name, d.TableRef(schema, identifier, catalog_prefix), {})
+        target = ModelTarget(qualified, d.TableRef(schema, identifier, catalog_prefix), {})
         rows, _tiers = plan_table(target, table, case.get("operations"), overrides=case.get("policy"),
                                   hadoop_catalog=catalog.config.is_hadoop)
         for row in rows:

@@ -87,10 +87,11 @@ VARIED: dict[str, Callable[[SparkSession, str], None]] = {
 }
 
 
-def build_varied(spark: SparkSession, catalog: str, schema: str) -> list[str]:
-    """Every state of VARIED as `<catalog>.<schema>.<state>`; returns the `schema.state` names."""
+def build_varied(spark: SparkSession, catalog: str, schema: str, qualify: bool = False) -> list[str]:
+    """Every state of VARIED as `<catalog>.<schema>.<state>`; returns `schema.state` names
+    (`catalog.schema.state` with qualify)."""
     spark.sql(f"create namespace if not exists {catalog}.{schema}")
     for name, build in VARIED.items():
         build(spark, f"{catalog}.{schema}.{name}")
     time.sleep(1.5)  # lets cold_days go quiet for the short cold_partitions_hours used by tests
-    return [f"{schema}.{name}" for name in VARIED]
+    return [f"{catalog}.{schema}.{name}" if qualify else f"{schema}.{name}" for name in VARIED]
