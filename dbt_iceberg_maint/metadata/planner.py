@@ -193,6 +193,12 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
             disabled = f"disabled by meta.iceberg_maint.{section_name}.enabled: false"
             plan.append(row(operation, False, "skipped", disabled))
             continue
+        # The cost gate first: it needs the snapshot list only, so gated tables stop at tier 1.
+        gated = gate_reason(operation, gate, summary.snapshots, reference_ms,
+                            policy["compaction"]["cold_partitions_hours"])
+        if gated is not None:
+            plan.append(row(operation, False, "skipped", gated))
+            continue
         health: dict[str, Any] = {"snapshots": len(summary.snapshots), "oldest_snapshot_age_hours": age}
         scope = None
         cold_where = None
@@ -219,11 +225,6 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
         decision = d.due(operation, policy, health, scope)
         if not decision.due:
             plan.append(row(operation, False, "skipped", decision.reason))
-            continue
-        gated = gate_reason(operation, gate, summary.snapshots, reference_ms,
-                            policy["compaction"]["cold_partitions_hours"])
-        if gated is not None:
-            plan.append(row(operation, False, "skipped", gated))
             continue
         if operation in ("expire_snapshots", "remove_orphan_files") and \
                 summary.properties.get("gc.enabled", "true").lower() == "false":
