@@ -44,23 +44,22 @@ def build_lake(spark: Any, tables: int) -> dict[str, str]:
                       "('format-version'='2', 'write.delete.mode'='merge-on-read')")
         else:
             spark.sql(f"create table {full} (id bigint, p string) using iceberg partitioned by (p)")
+        # REPARTITION(n): n files in one commit, so few statements build the states.
         if kind == "maintained":
-            spark.sql(f"insert into {full} values (1, 'a'), (2, 'a')")
-            spark.sql(f"insert into {full} values (3, 'a')")
+            spark.sql(f"insert into {full} select /*+ REPARTITION(2) */ id, 'a' from range(4)")
             spark.sql(f"call local.system.rewrite_data_files(table => '{SCHEMA}.{name}', "
                       "options => map('min-input-files', '2'))")
         elif kind == "small_files":
             for _ in range(6):
                 spark.sql(f"insert into {full} values (1, 'a'), (2, 'b')")
         elif kind == "deletes":
-            for j in range(5):
-                spark.sql(f"insert into {full} select id, 'c' from range({j * 10}, {j * 10 + 10})")
+            spark.sql(f"insert into {full} select /*+ REPARTITION(5) */ id, 'c' from range(50)")
             for j in range(5):
                 spark.sql(f"delete from {full} where id = {j * 10 + 1}")
         elif kind == "large":
-            for j in range(20):
-                spark.sql(f"insert into {full} select id, cast(id % 8 as string) from range({j * 500}, "
-                          f"{j * 500 + 500})")
+            for j in range(6):
+                spark.sql(f"insert into {full} select /*+ REPARTITION(8) */ id, cast(id % 8 as string) "
+                          f"from range({j * 4000}, {j * 4000 + 4000})")
         lake[name] = kind
     return lake
 
@@ -116,7 +115,8 @@ def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> d
         catalog = open_catalog(CatalogConfig("local", {"type": "hadoop", "warehouse": str(warehouse)}))
         names = sorted(lake)
         refs = {n: ModelTarget(n, d.TableRef(SCHEMA, n), GATED_POLICY) for n in names}
-        ungated = {n: ModelTarget(n, d.TableRef(SCHEMA, n), {"compaction": {"min_input_files": 5}}) for n in names}
+        ungated = {n: ModelTarget(n, d.TableRef(SCHEMA, n), {"compaction": {"min_input_files": 5}})
+                   for n in names}
         tiers: dict[str, int] = {}
 
         def plan_all(targets: dict[str, ModelTarget], count_tiers: bool = False) -> None:
@@ -131,7 +131,8 @@ def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> d
         per_table: dict[str, float] = {}
         per_table["plan_gated"] = _timed(lambda: plan_all(refs), rounds) / len(names)
         per_table["plan"] = _timed(lambda: plan_all(ungated), rounds) / len(names)
-        per_table["health"] = _timed(lambda: [health_figures(n, catalog.load(f"{SCHEMA}.{n}")) for n in names], rounds) / len(names)
+        per_table["health"] = _timed(
+            lambda: [health_figures(n, catalog.load(f"{SCHEMA}.{n}")) for n in names], rounds) / len(names)
 
         def inspect_all() -> None:
             for n in names:
