@@ -11,7 +11,9 @@ from typing import Any
 from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.metadata import decisions as d
 from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+from dbt_iceberg_maint.metadata.gate import gate_reason
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, ModelTarget, health_figures, plan_table
+from dbt_iceberg_maint.metadata.reader import now_ms, read_summary
 from dbt_iceberg_maint.results import parse_result_lines
 
 ALL_OPERATIONS = list(d.OPERATION_ORDER)
@@ -43,6 +45,10 @@ def macro_side(run: Callable[..., DbtInvocation], cases: Sequence[Mapping[str, A
     invocation = run("run-operation", "iceberg_maint_metadata_cases", "--args", json.dumps({"cases": list(cases)}))
     health: dict[str, dict[str, Any]] = {}
     plan: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for message in invocation.log_messages:
+        if message.startswith("ICEBERG_MAINT_GATE "):
+            line = json.loads(message.removeprefix("ICEBERG_MAINT_GATE "))
+            plan[(line["table"], "gate:" + json.dumps(line["check"], sort_keys=True))] = (line["reason"],)
     for result in parse_result_lines(invocation.log_messages):
         if result.operation == "table_health":
             health[result.table] = dict(result.metrics)
@@ -69,6 +75,11 @@ def planner_side(catalog: MetadataCatalog, cases: Sequence[Mapping[str, Any]]
                                   hadoop_catalog=catalog.config.is_hadoop)
         for row in rows:
             plan[(row.table, row.operation)] = (row.status, normalise_reason(row.reason), normalise_sql(row.sql))
+        for check in case.get("gates") or []:
+            gate = {**d.policy_defaults()["cost_gate"], **check["gate"]}
+            reason = gate_reason(check["operation"], gate, read_summary(table).snapshots, now_ms(),
+                                 check.get("cold_partitions_hours"))
+            plan[(qualified, "gate:" + json.dumps(check, sort_keys=True))] = (reason,)
     return health, plan
 
 
@@ -83,5 +94,13 @@ def cases_for(tables: Sequence[str]) -> list[dict[str, Any]]:
         "deletes": {"rewrite_position_delete_files": {"min_input_files": 3}},
         "maintained": {"compaction": {"min_input_files": 2}},
     }
-    return [{"relation": t, "operations": ALL_OPERATIONS, "policy": policies.get(t.split(".")[-1], {})}
-            for t in tables]
+    gates = [
+        {"operation": "rewrite_manifests", "gate": {"skip_unchanged": True}},
+        {"operation": "expire_snapshots", "gate": {"skip_unchanged": True}},
+        {"operation": "remove_orphan_files", "gate": {"min_interval_hours": 24}},
+        {"operation": "rewrite_data_files", "gate": {"min_new_records": 10}},
+        {"operation": "rewrite_data_files", "gate": {"skip_unchanged": True}, "cold_partitions_hours": 1.0},
+    ]
+    gated = ("maintained", "small_files")
+    return [{"relation": t, "operations": ALL_OPERATIONS, "policy": policies.get(t.split(".")[-1], {}),
+             "gates": gates if t.split(".")[-1] in gated else []} for t in tables]
