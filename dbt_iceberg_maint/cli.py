@@ -249,8 +249,9 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
             click.echo("error: --output html needs --report FILE", err=True)
             sys.exit(EXIT_USAGE)
         report_path.write_text(report.health_html(records, before))
-        report.health_png(records, report_path.with_suffix(".png"))
-        click.echo(f"wrote {report_path} and {report_path.with_suffix('.png')}")
+        png = report_path.with_suffix(".png")
+        click.echo(f"wrote {report_path}" + (f" and {png}" if report.health_png(records, png)
+                                              else " (no PNG: matplotlib is not installed)"))
     else:
         text = report.health_json(records) if output == "json" else report.health_text(records)
         if report_path is not None:

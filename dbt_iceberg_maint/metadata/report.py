@@ -134,9 +134,13 @@ def health_html(records: Sequence[HealthRecord], before: Mapping[str, Mapping[st
             f"(table_health's definition).</p>{''.join(sections)}</body></html>")
 
 
-def health_png(records: Sequence[HealthRecord], path: Path) -> None:
-    """Small vs other data files per table: the picture of where compaction is needed."""
-    import matplotlib
+def health_png(records: Sequence[HealthRecord], path: Path) -> bool:
+    """Small vs other data files per table: the picture of where compaction is needed.
+    False when matplotlib (a dev extra) is not installed: the HTML report stands alone."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -154,3 +158,4 @@ def health_png(records: Sequence[HealthRecord], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return True
