@@ -80,10 +80,12 @@ def _histogram_svg(sizes: Sequence[int], target: int, width: int = 420, height: 
         color = "#d9534f" if upper <= target * 0.75 else "#5b9bd5"
         parts.append(f'<rect x="{20 + i * bar:.1f}" y="{height - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" '
                      f'fill="{color}"><title>{count} file(s) &lt; {upper} bytes</title></rect>')
-    for value, label in ((target * 0.75, "small &lt; 0.75 x target"), (target, "target")):
+    # The two marks are close on a log axis: one label left of its line, one right.
+    for value, label, anchor, dx in ((target * 0.75, "small &lt; 0.75 x target", "end", -3), (target, "target",
+                                                                                            "start", 3)):
         x = 20 + math.log2(value / low) / bins * (width - 40)
         parts.append(f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height}" stroke="#333" stroke-dasharray="4 3"/>'
-                     f'<text x="{x + 3:.1f}" y="{height + 14}" font-size="10">{label}</text>')
+                     f'<text x="{x + dx:.1f}" y="10" font-size="10" text-anchor="{anchor}">{label}</text>')
     parts.append(f'<text x="20" y="{height + 28}" font-size="10">{_human(low)} .. {_human(high)} (log scale)</text>')
     parts.append("</svg>")
     return "".join(parts)
