@@ -77,7 +77,7 @@ def policy_shape_errors(raw: Any, source: str = "meta.iceberg_maint") -> list[st
         elif key == "enabled":
             if value is not None and not isinstance(value, bool):
                 errors.append(f"{source}: argument `enabled` is {value}; expected true or false")
-        elif isinstance(defaults[key], dict) and value is not None:
+        elif key in defaults and isinstance(defaults[key], dict) and value is not None:
             if not isinstance(value, (Mapping, bool)):
                 errors.append(f"{source}.{key} is {value}; expected a mapping of settings or true/false")
             elif isinstance(value, Mapping):

@@ -40,6 +40,8 @@ def test_shape_errors_name_the_key_and_the_allowed_ones() -> None:
     assert errors[0].startswith("meta.iceberg_maint has unknown key `compactoin`; allowed keys: enabled, compaction")
     assert "meta.iceberg_maint.compaction has unknown key `min_files`" in errors[1]
     assert errors[2] == "meta.iceberg_maint.expire_snapshots is 3; expected a mapping of settings or true/false"
+    # Keys owned by other parts of the package pass.
+    assert d.policy_shape_errors({"commit_retry": {"num_retries": 20}, "idempotent": True, "properties": {}}) == []
     assert d.cost_gate_errors({"enabled": True, "skip_unchanged": "yes", "min_interval_hours": -1,
                                "min_new_records": None, "min_new_bytes": None}) == [
         "policy cost_gate: argument `skip_unchanged` is yes; expected true or false",
