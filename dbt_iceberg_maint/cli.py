@@ -204,6 +204,121 @@ def maintain_command(
     sys.exit(report.exit_code)
 
 
+def _catalog_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Where the Iceberg catalog is, in Spark's vocabulary (docs/health-and-plans.md)."""
+    for option in reversed([
+        click.option("--warehouse", help="The embedded Hadoop catalog's warehouse directory."),
+        click.option("--catalog-property", "catalog_properties", multiple=True, metavar="KEY=VALUE",
+                     help="A spark.sql.catalog.<name>.* setting, e.g. type=jdbc, uri=jdbc:postgresql://... "
+                          "(repeatable)."),
+        click.option("--catalog-name", default=None, help="The Spark catalog name (default: local, or the "
+                                                          "profile's)."),
+        click.option("--workers", type=click.IntRange(min=1), default=8, show_default=True,
+                     help="Tables read concurrently."),
+    ]):
+        command = option(command)
+    return command
+
+
+def _open_metadata_catalog(warehouse: str | None, properties: tuple[str, ...], name: str | None,
+                           project_dir: Path, profiles_dir: Path | None, target: str | None) -> object:
+    import os
+
+    from dbt_iceberg_maint.invoke import default_profiles_dir
+    from dbt_iceberg_maint.metadata.catalog import config_from_options, config_from_profile, open_catalog
+
+    if warehouse is None and not properties:
+        config = config_from_profile(project_dir, profiles_dir or default_profiles_dir(project_dir, os.environ),
+                                     target)
+    else:
+        config = config_from_options(warehouse, properties, name or "local")
+    return open_catalog(config)
+
+
+@main.command("health")
+@click.argument("tables", nargs=-1)
+@_catalog_options
+@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="With no catalog option: read the catalog from this project's profile.")
+@click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--target", default=None, help="The profile target (default: the profile's).")
+@click.option("--output", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report (JSON, or HTML plus a .png beside it) to this file.")
+@click.option("--compare", "compare_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A previous `health --output json`: the HTML report shows before/after.")
+def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_properties: tuple[str, ...],
+                   catalog_name: str | None, workers: int, project_dir: Path, profiles_dir: Path | None,
+                   target: str | None, output: str, report_path: Path | None, compare_path: Path | None) -> None:
+    """table_health's figures for TABLES (namespace.table; default: every table), read from
+    Iceberg metadata without Spark. Exit 0, 1 when a table could not be read, 2 on usage errors."""
+    from dbt_iceberg_maint.metadata import report
+    from dbt_iceberg_maint.metadata.planner import read_health
+
+    def produce() -> list:  # type: ignore[type-arg]
+        catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir,
+                                         target)
+        before = report.load_before(compare_path) if compare_path else None
+        records = read_health(catalog, list(tables) or None, workers)  # type: ignore[arg-type]
+        return [records, before]
+
+    records, before = _report_or_exit(produce)
+    if output == "html":
+        if report_path is None:
+            click.echo("error: --output html needs --report FILE", err=True)
+            sys.exit(EXIT_USAGE)
+        report_path.write_text(report.health_html(records, before))
+        png = report_path.with_suffix(".png")
+        click.echo(f"wrote {report_path}" + (f" and {png}" if report.health_png(records, png)
+                                              else " (no PNG: matplotlib is not installed)"))
+    else:
+        text = report.health_json(records) if output == "json" else report.health_text(records)
+        if report_path is not None:
+            report_path.write_text(report.health_json(records) + "\n")
+        click.echo(text)
+    sys.exit(EXIT_FAILURES if any(r.error for r in records) else 0)
+
+
+@main.command("plan")
+@_catalog_options
+@click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path), default=Path("."),
+              show_default=True)
+@click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--target", default=None)
+@click.option("--select", "select", multiple=True, help="A model name or tag:<tag> (repeatable).")
+@click.option("--operation", "operations", multiple=True,
+              type=click.Choice(["compaction", "rewrite_data_files", "rewrite_position_delete_files",
+                                 "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]))
+@click.option("--parse", "parse", is_flag=True, help="Run `dbt parse` even when target/manifest.json exists.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--emit-args", is_flag=True,
+              help="Print only the --args JSON for `dbt run-operation iceberg_maintenance` (tables with due work).")
+def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
+                 workers: int, project_dir: Path, profiles_dir: Path | None, target: str | None,
+                 select: tuple[str, ...], operations: tuple[str, ...], parse: bool, output: str,
+                 emit_args: bool) -> None:
+    """What maintain(dry_run=true) would decide for every Iceberg model, from metadata alone.
+    Exit 0, 1 when a table could not be planned, 2 on usage errors."""
+    from dbt_iceberg_maint.metadata import planner, report
+
+    def produce() -> list:  # type: ignore[type-arg]
+        catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir,
+                                         target)
+        manifest = planner.load_manifest(project_dir, profiles_dir, target, parse)
+        targets = planner.iceberg_models(manifest, list(select) or None)
+        return planner.plan_models(catalog, targets, list(operations) or None, workers=workers)  # type: ignore[arg-type]
+
+    plan = _report_or_exit(produce)
+    if emit_args:
+        click.echo(json.dumps(planner.emit_args(plan, list(operations) or None)))
+    elif output == "json":
+        click.echo(report.plan_json(plan))
+    else:
+        click.echo(report.plan_text(plan))
+    sys.exit(EXIT_FAILURES if any(p.status == "failed" and p.sql is None and "GC is disabled" not in p.reason
+                                  for p in plan) else 0)
+
+
 def _refuse_misplaced_options(dbt_args: tuple[str, ...]) -> None:
     """Exit 2 when the command's own options come after DBT_ARGS (they would go to dbt)."""
     context = click.get_current_context()

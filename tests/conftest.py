@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
-from dbt_iceberg_maint.spark import WAREHOUSE_ENV, start_session, switch_warehouse
+from dbt_iceberg_maint.spark import WAREHOUSE_ENV, resolve_iceberg_runtime, start_session, switch_warehouse
+from lab.postgres import ensure_jdbc_jar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -18,7 +19,11 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    session = start_session(tmp_path_factory.mktemp("initial_warehouse"))
+    # The PostgreSQL JDBC driver must be on the driver's classpath from the start (a JDBC
+    # catalog is added to this session by tests/integration/test_metadata_jdbc.py).
+    jdbc_jar = ensure_jdbc_jar()
+    extra = {"spark.jars": ",".join([*resolve_iceberg_runtime().jars, str(jdbc_jar)])} if jdbc_jar else None
+    session = start_session(tmp_path_factory.mktemp("initial_warehouse"), extra_conf=extra)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -1,0 +1,1 @@
+"""Benchmarks (./scripts/bench NAME); not shipped in the wheel."""

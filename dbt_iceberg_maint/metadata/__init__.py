@@ -1,0 +1,1 @@
+"""Health figures and maintenance plans read from Iceberg metadata with pyiceberg (no Spark)."""

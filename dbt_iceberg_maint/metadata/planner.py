@@ -1,0 +1,324 @@
+"""Health records and maintenance plans from metadata: the I/O shell around decisions.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from dbt_iceberg_maint.errors import UsageError
+from dbt_iceberg_maint.metadata import decisions as d
+from dbt_iceberg_maint.metadata.catalog import MetadataCatalog, TableReadError
+from dbt_iceberg_maint.metadata.gate import gate_reason
+from dbt_iceberg_maint.metadata.reader import (
+    EntryTier,
+    SummaryTier,
+    current_manifests,
+    layout,
+    now_ms,
+    read_entries,
+    read_manifest_tier,
+    read_summary,
+    small_file_threshold,
+    target_file_size,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+HEALTH_FIELDS = ("table", "data_files", "small_files", "data_bytes", "delete_files", "records", "snapshots",
+                 "oldest_snapshot_age_hours", "manifests", "data_manifests", "partitions",
+                 "max_small_files_in_partition", "target_file_size_bytes", "small_file_threshold_bytes")
+
+
+@dataclass(frozen=True)
+class HealthRecord:
+    """table_health's figures for one table, or the error that kept them from being read."""
+
+    table: str
+    figures: Mapping[str, Any] | None = None
+    error: str | None = None
+    # For the report: live data file sizes and small files per partition (largest first).
+    file_sizes: tuple[int, ...] = field(default=(), repr=False)
+    small_files_by_partition: tuple[tuple[str, int], ...] = field(default=(), repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.figures is None:
+            return {"table": self.table, "error": self.error}
+        return {key: self.figures[key] for key in HEALTH_FIELDS}
+
+
+def concurrently(items: Sequence[T], work: Callable[[T], R], workers: int) -> list[R]:
+    """Metadata reads are I/O bound: a thread pool overlaps them; order is kept."""
+    if workers <= 1 or len(items) <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(work, items))
+
+
+def health_figures(name: str, table: Table, target_override: int | None = None,
+                   at_ms: int | None = None) -> tuple[dict[str, Any], EntryTier]:
+    summary = read_summary(table)
+    manifests = current_manifests(table)
+    tier2 = read_manifest_tier(manifests)
+    target = target_file_size(summary.properties, target_override)
+    threshold = small_file_threshold(target)
+    entries = read_entries(table, manifests, threshold)
+    oldest = summary.oldest_snapshot_ms
+    reference = now_ms() if at_ms is None else at_ms
+    figures = {
+        "table": name, "data_files": entries.data_files, "small_files": entries.small_files,
+        "data_bytes": entries.data_bytes, "delete_files": entries.delete_files, "records": entries.records,
+        "snapshots": len(summary.snapshots),
+        "oldest_snapshot_age_hours": None if oldest is None else round((reference - oldest) / 3600000.0, 3),
+        "manifests": tier2.manifests, "data_manifests": tier2.data_manifests, "partitions": entries.partitions,
+        "max_small_files_in_partition": entries.max_small_files_in_partition,
+        "target_file_size_bytes": target, "small_file_threshold_bytes": threshold,
+    }
+    return figures, entries
+
+
+def read_health(catalog: MetadataCatalog, names: Sequence[str] | None = None, workers: int = 8,
+                target_override: int | None = None) -> list[HealthRecord]:
+    chosen = list(names) if names else catalog.list_tables()
+
+    def one(name: str) -> HealthRecord:
+        try:
+            figures, entries = health_figures(name, catalog.load(name), target_override)
+        except TableReadError as exc:
+            return HealthRecord(name, error=str(exc))
+        except Exception as exc:  # a corrupt manifest: per-table error, the others go on
+            return HealthRecord(name, error=f"{name}: {type(exc).__name__}: {exc}")
+        return HealthRecord(name, figures, None, entries.file_sizes, entries.small_files_by_partition)
+
+    return concurrently(chosen, one, workers)
+
+
+# ---- plans ----
+
+@dataclass(frozen=True)
+class PlannedOperation:
+    table: str
+    operation: str
+    due: bool
+    status: str  # what maintain(dry_run=true) logs: dry_run, skipped or failed
+    reason: str
+    sql: str | None = None
+    model: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """One Iceberg model of the project: its table and raw meta.iceberg_maint policy."""
+
+    model: str
+    ref: d.TableRef
+    raw_policy: Any
+
+
+class _LazyTable:
+    """Reads each tier of one table once, on first use (the tiering)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.summary: SummaryTier = read_summary(table)
+        self._manifests: list[Any] | None = None
+        self._entries: dict[tuple[int, bool], EntryTier] = {}
+        self.tiers = {"summary"}
+
+    def manifests(self) -> list[Any]:
+        if self._manifests is None:
+            self._manifests = current_manifests(self.table)
+            self.tiers.add("manifest_list")
+        return self._manifests
+
+    def entries(self, threshold: int, data_only: bool) -> EntryTier:
+        key = (threshold, data_only)
+        if key not in self._entries:
+            self._entries[key] = read_entries(self.table, self.manifests(), threshold, data_only=data_only)
+            self.tiers.add("manifest_entries")
+        return self._entries[key]
+
+
+def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[str] | None = None,
+               project_enabled: bool = True, hadoop_catalog: bool = False, overrides: Any = None,
+               at: dt.datetime | None = None) -> tuple[list[PlannedOperation], set[str]]:
+    """spark__maintain(dry_run=true), decided from metadata. Returns the plan and the tiers read."""
+    now = at or dt.datetime.now(dt.timezone.utc)
+    reference_ms = int(now.timestamp() * 1000)
+    name = target.ref.qualified
+    requested = d.requested_operations(operations)
+    errors = d.policy_shape_errors(target.raw_policy) + d.policy_shape_errors(overrides, "maintain: argument `policy`")
+    policy = d.resolved_policy(target.raw_policy, overrides)
+    errors += d.cost_gate_errors(policy["cost_gate"])
+    if errors:
+        return [PlannedOperation(name, op, False, "failed", "; ".join(errors), None, target.model)
+                for op in requested], set()
+
+    def row(operation: str, due: bool, status: str, reason: str, sql: str | None = None) -> PlannedOperation:
+        return PlannedOperation(name, operation, due, status, reason, sql, target.model)
+
+    blocked = None
+    if not project_enabled:
+        blocked = "maintenance disabled by var dbt_iceberg_maint_enabled: false"
+    elif not policy["enabled"]:
+        blocked = "maintenance disabled by meta.iceberg_maint.enabled: false"
+    elif table is None:
+        blocked = "table does not exist (model not built yet?)"
+    if blocked is not None or table is None:
+        return [row(op, False, "skipped", blocked or "") for op in requested], set()
+
+    lazy = _LazyTable(table)
+    summary = lazy.summary
+    mb = policy["compaction"]["target_file_size_mb"]
+    threshold = small_file_threshold(target_file_size(summary.properties, int(mb * 1024 * 1024) if mb else None))
+    oldest = summary.oldest_snapshot_ms
+    age = None if oldest is None else round((reference_ms - oldest) / 3600000.0, 3)
+    gate = policy["cost_gate"]
+    plan: list[PlannedOperation] = []
+    for operation in requested:
+        section_name = d.policy_section(operation)
+        section = policy[section_name]
+        if not section["enabled"]:
+            disabled = f"disabled by meta.iceberg_maint.{section_name}.enabled: false"
+            plan.append(row(operation, False, "skipped", disabled))
+            continue
+        # The cost gate first: it needs the snapshot list only, so gated tables stop at tier 1.
+        gated = gate_reason(operation, gate, summary.snapshots, reference_ms,
+                            policy["compaction"]["cold_partitions_hours"])
+        if gated is not None:
+            plan.append(row(operation, False, "skipped", gated))
+            continue
+        health: dict[str, Any] = {"snapshots": len(summary.snapshots), "oldest_snapshot_age_hours": age}
+        scope = None
+        cold_where = None
+        if operation == "rewrite_data_files":
+            quiet = section["cold_partitions_hours"]
+            if summary.data_files == 0:
+                entries = None
+                health["max_small_files_in_partition"] = 0
+            else:
+                entries = lazy.entries(threshold, data_only=not quiet)
+                health["max_small_files_in_partition"] = entries.max_small_files_in_partition
+            if quiet:
+                if entries is None:  # no file: the partitions table is empty, nothing is cold
+                    entries = lazy.entries(threshold, data_only=False)
+                fields, columns = layout(table)
+                scope = d.cold_scope(fields, columns, entries.partition_states, quiet, reference_ms, oldest,
+                                     entries.small_files)
+                cold_where = scope.where
+        elif operation == "rewrite_position_delete_files":
+            count = summary.delete_files
+            health["delete_files"] = count if count is not None else lazy.entries(threshold, False).delete_files
+        elif operation == "rewrite_manifests":
+            health["data_manifests"] = read_manifest_tier(lazy.manifests()).data_manifests
+        decision = d.due(operation, policy, health, scope)
+        if not decision.due:
+            plan.append(row(operation, False, "skipped", decision.reason))
+            continue
+        if operation in ("expire_snapshots", "remove_orphan_files") and \
+                summary.properties.get("gc.enabled", "true").lower() == "false":
+            verb = "expire snapshots" if operation == "expire_snapshots" else "delete orphan files"
+            plan.append(row(operation, True, "failed", f"Cannot {verb}: GC is disabled (deleting files may corrupt "
+                                                      "other tables); table property gc.enabled=false"))
+            continue
+        sql, why_not = d.planned_sql(target.ref, operation, policy, now, cold_where, hadoop_catalog)
+        if sql is None:
+            plan.append(row(operation, False, "skipped", why_not or ""))
+        else:
+            plan.append(row(operation, True, "dry_run", decision.reason, sql))
+    return plan, lazy.tiers
+
+
+def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = None) -> list[ModelTarget]:
+    """`_iceberg_maint_selected_models`: enabled models with file_format iceberg, table or
+    incremental; `select`: names, package.name or tag:<tag> (union)."""
+    candidates = []
+    for uid in sorted(manifest.get("nodes") or {}):
+        node = manifest["nodes"][uid]
+        config = node.get("config") or {}
+        if (node.get("resource_type") == "model" and config.get("enabled", True)
+                and str(config.get("file_format") or "").lower() == "iceberg"
+                and config.get("materialized") in ("table", "incremental")):
+            candidates.append(node)
+    if select:
+        chosen: list[Any] = []
+        for selector in select:
+            selector = selector.strip()
+            matched = [n for n in candidates if (selector.startswith("tag:") and selector[4:] in (n.get("tags") or []))
+                       or selector in (n["name"], f"{n['package_name']}.{n['name']}")]
+            if not matched and not selector.startswith("tag:"):
+                raise UsageError(f"--select {selector!r} is not an Iceberg model of the project; Iceberg models: "
+                                 f"{', '.join(n['name'] for n in candidates)}")
+            chosen.extend(n for n in matched if n not in chosen)
+        candidates = chosen
+    targets = []
+    for node in candidates:
+        config_meta = (node.get("config") or {}).get("meta") or {}
+        meta = node.get("meta") or {}
+        declared = config_meta.get("iceberg_maint") if config_meta.get("iceberg_maint") is not None \
+            else meta.get("iceberg_maint")
+        ref = d.TableRef(node.get("schema") or "", node.get("alias") or node["name"])
+        targets.append(ModelTarget(f"{node['package_name']}.{node['name']}", ref, {} if declared is None else declared))
+    return targets
+
+
+def load_manifest(project_dir: Path, profiles_dir: Path | None, target: str | None, parse: bool = False,
+                  env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """target/manifest.json, running `dbt parse` first when it is missing (or asked)."""
+    path = project_dir / "target" / "manifest.json"
+    if parse or not path.is_file():
+        from dbt_iceberg_maint.invoke import invoke_dbt
+
+        args = ["parse", "--quiet"] + (["--target", target] if target else [])
+        invocation = invoke_dbt(args, project_dir=project_dir, profiles_dir=profiles_dir, env=env)
+        if not invocation.success:
+            raise UsageError(f"dbt parse failed in {project_dir}: {invocation.exception}")
+    try:
+        document: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+    return document
+
+
+def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operations: Sequence[str] | None = None,
+                project_enabled: bool = True, workers: int = 8,
+                at: dt.datetime | None = None) -> list[PlannedOperation]:
+    chosen = list(targets)
+
+    def one(target: ModelTarget) -> list[PlannedOperation]:
+        try:
+            table = catalog.load(target.ref.name)
+        except TableReadError as exc:
+            missing = "no table directory" in str(exc) or "NoSuchTable" in str(exc)
+            if missing:
+                table = None
+            else:
+                return [PlannedOperation(target.ref.qualified, op, False, "failed", str(exc), None, target.model)
+                        for op in d.requested_operations(operations)]
+        try:
+            return plan_table(target, table, operations, project_enabled, catalog.config.is_hadoop, at=at)[0]
+        except Exception as exc:  # unreadable manifests: a per-table error
+            return [PlannedOperation(target.ref.qualified, op, False, "failed", f"{type(exc).__name__}: {exc}",
+                                     None, target.model) for op in d.requested_operations(operations)]
+
+    return [item for rows in concurrently(chosen, one, workers) for item in rows]
+
+
+def emit_args(plan: Sequence[PlannedOperation], operations: Sequence[str] | None = None) -> dict[str, Any]:
+    """`--args` of `dbt run-operation iceberg_maintenance` for the models with due work."""
+    models = sorted({p.model.rsplit(".", 1)[-1] for p in plan if p.status == "dry_run" and p.model})
+    args: dict[str, Any] = {"select": models}
+    if operations:
+        args["operations"] = list(operations)
+    return args

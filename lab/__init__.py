@@ -1,0 +1,1 @@
+"""Laboratory helpers for tests and benchmarks (not shipped in the wheel)."""

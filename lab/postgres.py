@@ -1,0 +1,128 @@
+"""A private PostgreSQL server for a JDBC Iceberg catalog: installed with apt-get when missing,
+initialised in a temporary directory as the `postgres` user, started on a free loopback port,
+stopped by its own process id."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dbt_iceberg_maint.errors import RuntimeSetupError
+
+JDBC_JAR = Path("/usr/share/java/postgresql.jar")
+PACKAGES = ("postgresql", "libpostgresql-jdbc-java")
+
+
+def _bin_dir() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+def ensure_installed() -> Path:
+    """The PostgreSQL bin directory; apt-get installs what is missing (needs root)."""
+    if _bin_dir() is None or not JDBC_JAR.is_file():
+        if os.geteuid() != 0:
+            raise RuntimeSetupError(f"PostgreSQL or {JDBC_JAR} is missing and installing needs root: "
+                                    f"apt-get install {' '.join(PACKAGES)}")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-q"], check=True, capture_output=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-q", *PACKAGES], check=True, capture_output=True, env=env)
+    bin_dir = _bin_dir()
+    if bin_dir is None or not JDBC_JAR.is_file():
+        raise RuntimeSetupError(f"apt-get install {' '.join(PACKAGES)} did not provide initdb and {JDBC_JAR}")
+    return bin_dir
+
+
+def ensure_jdbc_jar() -> Path | None:
+    """The PostgreSQL JDBC driver jar, installed with apt-get when missing and possible."""
+    if not JDBC_JAR.is_file() and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-q", PACKAGES[1]], capture_output=True, env=env)
+    return JDBC_JAR if JDBC_JAR.is_file() else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _as_postgres(args: list[str]) -> list[str]:
+    return args if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--", *args]
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    data_dir: Path
+    port: int
+    pid: int
+    database: str
+
+    @property
+    def jdbc_uri(self) -> str:
+        return f"jdbc:postgresql://127.0.0.1:{self.port}/{self.database}"
+
+    def spark_catalog_properties(self, warehouse: str) -> dict[str, str]:
+        """`spark.sql.catalog.<name>.*` of an Iceberg JDBC catalog on this server."""
+        return {"type": "jdbc", "uri": self.jdbc_uri, "jdbc.user": "postgres", "jdbc.password": "postgres",
+                "warehouse": warehouse}
+
+    def stop(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGINT)  # postmaster: fast shutdown
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        os.kill(self.pid, signal.SIGKILL)
+
+
+def start_server(database: str = "iceberg", attempts: int = 5) -> PostgresServer:
+    bin_dir = ensure_installed()
+    root = Path(tempfile.mkdtemp(prefix="lab-pg-"))
+    data_dir = root / "data"
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    subprocess.run(_as_postgres([str(bin_dir / "initdb"), "-A", "trust", "-U", "postgres", "-D", str(data_dir)]),
+                   check=True, capture_output=True)
+    last_error = ""
+    for _ in range(attempts):
+        port = _free_port()  # another process may take it before the server binds: retry
+        result = subprocess.run(
+            _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-l", str(root / "server.log"), "-w",
+                          "-o", f"-p {port} -c listen_addresses=127.0.0.1 -k {root}", "start"]),
+            capture_output=True, text=True)
+        if result.returncode == 0:
+            pid = int((data_dir / "postmaster.pid").read_text().split()[0])
+            subprocess.run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
+                            database], check=True, capture_output=True)
+            return PostgresServer(data_dir, port, pid, database)
+        last_error = result.stderr + (root / "server.log").read_text(errors="replace")[-2000:]
+    raise RuntimeSetupError(f"PostgreSQL did not start after {attempts} attempts: {last_error}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.data_dir.parent, ignore_errors=True)

@@ -1,0 +1,65 @@
+{#- Cost gate (policy section `cost_gate`): why a due operation is skipped on a table nobody
+    wrote to, or none. Same rules and texts as dbt_iceberg_maint/metadata/gate.py (the planner):
+    the last maintenance is the newest `replace` snapshot (rewrite_data_files,
+    rewrite_position_delete_files, rewrite_manifests commit one); none means never maintained,
+    no gate. min_interval_hours holds every operation; skip_unchanged, min_new_records and
+    min_new_bytes look at the snapshots since, and exempt expire_snapshots (due by age alone) and
+    cold-scoped compaction when a write turned cold since the last maintenance.
+    gate: the resolved cost_gate section {enabled, skip_unchanged, min_new_records,
+    min_new_bytes, min_interval_hours}. One query on the `snapshots` metadata table. -#}
+{% macro iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours=none) %}
+  {{ return(adapter.dispatch('iceberg_maint_cost_gate_reason', 'dbt_iceberg_maint')(relation, operation, gate, cold_partitions_hours)) }}
+{% endmacro %}
+
+{% macro default__iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.iceberg_maint_cost_gate_reason is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% endmacro %}
+
+{% macro spark__iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours) %}
+  {%- set gate = gate or {} -%}
+  {%- if not gate.get('enabled', true) or not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set interval = gate.get('min_interval_hours') -%}
+  {%- set unchanged = gate.get('skip_unchanged', false) -%}
+  {%- set min_records = gate.get('min_new_records') -%}
+  {%- set min_bytes = gate.get('min_new_bytes') -%}
+  {%- if interval is none and not unchanged and min_records is none and min_bytes is none -%}{{ return(none) }}{%- endif -%}
+  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
+  {%- set rows = run_query("select snapshot_id, unix_millis(committed_at) as ts, operation,
+        coalesce(cast(summary['added-records'] as bigint), 0) as added_records,
+        coalesce(cast(summary['added-files-size'] as bigint), 0) as added_bytes,
+        unix_millis(current_timestamp()) as now_ms
+      from " ~ table ~ ".snapshots order by committed_at, snapshot_id").rows -%}
+  {%- set last = namespace(ts=none) -%}
+  {%- for row in rows if row['operation'] == 'replace' -%}{%- set last.ts = row['ts'] | int -%}{%- endfor -%}
+  {%- if last.ts is none -%}{{ return(none) }}{%- endif -%}
+  {%- set now_ms = rows[0]['now_ms'] | int -%}
+  {%- set hours_ago = ((now_ms - last.ts) / 3600000.0) | round(1) -%}
+  {%- if interval is not none and hours_ago < interval -%}
+    {{ return('cost gate: last maintained ' ~ hours_ago ~ ' h ago, less than min_interval_hours ' ~ interval) }}
+  {%- endif -%}
+  {%- if operation == 'expire_snapshots' -%}{{ return(none) }}{%- endif -%}
+  {%- set since = namespace(writes=0, records=0, bytes=0, turned_cold=false) -%}
+  {%- for row in rows if row['operation'] != 'replace' -%}
+    {%- set ts = row['ts'] | int -%}
+    {%- if ts > last.ts -%}
+      {%- set since.writes = since.writes + 1 -%}
+      {%- set since.records = since.records + row['added_records'] | int -%}
+      {%- set since.bytes = since.bytes + row['added_bytes'] | int -%}
+    {%- endif -%}
+    {%- if cold_partitions_hours -%}
+      {%- set quiet_ms = (cold_partitions_hours * 3600000) | int -%}
+      {%- if last.ts - quiet_ms < ts and ts <= now_ms - quiet_ms -%}{%- set since.turned_cold = true -%}{%- endif -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if operation == 'rewrite_data_files' and since.turned_cold -%}{{ return(none) }}{%- endif -%}
+  {%- if unchanged and since.writes == 0 -%}
+    {{ return('cost gate: no new snapshot since the last maintenance ' ~ hours_ago ~ ' h ago (skip_unchanged)') }}
+  {%- endif -%}
+  {%- if min_records is not none and since.records < min_records -%}
+    {{ return('cost gate: ' ~ since.records ~ ' records added since the last maintenance, below min_new_records ' ~ min_records) }}
+  {%- endif -%}
+  {%- if min_bytes is not none and since.bytes < min_bytes -%}
+    {{ return('cost gate: ' ~ since.bytes ~ ' bytes added since the last maintenance, below min_new_bytes ' ~ min_bytes) }}
+  {%- endif -%}
+  {{ return(none) }}
+{% endmacro %}

@@ -1,0 +1,52 @@
+"""Rendering of health records and plans (pure): text, JSON, HTML with before/after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dbt_iceberg_maint.errors import UsageError
+from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, HealthRecord, PlannedOperation
+from dbt_iceberg_maint.metadata.report import health_html, health_json, health_text, load_before, plan_text
+
+FIGURES = {"table": "s.t", "data_files": 6, "small_files": 6, "data_bytes": 4000, "delete_files": 0, "records": 12,
+           "snapshots": 6, "oldest_snapshot_age_hours": 1.5, "manifests": 6, "data_manifests": 6, "partitions": 2,
+           "max_small_files_in_partition": 3, "target_file_size_bytes": 1000, "small_file_threshold_bytes": 750}
+RECORDS = [HealthRecord("s.t", FIGURES, None, (600, 700, 650, 1200, 100, 90), (("a", 3), ("b", 2))),
+           HealthRecord("s.bad", None, "s.bad: no table directory /w/s/bad")]
+
+
+def test_json_keeps_the_macro_field_order_and_errors_per_table() -> None:
+    document = json.loads(health_json(RECORDS))
+    assert list(document[0]) == list(HEALTH_FIELDS)
+    assert document[1] == {"table": "s.bad", "error": "s.bad: no table directory /w/s/bad"}
+    text = health_text(RECORDS).splitlines()
+    assert text[0].split() == ["table", "data_files", "small_files", "delete_files", "snapshots", "manifests",
+                               "partitions", "max_small_files_in_partition"]
+    assert text[1].split() == ["s.t", "6", "6", "0", "6", "6", "2", "3"]
+    assert text[2] == "s.bad: error: s.bad: no table directory /w/s/bad"
+
+
+def test_html_shows_distribution_partitions_and_changes(tmp_path: Path) -> None:
+    before = tmp_path / "before.json"
+    before.write_text(json.dumps([{**FIGURES, "small_files": 9}]))
+    page = health_html(RECORDS, load_before(before))
+    assert "(before / after)" in page and page.count('class="changed"') == 1
+    assert page.count("<rect") >= 2 and "target</text>" in page and "small &lt; 0.75 x target" in page
+    assert ">a</td>" in page and "no table directory" in page
+    assert "<script" not in page
+    before.write_text('{"not": "a list"}')
+    with pytest.raises(UsageError, match="expected the JSON list `health --output json` prints"):
+        load_before(before)
+
+
+def test_plan_text_counts_due_work() -> None:
+    plan = [PlannedOperation("s.t", "rewrite_manifests", True, "dry_run", "6 data manifests, >= threshold of 5",
+                             "CALL system.rewrite_manifests(table => 's.t')", "p.t"),
+            PlannedOperation("s.t", "expire_snapshots", False, "skipped", "only 6 snapshots", None, "p.t")]
+    lines = plan_text(plan).splitlines()
+    assert lines[0] == "DUE   s.t  rewrite_manifests: 6 data manifests, >= threshold of 5"
+    assert lines[1].strip() == "CALL system.rewrite_manifests(table => 's.t')"
+    assert lines[-1] == "1 operation(s) due on 1 table(s); 2 decision(s)"
