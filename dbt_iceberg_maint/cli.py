@@ -247,6 +247,7 @@ def _open_metadata_catalog(warehouse: str | None, properties: tuple[str, ...], n
               help="Write the report (JSON, or HTML plus a .png beside it) to this file.")
 @click.option("--compare", "compare_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A previous `health --output json`: the HTML report shows before/after.")
+@handle_errors
 def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_properties: tuple[str, ...],
                    catalog_name: str | None, workers: int, project_dir: Path, profiles_dir: Path | None,
                    target: str | None, output: str, report_path: Path | None, compare_path: Path | None) -> None:
@@ -255,18 +256,12 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
     from dbt_iceberg_maint.metadata import report
     from dbt_iceberg_maint.metadata.planner import read_health
 
-    def produce() -> list:  # type: ignore[type-arg]
-        catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir,
-                                         target)
-        before = report.load_before(compare_path) if compare_path else None
-        records = read_health(catalog, list(tables) or None, workers)  # type: ignore[arg-type]
-        return [records, before]
-
-    records, before = _report_or_exit(produce)
+    catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
+    before = report.load_before(compare_path) if compare_path else None
+    records = read_health(catalog, list(tables) or None, workers)  # type: ignore[arg-type]
     if output == "html":
         if report_path is None:
-            click.echo("error: --output html needs --report FILE", err=True)
-            sys.exit(EXIT_USAGE)
+            fail("--output html needs --report FILE", EXIT_USAGE)
         report_path.write_text(report.health_html(records, before))
         png = report_path.with_suffix(".png")
         click.echo(f"wrote {report_path}" + (f" and {png}" if report.health_png(records, png)
@@ -293,22 +288,21 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--emit-args", is_flag=True,
               help="Print only the --args JSON for `dbt run-operation iceberg_maintenance` (tables with due work).")
+@handle_errors
 def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
                  workers: int, project_dir: Path, profiles_dir: Path | None, target: str | None,
                  select: tuple[str, ...], operations: tuple[str, ...], parse: bool, output: str,
                  emit_args: bool) -> None:
     """What maintain(dry_run=true) would decide for every Iceberg model, from metadata alone.
     Exit 0, 1 when a table could not be planned, 2 on usage errors."""
+    import json
+
     from dbt_iceberg_maint.metadata import planner, report
 
-    def produce() -> list:  # type: ignore[type-arg]
-        catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir,
-                                         target)
-        manifest = planner.load_manifest(project_dir, profiles_dir, target, parse)
-        targets = planner.iceberg_models(manifest, list(select) or None)
-        return planner.plan_models(catalog, targets, list(operations) or None, workers=workers)  # type: ignore[arg-type]
-
-    plan = _report_or_exit(produce)
+    catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
+    manifest = planner.load_manifest(project_dir, profiles_dir, target, parse)
+    targets = planner.iceberg_models(manifest, list(select) or None)
+    plan = planner.plan_models(catalog, targets, list(operations) or None, workers=workers)  # type: ignore[arg-type]
     if emit_args:
         click.echo(json.dumps(planner.emit_args(plan, list(operations) or None)))
     elif output == "json":
