@@ -3,7 +3,8 @@
 Every maintenance operation the dbt macros execute, skip or render as a dry run logs exactly one
 line `ICEBERG_MAINT_RESULT {"table": ..., "operation": ..., "status": ..., "reason": ...,
 "sql": ..., "metrics": {...}, "duration_ms": ...}`. This module turns those lines (from
-`DbtInvocation.log_messages` or from any captured text output) into frozen records.
+`DbtInvocation.log_messages` or from any captured text output) into frozen records. The marker
+and status names live in protocol.py.
 """
 
 from __future__ import annotations
@@ -14,19 +15,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.protocol import RESULT_MARKER
 
-RESULT_MARKER = "ICEBERG_MAINT_RESULT"
-STATUSES = frozenset({"success", "skipped", "failed", "dry_run"})
-OPERATIONS = frozenset(
-    {
-        "rewrite_data_files",
-        "expire_snapshots",
-        "remove_orphan_files",
-        "rewrite_manifests",
-        "rewrite_position_delete_files",
-    }
-)
+STATUSES = frozenset(protocol.STATUSES)
+OPERATIONS = frozenset(protocol.OPERATIONS)
 
 
 class ResultLineError(IcebergMaintError):

@@ -5,11 +5,11 @@
 {#- Canonical order (Iceberg's advice): compact data, then position deletes, then expire
     snapshots, then remove orphans, then rewrite manifests. -#}
 {% macro _iceberg_maint_operation_order() %}
-  {{ return(['rewrite_data_files', 'rewrite_position_delete_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests']) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_protocol().operations) }}
 {% endmacro %}
 
 {% macro _iceberg_maint_default_operations() %}
-  {{ return(['rewrite_data_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests']) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_protocol().default_operations) }}
 {% endmacro %}
 
 {#- Policy section of each operation (DESIGN.md's YAML calls compaction `compaction`). -#}
@@ -63,16 +63,7 @@
     {%- endif -%}
     {{ return({'due': false, 'reason': 'only ' ~ count ~ ' delete files, below threshold of ' ~ threshold}) }}
   {%- elif operation == 'expire_snapshots' -%}
-    {%- set keep = policy.expire_snapshots.retain_last -%}
-    {%- set hours = policy.expire_snapshots.older_than_hours -%}
-    {%- set count = health.snapshots | int -%}
-    {%- set age = health.oldest_snapshot_age_hours -%}
-    {%- if count <= keep -%}
-      {{ return({'due': false, 'reason': 'only ' ~ count ~ ' snapshots, not more than retain_last ' ~ keep}) }}
-    {%- elif age is none or age <= hours -%}
-      {{ return({'due': false, 'reason': 'oldest snapshot is ' ~ (age if age is not none else 0) ~ ' h old, not older than ' ~ hours ~ ' h'}) }}
-    {%- endif -%}
-    {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), oldest ' ~ age ~ ' h old (> ' ~ hours ~ ' h)'}) }}
+    {{ return(dbt_iceberg_maint._iceberg_maint_expire_due(policy.expire_snapshots, health)) }}
   {%- elif operation == 'remove_orphan_files' -%}
     {#- Orphans cannot be counted without listing the table location, which is the operation
         itself; it deletes only files older than the window, so it is always due. -#}
@@ -86,6 +77,37 @@
     {{ return({'due': false, 'reason': 'only ' ~ count ~ ' data manifests, below threshold of ' ~ threshold}) }}
   {%- endif -%}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint: unknown operation '" ~ operation ~ "'") }}
+{% endmacro %}
+
+
+{#- expire_snapshots is due when more than retain_last snapshots exist and the oldest is past the
+    cut-off: older_than_hours before the plan's reference time, or the absolute `older_than`
+    (health.hours_since_older_than, computed by the plan). older_than_hours 0 has no age limit,
+    and a rewrite planned before it in the same plan (health.rewrites_planned) makes it due even
+    at retain_last snapshots: the rewrite's own commits add snapshots it then expires. -#}
+{% macro _iceberg_maint_expire_due(section, health) %}
+  {%- set keep = section.retain_last -%}
+  {%- set count = health.snapshots | int -%}
+  {%- set age = health.oldest_snapshot_age_hours -%}
+  {%- if section.older_than is not none -%}
+    {%- set hours = health.get('hours_since_older_than', 0) -%}
+    {%- set limit = 'older_than ' ~ section.older_than -%}
+  {%- else -%}
+    {%- set hours = section.older_than_hours -%}
+    {%- set limit = hours ~ ' h' -%}
+  {%- endif -%}
+  {%- set no_age_limit = section.older_than is none and hours == 0 -%}
+  {%- if count <= keep and no_age_limit and health.get('rewrites_planned') -%}
+    {{ return({'due': true, 'reason': count ~ ' snapshots plus those ' ~ health.rewrites_planned | join(' and ')
+        ~ ' commits first (older_than_hours 0: only the newest retain_last ' ~ keep ~ ' stay)'}) }}
+  {%- elif count <= keep -%}
+    {{ return({'due': false, 'reason': 'only ' ~ count ~ ' snapshots, not more than retain_last ' ~ keep}) }}
+  {%- elif no_age_limit -%}
+    {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), older_than_hours 0: no age limit'}) }}
+  {%- elif age is none or age <= hours -%}
+    {{ return({'due': false, 'reason': 'oldest snapshot is ' ~ (age if age is not none else 0) ~ ' h old, not older than ' ~ limit}) }}
+  {%- endif -%}
+  {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), oldest ' ~ age ~ ' h old (> ' ~ limit ~ ')'}) }}
 {% endmacro %}
 
 
@@ -160,9 +182,10 @@
   {%- do errors.extend(number('policy rewrite_position_delete_files', 'min_input_files', policy.rewrite_position_delete_files.min_input_files, integer=true)) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors(policy.rewrite_position_delete_files.where, policy.rewrite_position_delete_files.options)) -%}
   {%- set expire = policy.expire_snapshots -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(expire.older_than_hours, expire.retain_last,
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(
+        older_than_hours=expire.older_than_hours if expire.older_than is none else none, retain_last=expire.retain_last,
         max_concurrent_deletes=expire.max_concurrent_deletes, stream_results=expire.stream_results,
-        clean_expired_metadata=expire.clean_expired_metadata)) -%}
+        clean_expired_metadata=expire.clean_expired_metadata, older_than=expire.older_than)) -%}
   {%- set orphans = policy.remove_orphan_files -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors(orphans.older_than_hours,
         location=orphans.location, max_concurrent_deletes=orphans.max_concurrent_deletes,

@@ -11,7 +11,7 @@
       },
       'rewrite_position_delete_files': {'enabled': true, 'min_input_files': 5, 'where': none, 'options': {}},
       'expire_snapshots': {
-          'enabled': true, 'older_than_hours': 168, 'retain_last': 5,
+          'enabled': true, 'older_than_hours': 168, 'older_than': none, 'retain_last': 5,
           'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none,
       },
       'remove_orphan_files': {

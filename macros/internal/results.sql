@@ -44,7 +44,7 @@
       'metrics': dbt_iceberg_maint._iceberg_maint_json_safe(metrics or {}),
       'duration_ms': duration_ms | int,
   } -%}
-  {%- do log('ICEBERG_MAINT_RESULT ' ~ tojson(record), info=true) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_log_marker('result', record) -%}
   {{ return(record) }}
 {% endmacro %}
 
