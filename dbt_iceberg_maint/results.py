@@ -10,6 +10,7 @@ and status names live in protocol.py.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -84,13 +85,18 @@ class MaintenanceResult:
         )
 
 
+# The marker as a word of its own (a log format may prefix a time stamp), then the payload:
+# a line that merely quotes the marker's name is not a result line.
+_MARKER_AT = re.compile(rf"(?:^|\s){RESULT_MARKER}(?=\s+\S)")
+
+
 def _payloads(message: str) -> Iterable[str]:
     """The JSON payload after each marker in a message (a message may hold several lines)."""
     for line in message.splitlines():
-        index = line.find(RESULT_MARKER)
-        if index < 0:
+        match = _MARKER_AT.search(line)
+        if match is None:
             continue
-        payload = line[index + len(RESULT_MARKER) :].strip()
+        payload = line[match.end() :].strip()
         # dbt's text log format may append nothing after the JSON, but tolerate a trailing
         # decoration by decoding only the first JSON value.
         try:

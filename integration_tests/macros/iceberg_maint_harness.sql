@@ -45,6 +45,12 @@
           dbt_iceberg_maint._iceberg_maint_table_name(kwargs.relation),
           dbt_iceberg_maint._iceberg_maint_qualified_name(kwargs.relation),
           dbt_iceberg_maint._iceberg_maint_procedure_namespace(kwargs.relation)]}) -%}
+    {%- elif kind == 'step_errors' -%}
+      {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_step_errors(kwargs.steps)}) -%}
+    {%- elif kind == 'protocol' -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_protocol()}) -%}
+    {%- elif kind == 'log_marker' -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_log_marker(kwargs.marker, kwargs.payload) -%}
     {%- elif kind == 'context' -%}
       {%- do outcome.update({'value': (model.get('resource_type') if model is mapping else none) | string}) -%}
     {%- elif kind == 'selection' -%}

@@ -155,8 +155,10 @@
 
 {#- `dbt run-operation dbt_iceberg_maint.execute_maintenance_steps --args '{steps: [...]}'`:
     execute steps exactly as a logged plan recorded them (dbt-iceberg-maint maintain resumes a
-    plan with it). Every step is checked before the first runs: only planned steps, known
-    operations, and SQL that is one CALL of that operation's procedure on that table. -#}
+    plan with it): planned steps run their recorded SQL, skipped and failed ones log their
+    result line. Every step is checked before the first runs: known keys, statuses and
+    operations, and for a planned step SQL that is one CALL of its operation's procedure on its
+    table. -#}
 {% macro execute_maintenance_steps(steps) %}
   {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps)) }}
 {% endmacro %}
@@ -170,6 +172,11 @@
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps) -%}
+  {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
+  {%- if failed -%}
+    {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "
+        ~ failed | map(attribute='operation') | join(', ')) }}
+  {%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(results)) }}
 {% endmacro %}
 
@@ -178,8 +185,8 @@
 {% macro _iceberg_maint_step_errors(steps) %}
   {%- set owner = 'execute_maintenance_steps' -%}
   {%- if steps is string or steps is mapping or steps is not iterable or steps | length == 0 -%}
-    {{ return([owner ~ ": argument `steps` is " ~ tojson(steps) ~ "; expected a non-empty list of planned steps "
-        ~ "{table, operation, status: planned, reason, sql}"]) }}
+    {{ return([owner ~ ": argument `steps` is " ~ tojson(steps) ~ "; expected a non-empty list of steps "
+        ~ "{table, operation, status, reason, sql}"]) }}
   {%- endif -%}
   {%- set protocol = dbt_iceberg_maint._iceberg_maint_protocol() -%}
   {%- set errors = [] -%}
@@ -193,8 +200,9 @@
         {%- do errors.append(where ~ "has unknown key(s) " ~ unknown | join(', ') ~ "; allowed: " ~ protocol.step_keys | join(', ')) -%}
       {%- endif -%}
       {%- set operation = step.get('operation') -%}
-      {%- if step.get('status') != 'planned' -%}
-        {%- do errors.append(where ~ "has status " ~ tojson(step.get('status')) ~ "; only planned steps execute") -%}
+      {%- if step.get('status') not in protocol.step_statuses -%}
+        {%- do errors.append(where ~ "has status " ~ tojson(step.get('status')) ~ "; allowed: "
+              ~ protocol.step_statuses | join(', ')) -%}
       {%- endif -%}
       {%- if operation not in protocol.operations -%}
         {%- do errors.append(where ~ "has operation " ~ tojson(operation) ~ "; allowed: " ~ protocol.operations | join(', ')) -%}
@@ -203,7 +211,7 @@
       {%- set valid_table = table is string and modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*){1,2}', table) -%}
       {%- if not valid_table -%}
         {%- do errors.append(where ~ "has table " ~ tojson(table) ~ "; expected 'schema.table' or 'catalog.schema.table'") -%}
-      {%- elif operation in protocol.operations -%}
+      {%- elif operation in protocol.operations and step.get('status') == 'planned' -%}
         {#- The step's SQL must call its own procedure on its own table, and be one statement. -#}
         {%- set sql = step.get('sql') -%}
         {%- set call = 'CALL ' ~ dbt_iceberg_maint._iceberg_maint_procedure_namespace(table) ~ '.' ~ operation
