@@ -24,8 +24,8 @@ def step(table: str, operation: str, status: str = "planned") -> dict[str, Any]:
     return {"table": table, "operation": operation, "status": status, "reason": "due", "sql": sql}
 
 
-STEPS = [step(t["table"], op, "skipped" if (t["table"], op) == ("analytics.events", "rewrite_data_files") else "planned")
-         for t in TABLES for op in OPS]
+SKIPPED = ("analytics.events", "rewrite_data_files")
+STEPS = [step(t["table"], op, "skipped" if (t["table"], op) == SKIPPED else "planned") for t in TABLES for op in OPS]
 PLAN = {"tables": TABLES, "operations": list(OPS), "as_of": None, "steps": STEPS}
 CODEC_ERROR = ("Encountered an error while running operation: Runtime Error\n"
                "  An error occurred while calling o48.sql.\n"
@@ -154,9 +154,8 @@ def test_a_failure_of_the_last_step_ends_the_run() -> None:
 def test_a_completed_run_is_not_resumed_even_when_operations_failed() -> None:
     """The macro's own failures (reported, then the invocation fails after its summary)."""
     plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
-    dbt = Recorder(invocation(marker("PLAN", plan),
-                              *(result_line("analytics.event_log", op, "failed" if op == "expire_snapshots" else "success")
-                                for op in OPS),
+    statuses = {op: "failed" if op == "expire_snapshots" else "success" for op in OPS}
+    dbt = Recorder(invocation(marker("PLAN", plan), *(result_line("analytics.event_log", op, statuses[op]) for op in OPS),
                               "iceberg_maintenance: 1 operation(s) failed", success=False))
     report = run_maintenance(invoke=dbt)
     assert (len(dbt.calls), report.exit_code, len(report.failed)) == (1, 1, 1)
@@ -203,5 +202,5 @@ def test_an_unreadable_plan_or_a_package_without_one_is_an_error() -> None:
     bad_status = {**PLAN, "steps": [{**STEPS[0], "status": "maybe"}]}
     with pytest.raises(IcebergMaintError, match="step status 'maybe' is not one of planned, skipped, failed"):
         run_maintenance(invoke=Recorder(invocation(marker("PLAN", bad_status), success=True)))
-    with pytest.raises(IcebergMaintError, match="logged no ICEBERG_MAINT_PLAN line: is the dbt_iceberg_maint package"):
+    with pytest.raises(IcebergMaintError, match="logged no ICEBERG_MAINT_PLAN line: is the dbt_iceberg_maint"):
         run_maintenance(invoke=Recorder(invocation("iceberg_maintenance summary: ...", success=True)))

@@ -32,7 +32,8 @@ CASES: list[dict[str, Any]] = [
         "table": "analytics.events", "operation": None}}},
     {"id": "steps_ok", "kind": "step_errors", "kwargs": {"steps": [
         STEP, {**STEP, "status": "skipped", "sql": None},
-        {**STEP, "table": "local.analytics.events", "sql": "CALL local.system.rewrite_manifests(table => 'analytics.events', use_caching => true)"}]}},
+        {**STEP, "table": "local.analytics.events",
+         "sql": "CALL local.system.rewrite_manifests(table => 'analytics.events', use_caching => true)"}]}},
     {"id": "steps_not_a_list", "kind": "step_errors", "kwargs": {"steps": {"table": "x"}}},
     {"id": "steps_bad", "kind": "step_errors", "kwargs": {"steps": [
         {**STEP, "status": "success", "extra": 1},
@@ -89,7 +90,8 @@ def test_steps_to_replay_are_validated_strictly(rendered: DbtInvocation) -> None
         "execute_maintenance_steps: step 1 has unknown key(s) extra; allowed: table, operation, status, reason, sql",
         "execute_maintenance_steps: step 1 has status \"success\"; allowed: planned, skipped, failed",
         "execute_maintenance_steps: step 2 has operation \"vacuum\"; allowed: " + ", ".join(protocol.OPERATIONS),
-        "execute_maintenance_steps: step 3 has table \"events; drop\"; expected 'schema.table' or 'catalog.schema.table'",
+        "execute_maintenance_steps: step 3 has table \"events; drop\"; "
+        "expected 'schema.table' or 'catalog.schema.table'",
         "execute_maintenance_steps: step 4 has sql \"CALL system.rewrite_manifests(table => 'analytics.other')\"; "
         "expected one statement starting " + call,
         "execute_maintenance_steps: step 5 has sql \"" + call + "); drop table x\"; expected one statement starting "
