@@ -150,6 +150,7 @@ def run_command(
               help="Only these operations (repeatable). Default: compaction, expire_snapshots, remove_orphan_files, rewrite_manifests.")
 @click.option("--dry-run", is_flag=True, help="Render the SQL, execute nothing.")
 @click.option("--force", is_flag=True, help="Ignore the thresholds (never the cold-partition scope).")
+@click.option("--as-of", "as_of", default=None, help="Reference time (UTC 'YYYY-MM-DD HH:MM:SS'). Default: now.")
 @_dbt_wrapper_options
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
 def maintain_command(
@@ -157,6 +158,7 @@ def maintain_command(
     operations: tuple[str, ...],
     dry_run: bool,
     force: bool,
+    as_of: str | None,
     report_path: Path | None,
     output: str,
     project_dir: Path,
@@ -175,7 +177,7 @@ def maintain_command(
 
     _refuse_misplaced_options(dbt_args)
     report = _report_or_exit(lambda: run_maintenance(
-        select, operations, dry_run=dry_run, force=force, dbt_args=dbt_args,
+        select, operations, dry_run=dry_run, force=force, as_of=as_of, dbt_args=dbt_args,
         project_dir=project_dir, profiles_dir=profiles_dir))
     if _emit_json_report(report.to_json(), report_path, output):
         console = Console(width=None if sys.stdout.isatty() else 160)
