@@ -1,25 +1,13 @@
-{#- The per-model maintenance policy: `meta.iceberg_maint` (see DESIGN.md), merged over the
-    documented defaults. -#}
+{#- The per-model maintenance policy: `meta.iceberg_maint`, merged over the documented defaults
+    (each operation's own, from its procedure file). -#}
 
 {% macro _iceberg_maint_policy_defaults() %}
-  {{ return({
-      'enabled': true,
-      'compaction': {
-          'enabled': true, 'min_input_files': 5, 'target_file_size_mb': none,
-          'strategy': none, 'sort_order': none, 'partial_progress': true,
-          'max_failed_commits': 0, 'cold_partitions_hours': none, 'where': none, 'options': {},
-      },
-      'rewrite_position_delete_files': {'enabled': true, 'min_input_files': 5, 'where': none, 'options': {}},
-      'expire_snapshots': {
-          'enabled': true, 'older_than_hours': 168, 'older_than': none, 'retain_last': 5,
-          'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none,
-      },
-      'remove_orphan_files': {
-          'enabled': true, 'older_than_hours': 72, 'location': none, 'max_concurrent_deletes': none,
-          'equal_schemes': none, 'equal_authorities': none, 'prefix_mismatch_mode': none, 'prefix_listing': none,
-      },
-      'rewrite_manifests': {'enabled': true, 'min_manifests': 5, 'use_caching': none},
-  }) }}
+  {%- set defaults = {'enabled': true} -%}
+  {%- for operation in dbt_iceberg_maint._iceberg_maint_operation_order() -%}
+    {%- do defaults.update({dbt_iceberg_maint._iceberg_maint_policy_section(operation):
+          dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'defaults')()}) -%}
+  {%- endfor -%}
+  {{ return(defaults) }}
 {% endmacro %}
 
 

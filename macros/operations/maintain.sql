@@ -27,53 +27,6 @@
 {% endmacro %}
 
 
-{#- {'sql': CALL text or none, 'reason': why there is nothing to run}. Compaction with
-    cold_partitions_hours is scoped to the cold partitions (an explicit `where` is ANDed with
-    that filter); no cold partition means nothing to compact. -#}
-{% macro _iceberg_maint_planned_sql(relation, operation, policy, dry_run=false, cold_scope=none, reference=none) %}
-  {%- if operation == 'rewrite_data_files' -%}
-    {%- set section = policy.compaction -%}
-    {%- set where = section.where -%}
-    {%- if section.cold_partitions_hours -%}
-      {%- set cold = cold_scope.where if cold_scope is not none else dbt_iceberg_maint.cold_partitions_where(relation, section.cold_partitions_hours) -%}
-      {%- if cold is none or not (cold | string).strip() -%}
-        {{ return({'sql': none, 'reason': 'no partition has been quiet for ' ~ section.cold_partitions_hours ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
-      {%- endif -%}
-      {%- set where = ('(' ~ where ~ ') and (' ~ cold ~ ')') if where else cold -%}
-    {%- endif -%}
-    {%- set options = dbt_iceberg_maint._iceberg_maint_compaction_options(
-          section, serial_group_commits=section.partial_progress and dbt_iceberg_maint._iceberg_maint_is_hadoop_catalog(relation)) -%}
-    {{ return({'sql': dbt_iceberg_maint.get_rewrite_data_files_sql(relation, where, section.strategy, section.sort_order, options), 'reason': none}) }}
-  {%- elif operation == 'rewrite_position_delete_files' -%}
-    {%- set section = policy.rewrite_position_delete_files -%}
-    {%- set options = {'min-input-files': section.min_input_files | string} -%}
-    {%- do options.update(section.options or {}) -%}
-    {{ return({'sql': dbt_iceberg_maint.get_rewrite_position_delete_files_sql(relation, section.where, options), 'reason': none}) }}
-  {%- elif operation == 'expire_snapshots' -%}
-    {%- set section = policy.expire_snapshots -%}
-    {#- The cut-off is fixed in the plan: older_than_hours before the plan's reference time (as_of). -#}
-    {%- set hours, older_than = section.older_than_hours, section.older_than -%}
-    {%- if older_than is none and reference is not none and hours -%}
-      {%- set hours, older_than = none, (reference - modules.datetime.timedelta(hours=hours)).strftime('%Y-%m-%d %H:%M:%S') -%}
-    {%- elif older_than is not none -%}
-      {%- set hours = none -%}
-    {%- endif -%}
-    {{ return({'sql': dbt_iceberg_maint.get_expire_snapshots_sql(relation=relation, older_than_hours=hours,
-          retain_last=section.retain_last, max_concurrent_deletes=section.max_concurrent_deletes,
-          stream_results=section.stream_results, clean_expired_metadata=section.clean_expired_metadata,
-          older_than=older_than), 'reason': none}) }}
-  {%- elif operation == 'remove_orphan_files' -%}
-    {%- set section = policy.remove_orphan_files -%}
-    {{ return({'sql': dbt_iceberg_maint.get_remove_orphan_files_sql(relation, section.older_than_hours,
-          location=section.location, max_concurrent_deletes=section.max_concurrent_deletes,
-          equal_schemes=section.equal_schemes, equal_authorities=section.equal_authorities,
-          prefix_mismatch_mode=section.prefix_mismatch_mode, prefix_listing=section.prefix_listing), 'reason': none}) }}
-  {%- else -%}
-    {{ return({'sql': dbt_iceberg_maint.get_rewrite_manifests_sql(relation, use_caching=policy.rewrite_manifests.use_caching), 'reason': none}) }}
-  {%- endif -%}
-{% endmacro %}
-
-
 {#- Whether the relation's Iceberg catalog is a HadoopCatalog (read from the session's catalog
     configuration with SET, so it works over any connection). -#}
 {% macro _iceberg_maint_is_hadoop_catalog(relation) %}

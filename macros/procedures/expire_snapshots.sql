@@ -123,3 +123,67 @@
         snapshot_ids=snapshot_ids, clean_expired_metadata=clean_expired_metadata, older_than=older_than) -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'expire_snapshots', sql, dry_run)) }}
 {% endmacro %}
+
+
+{#- ---- As a maintenance step (get_maintenance_plan) ---------------------------------------- -#}
+
+{% macro _iceberg_maint_expire_snapshots_defaults() %}
+  {{ return({'enabled': true, 'older_than_hours': 168, 'older_than': none, 'retain_last': 5,
+             'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none}) }}
+{% endmacro %}
+
+{#- An absolute older_than in the policy wins over older_than_hours (which has a default). -#}
+{% macro _iceberg_maint_expire_snapshots_policy_errors(section) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(
+      older_than_hours=section.older_than_hours if section.older_than is none else none,
+      retain_last=section.retain_last, max_concurrent_deletes=section.max_concurrent_deletes,
+      stream_results=section.stream_results, clean_expired_metadata=section.clean_expired_metadata,
+      older_than=section.older_than)) }}
+{% endmacro %}
+
+{#- Due when more than retain_last snapshots exist and the oldest is past the cut-off:
+    older_than_hours before the plan's reference time, or the absolute `older_than`
+    (health.hours_since_older_than, computed by the plan). older_than_hours 0 has no age limit,
+    and a rewrite planned before it (health.rewrites_planned) makes it due even at retain_last
+    snapshots: the rewrite's own commits add snapshots it then expires. -#}
+{% macro _iceberg_maint_expire_snapshots_due(section, health) %}
+  {%- set keep = section.retain_last -%}
+  {%- set count = health.snapshots | int -%}
+  {%- set age = health.oldest_snapshot_age_hours -%}
+  {%- if section.older_than is not none -%}
+    {%- set hours = health.get('hours_since_older_than', 0) -%}
+    {%- set limit = 'older_than ' ~ section.older_than -%}
+  {%- else -%}
+    {%- set hours = section.older_than_hours -%}
+    {%- set limit = hours ~ ' h' -%}
+  {%- endif -%}
+  {%- set no_age_limit = section.older_than is none and hours == 0 -%}
+  {%- if count <= keep and no_age_limit and health.get('rewrites_planned') -%}
+    {{ return({'due': true, 'reason': count ~ ' snapshots plus those ' ~ health.rewrites_planned | join(' and ')
+        ~ ' commits first (older_than_hours 0: only the newest retain_last ' ~ keep ~ ' stay)'}) }}
+  {%- elif count <= keep -%}
+    {{ return({'due': false, 'reason': 'only ' ~ count ~ ' snapshots, not more than retain_last ' ~ keep}) }}
+  {%- elif no_age_limit -%}
+    {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), older_than_hours 0: no age limit'}) }}
+  {%- elif age is none or age <= hours -%}
+    {{ return({'due': false, 'reason': 'oldest snapshot is ' ~ (age if age is not none else 0) ~ ' h old, not older than '
+        ~ limit}) }}
+  {%- endif -%}
+  {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), oldest ' ~ age ~ ' h old (> '
+      ~ limit ~ ')'}) }}
+{% endmacro %}
+
+{#- The cut-off is fixed in the plan: older_than_hours before the plan's reference time
+    (context.reference, from as_of), else before now; 0 stays "no age limit". -#}
+{% macro _iceberg_maint_expire_snapshots_planned_sql(relation, section, context={}) %}
+  {%- set hours, older_than, reference = section.older_than_hours, section.older_than, context.get('reference') -%}
+  {%- if older_than is not none -%}
+    {%- set hours = none -%}
+  {%- elif reference is not none and hours -%}
+    {%- set hours, older_than = none, (reference - modules.datetime.timedelta(hours=hours)).strftime('%Y-%m-%d %H:%M:%S') -%}
+  {%- endif -%}
+  {{ return({'sql': dbt_iceberg_maint.get_expire_snapshots_sql(relation=relation, older_than_hours=hours,
+      retain_last=section.retain_last, max_concurrent_deletes=section.max_concurrent_deletes,
+      stream_results=section.stream_results, clean_expired_metadata=section.clean_expired_metadata,
+      older_than=older_than), 'reason': none}) }}
+{% endmacro %}

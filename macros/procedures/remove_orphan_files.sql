@@ -68,3 +68,34 @@
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'remove_orphan_files', sql, false, true,
         'dry_run' if dry_run else 'success', 'dry run: orphans listed, nothing deleted' if dry_run else none)) }}
 {% endmacro %}
+
+
+{#- ---- As a maintenance step (get_maintenance_plan) ---------------------------------------- -#}
+
+{% macro _iceberg_maint_remove_orphan_files_defaults() %}
+  {{ return({'enabled': true, 'older_than_hours': 72, 'location': none, 'max_concurrent_deletes': none,
+             'equal_schemes': none, 'equal_authorities': none, 'prefix_mismatch_mode': none, 'prefix_listing': none}) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_remove_orphan_files_policy_errors(section) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors(section.older_than_hours,
+      location=section.location, max_concurrent_deletes=section.max_concurrent_deletes,
+      equal_schemes=section.equal_schemes, equal_authorities=section.equal_authorities,
+      prefix_mismatch_mode=section.prefix_mismatch_mode, prefix_listing=section.prefix_listing)) }}
+{% endmacro %}
+
+{#- Orphans cannot be counted without listing the table location, which is the operation itself;
+    it deletes only files older than the window, so it is always due. -#}
+{% macro _iceberg_maint_remove_orphan_files_due(section, health) %}
+  {{ return({'due': true, 'reason': 'always due: deletes only unreferenced files older than '
+      ~ section.older_than_hours ~ ' h'}) }}
+{% endmacro %}
+
+{#- Always against the real clock (never as_of): the 24 h floor protects writes in flight. -#}
+{% macro _iceberg_maint_remove_orphan_files_planned_sql(relation, section, context={}) %}
+  {{ return({'sql': dbt_iceberg_maint.get_remove_orphan_files_sql(relation=relation,
+      older_than_hours=section.older_than_hours, location=section.location,
+      max_concurrent_deletes=section.max_concurrent_deletes, equal_schemes=section.equal_schemes,
+      equal_authorities=section.equal_authorities, prefix_mismatch_mode=section.prefix_mismatch_mode,
+      prefix_listing=section.prefix_listing), 'reason': none}) }}
+{% endmacro %}

@@ -39,3 +39,30 @@
   {%- set sql = dbt_iceberg_maint.get_rewrite_manifests_sql(relation, use_caching, spec_id) -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'rewrite_manifests', sql, dry_run)) }}
 {% endmacro %}
+
+
+{#- ---- As a maintenance step (get_maintenance_plan) ---------------------------------------- -#}
+
+{% macro _iceberg_maint_rewrite_manifests_defaults() %}
+  {{ return({'enabled': true, 'min_manifests': 5, 'use_caching': none}) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_rewrite_manifests_policy_errors(section) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_check_positive_number('policy rewrite_manifests', 'min_manifests',
+      section.min_manifests, integer=true)
+      + dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors(use_caching=section.use_caching)) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_rewrite_manifests_due(section, health) %}
+  {%- set threshold = section.min_manifests -%}
+  {%- set count = health.data_manifests | int -%}
+  {%- if count >= threshold -%}
+    {{ return({'due': true, 'reason': count ~ ' data manifests, >= threshold of ' ~ threshold}) }}
+  {%- endif -%}
+  {{ return({'due': false, 'reason': 'only ' ~ count ~ ' data manifests, below threshold of ' ~ threshold}) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_rewrite_manifests_planned_sql(relation, section, context={}) %}
+  {{ return({'sql': dbt_iceberg_maint.get_rewrite_manifests_sql(relation=relation, use_caching=section.use_caching),
+      'reason': none}) }}
+{% endmacro %}

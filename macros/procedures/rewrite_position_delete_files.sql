@@ -39,3 +39,32 @@
   {%- set sql = dbt_iceberg_maint.get_rewrite_position_delete_files_sql(relation, where, options) -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'rewrite_position_delete_files', sql, dry_run)) }}
 {% endmacro %}
+
+
+{#- ---- As a maintenance step (get_maintenance_plan) ---------------------------------------- -#}
+
+{% macro _iceberg_maint_rewrite_position_delete_files_defaults() %}
+  {{ return({'enabled': true, 'min_input_files': 5, 'where': none, 'options': {}}) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_rewrite_position_delete_files_policy_errors(section) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_check_positive_number('policy rewrite_position_delete_files',
+      'min_input_files', section.min_input_files, integer=true)
+      + dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors(section.where, section.options)) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_rewrite_position_delete_files_due(section, health) %}
+  {%- set threshold = section.min_input_files -%}
+  {%- set count = health.delete_files | int -%}
+  {%- if count >= threshold -%}
+    {{ return({'due': true, 'reason': count ~ ' delete files, >= threshold of ' ~ threshold}) }}
+  {%- endif -%}
+  {{ return({'due': false, 'reason': 'only ' ~ count ~ ' delete files, below threshold of ' ~ threshold}) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_rewrite_position_delete_files_planned_sql(relation, section, context={}) %}
+  {%- set options = {'min-input-files': section.min_input_files | string} -%}
+  {%- do options.update(section.options or {}) -%}
+  {{ return({'sql': dbt_iceberg_maint.get_rewrite_position_delete_files_sql(relation=relation, where=section.where,
+      options=options), 'reason': none}) }}
+{% endmacro %}
