@@ -34,10 +34,10 @@
   {%- if as_of is not none and (as_of is not string or not modules.re.fullmatch('\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?', as_of)) -%}
     {{ exceptions.raise_compiler_error("cold_partitions_where: as_of = " ~ tojson(as_of) ~ " is not allowed; expected none or a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]'") }}
   {%- endif -%}
-  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- if not execute -%}{{ return({'where': none, 'max_small_files': none}) }}{%- endif -%}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
-  {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
+  {%- set layout = dbt_iceberg_maint._iceberg_maint_table_layout(table) -%}
   {%- set quiet_micros = (quiet_hours * 3600000000) | int -%}
   {%- set cold_condition -%}
     unix_micros(coalesce(last_updated_at, (select min(committed_at) from {{ table }}.snapshots)))

@@ -12,7 +12,7 @@
   {%- endif -%}
   {%- if value is none -%}{{ return(col ~ ' is null') }}{%- endif -%}
   {%- if transform == 'identity' -%}
-    {{ return(dbt_iceberg_maint._hp_identity_sql(col, type, value)) }}
+    {{ return(dbt_iceberg_maint._iceberg_maint_identity_sql(col, type, value)) }}
   {%- endif -%}
   {%- set dt = modules.datetime -%}
   {%- set kind = transform.rstrip('s') -%}
@@ -44,12 +44,12 @@
   {{ return('(' ~ col ~ " >= " ~ prefix ~ " '" ~ lo.strftime(fmt) ~ suffix ~ "' and " ~ col ~ " < " ~ prefix ~ " '" ~ hi.strftime(fmt) ~ suffix ~ "')") }}
 {% endmacro %}
 
-{% macro _hp_identity_sql(col, type, value) %}
+{% macro _iceberg_maint_identity_sql(col, type, value) %}
   {%- if type in ['string'] or type.startswith('varchar') or type.startswith('char') -%}
     {#- A value with ';' or comment markers would make the whole `where` fail the procedures'
         fragment check: leave that partition out rather than abort the maintenance run. -#}
     {%- if value is not string or dbt_iceberg_maint._iceberg_maint_fragment_problems(value) -%}{{ return(none) }}{%- endif -%}
-    {{ return(col ~ ' = ' ~ dbt_iceberg_maint._hp_string_literal(value)) }}
+    {{ return(col ~ ' = ' ~ dbt_iceberg_maint._iceberg_maint_string_literal(value)) }}
   {%- elif type == 'boolean' -%}
     {{ return(col ~ ' = ' ~ ('true' if value else 'false')) if value is boolean else return(none) }}
   {%- elif type in ['tinyint', 'smallint', 'int', 'integer', 'bigint'] -%}

@@ -26,16 +26,13 @@
     {{ exceptions.raise_compiler_error("table_health: target_file_size_bytes = " ~ tojson(target_file_size_bytes) ~ " is not allowed; expected a positive integer (bytes) or none") }}
   {%- endif -%}
   {%- if not execute -%}{{ return({}) }}{%- endif -%}
-  {%- set started = dbt_iceberg_maint._hp_now() -%}
-  {%- set found = namespace(target=target_file_size_bytes) -%}
-  {%- if found.target is none -%}
-    {%- set found.target = 536870912 -%}
-    {%- for row in run_query('show tblproperties ' ~ table) if row['key'] == 'write.target-file-size-bytes' -%}
-      {%- set found.target = row['value'] | int -%}
-    {%- endfor -%}
+  {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
+  {%- set target = target_file_size_bytes -%}
+  {%- if target is none -%}
+    {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
+    {%- set target = properties.get('write.target-file-size-bytes', 536870912) | int -%}
   {%- endif -%}
-  {%- set target = found.target -%}
-  {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
+  {%- set layout = dbt_iceberg_maint._iceberg_maint_table_layout(table) -%}
   {%- set sql = dbt_iceberg_maint.get_table_health_sql(table, target, layout['partition_fields'] | length > 0, as_of) -%}
   {%- set row = run_query(sql).rows[0] -%}
   {%- set health = {'table': table} -%}
@@ -48,10 +45,10 @@
         'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),
         'target_file_size_bytes': target,
         'small_file_threshold_bytes': (target * 0.75) | int}) -%}
-  {%- set should_log = log_result if log_result is not none else dbt_iceberg_maint._hp_is_run_operation_of('table_health') -%}
+  {%- set should_log = log_result if log_result is not none else dbt_iceberg_maint._iceberg_maint_is_run_operation_of('table_health') -%}
   {%- if should_log -%}
-    {{ dbt_iceberg_maint._hp_log_result(table, 'table_health', 'success', sql=sql, metrics=health,
-         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, 'table_health', 'success', sql=sql, metrics=health,
+         duration_ms=dbt_iceberg_maint._iceberg_maint_elapsed_ms(started)) -%}
   {%- endif -%}
   {{ return(health) }}
 {% endmacro %}

@@ -71,3 +71,15 @@
   {%- endfor -%}
   {{ return(resolved) }}
 {% endmacro %}
+
+
+{#- The model's declared `meta.iceberg_maint`: from the running model when relation is none,
+    else from the graph node of the relation (a run-operation); {} when there is none. -#}
+{% macro _iceberg_maint_declared_policy(relation) %}
+  {%- if relation is none -%}
+    {%- set meta = config.get('meta') or {} -%}
+    {{ return(meta.get('iceberg_maint') or {}) }}
+  {%- endif -%}
+  {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_model_policy(node)) }}
+{% endmacro %}

@@ -13,9 +13,9 @@
   {%- if changes | length == 0 -%}{{ return('') }}{%- endif -%}
   {%- set assignments = [] -%}
   {%- for key in changes | sort -%}
-    {%- do assignments.append(dbt_iceberg_maint._hp_string_literal(key) ~ ' = ' ~ dbt_iceberg_maint._hp_string_literal(changes[key]['to'])) -%}
+    {%- do assignments.append(dbt_iceberg_maint._iceberg_maint_string_literal(key) ~ ' = ' ~ dbt_iceberg_maint._iceberg_maint_string_literal(changes[key]['to'])) -%}
   {%- endfor -%}
-  {{ return('alter table ' ~ dbt_iceberg_maint._hp_table_name(relation) ~ ' set tblproperties (' ~ assignments | join(', ') ~ ')') }}
+  {{ return('alter table ' ~ dbt_iceberg_maint._iceberg_maint_qualified_name(relation) ~ ' set tblproperties (' ~ assignments | join(', ') ~ ')') }}
 {% endmacro %}
 
 {#- {key: {'from': current value or none, 'to': declared value}} for every differing key. -#}
@@ -27,8 +27,4 @@
     {%- endif -%}
   {%- endfor -%}
   {{ return(changes) }}
-{% endmacro %}
-
-{% macro _hp_string_literal(value) %}
-  {{ return("'" ~ (value | string).replace('\\', '\\\\').replace("'", "\\'") ~ "'") }}
 {% endmacro %}
