@@ -12,7 +12,8 @@
     as_of: the reference time, 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC (default: now), so that a
     job can judge all its tables against its own start time. -#}
 {% macro cold_partitions_where(relation, quiet_hours, as_of=none) %}
-  {{ return(adapter.dispatch('cold_partitions_where', 'dbt_iceberg_maint')(relation, quiet_hours, as_of)) }}
+  {{ return(adapter.dispatch('cold_partitions_where', 'dbt_iceberg_maint')(
+      relation=relation, quiet_hours=quiet_hours, as_of=as_of)) }}
 {% endmacro %}
 
 {% macro default__cold_partitions_where(relation, quiet_hours, as_of=none) %}

@@ -4,7 +4,11 @@
     the orphans and deletes nothing. -#}
 
 {% macro get_remove_orphan_files_sql(relation=none, older_than_hours=72, dry_run=false, location=none, max_concurrent_deletes=none, file_list_view=none, equal_schemes=none, equal_authorities=none, prefix_mismatch_mode=none, prefix_listing=none) %}
-  {{ return(adapter.dispatch('get_remove_orphan_files_sql', 'dbt_iceberg_maint')(relation if relation is not none else this, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing)) }}
+  {{ return(adapter.dispatch('get_remove_orphan_files_sql', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, older_than_hours=older_than_hours, dry_run=dry_run,
+      location=location, max_concurrent_deletes=max_concurrent_deletes, file_list_view=file_list_view,
+      equal_schemes=equal_schemes, equal_authorities=equal_authorities, prefix_mismatch_mode=prefix_mismatch_mode,
+      prefix_listing=prefix_listing)) }}
 {% endmacro %}
 
 {% macro default__get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
@@ -55,7 +59,11 @@
 
 
 {% macro remove_orphan_files(relation=none, older_than_hours=72, dry_run=false, location=none, max_concurrent_deletes=none, file_list_view=none, equal_schemes=none, equal_authorities=none, prefix_mismatch_mode=none, prefix_listing=none) %}
-  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('remove_orphan_files', 'dbt_iceberg_maint')(relation if relation is not none else this, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing))) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('remove_orphan_files', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, older_than_hours=older_than_hours, dry_run=dry_run,
+      location=location, max_concurrent_deletes=max_concurrent_deletes, file_list_view=file_list_view,
+      equal_schemes=equal_schemes, equal_authorities=equal_authorities, prefix_mismatch_mode=prefix_mismatch_mode,
+      prefix_listing=prefix_listing))) }}
 {% endmacro %}
 
 {% macro default__remove_orphan_files(relation, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}

@@ -2,7 +2,9 @@
     no dry run for it, so dry_run=true renders the CALL and does not execute it. -#}
 
 {% macro get_rewrite_data_files_sql(relation=none, where=none, strategy=none, sort_order=none, options=none) %}
-  {{ return(adapter.dispatch('get_rewrite_data_files_sql', 'dbt_iceberg_maint')(relation if relation is not none else this, where, strategy, sort_order, options)) }}
+  {{ return(adapter.dispatch('get_rewrite_data_files_sql', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, where=where, strategy=strategy, sort_order=sort_order,
+      options=options)) }}
 {% endmacro %}
 
 {% macro default__get_rewrite_data_files_sql(relation, where, strategy, sort_order, options) %}
@@ -64,7 +66,9 @@
 
 
 {% macro rewrite_data_files(relation=none, where=none, strategy=none, sort_order=none, options=none, dry_run=false) %}
-  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_data_files', 'dbt_iceberg_maint')(relation if relation is not none else this, where, strategy, sort_order, options, dry_run))) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_data_files', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, where=where, strategy=strategy, sort_order=sort_order,
+      options=options, dry_run=dry_run))) }}
 {% endmacro %}
 
 {% macro default__rewrite_data_files(relation, where, strategy, sort_order, options, dry_run) %}

@@ -1,7 +1,8 @@
 {#- Iceberg `rewrite_manifests`: consolidate many small manifests into few. -#}
 
 {% macro get_rewrite_manifests_sql(relation=none, use_caching=none, spec_id=none) %}
-  {{ return(adapter.dispatch('get_rewrite_manifests_sql', 'dbt_iceberg_maint')(relation if relation is not none else this, use_caching, spec_id)) }}
+  {{ return(adapter.dispatch('get_rewrite_manifests_sql', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, use_caching=use_caching, spec_id=spec_id)) }}
 {% endmacro %}
 
 {% macro default__get_rewrite_manifests_sql(relation, use_caching, spec_id) %}
@@ -27,7 +28,8 @@
 
 
 {% macro rewrite_manifests(relation=none, use_caching=none, spec_id=none, dry_run=false) %}
-  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_manifests', 'dbt_iceberg_maint')(relation if relation is not none else this, use_caching, spec_id, dry_run))) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_manifests', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, use_caching=use_caching, spec_id=spec_id, dry_run=dry_run))) }}
 {% endmacro %}
 
 {% macro default__rewrite_manifests(relation, use_caching, spec_id, dry_run) %}

@@ -2,7 +2,8 @@
     tables) and drop dangling ones. -#}
 
 {% macro get_rewrite_position_delete_files_sql(relation=none, where=none, options=none) %}
-  {{ return(adapter.dispatch('get_rewrite_position_delete_files_sql', 'dbt_iceberg_maint')(relation if relation is not none else this, where, options)) }}
+  {{ return(adapter.dispatch('get_rewrite_position_delete_files_sql', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, where=where, options=options)) }}
 {% endmacro %}
 
 {% macro default__get_rewrite_position_delete_files_sql(relation, where, options) %}
@@ -27,7 +28,8 @@
 
 
 {% macro rewrite_position_delete_files(relation=none, where=none, options=none, dry_run=false) %}
-  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_position_delete_files', 'dbt_iceberg_maint')(relation if relation is not none else this, where, options, dry_run))) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_position_delete_files', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, where=where, options=options, dry_run=dry_run))) }}
 {% endmacro %}
 
 {% macro default__rewrite_position_delete_files(relation, where, options, dry_run) %}

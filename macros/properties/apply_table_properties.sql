@@ -8,7 +8,7 @@
     (the policy then comes from the graph node of the model whose schema/alias match). -#}
 
 {% macro apply_table_properties(relation=none, policy=none) %}
-  {{ return(adapter.dispatch('apply_table_properties', 'dbt_iceberg_maint')(relation, policy)) }}
+  {{ return(adapter.dispatch('apply_table_properties', 'dbt_iceberg_maint')(relation=relation, policy=policy)) }}
 {% endmacro %}
 
 {% macro default__apply_table_properties(relation=none, policy=none) %}

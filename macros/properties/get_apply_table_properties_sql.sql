@@ -1,7 +1,8 @@
 {#- Pure: the ALTER TABLE statement that sets the declared keys whose current value differs,
     or '' when nothing differs. `declared` and `current` map property keys to string values. -#}
 {% macro get_apply_table_properties_sql(relation, declared, current) %}
-  {{ return(adapter.dispatch('get_apply_table_properties_sql', 'dbt_iceberg_maint')(relation, declared, current)) }}
+  {{ return(adapter.dispatch('get_apply_table_properties_sql', 'dbt_iceberg_maint')(
+      relation=relation, declared=declared, current=current)) }}
 {% endmacro %}
 
 {% macro default__get_apply_table_properties_sql(relation, declared, current) %}
