@@ -22,7 +22,8 @@
         specs a Hive-style "# Partition Information" section of column rows. -#}
     {%- if name == '# col_name' and section.name == 'partition_information' -%}
     {%- elif name == '' or name.startswith('#') -%}
-      {%- set section.name = {'# Partitioning': 'partitioning', '# Partition Information': 'partition_information'}.get(name, 'other') -%}
+      {%- set section.name = {'# Partitioning': 'partitioning',
+            '# Partition Information': 'partition_information'}.get(name, 'other') -%}
     {%- elif section.name == 'columns' -%}
       {%- do columns.update({name: type | lower}) -%}
     {%- elif section.name == 'partitioning' and name.startswith('Part ') -%}

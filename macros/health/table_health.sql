@@ -14,7 +14,8 @@
 {% endmacro %}
 
 {% macro default__table_health(relation=none, target_file_size_bytes=none, log_result=none, as_of=none) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.table_health is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.table_health is not implemented for adapter '" ~ adapter.type()
+        ~ "'; it supports spark") }}
 {% endmacro %}
 
 {#- as_of: the reference time of oldest_snapshot_age_hours (UTC text; default now). -#}
@@ -22,8 +23,10 @@
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
         dbt_iceberg_maint._iceberg_maint_parse_instant('table_health', 'as_of', as_of).errors) -%}
-  {%- if target_file_size_bytes is not none and (target_file_size_bytes is boolean or target_file_size_bytes is not integer or target_file_size_bytes <= 0) -%}
-    {{ exceptions.raise_compiler_error("table_health: target_file_size_bytes = " ~ tojson(target_file_size_bytes) ~ " is not allowed; expected a positive integer (bytes) or none") }}
+  {%- if target_file_size_bytes is not none and (target_file_size_bytes is boolean
+        or target_file_size_bytes is not integer or target_file_size_bytes <= 0) -%}
+    {{ exceptions.raise_compiler_error("table_health: target_file_size_bytes = " ~ tojson(target_file_size_bytes)
+          ~ " is not allowed; expected a positive integer (bytes) or none") }}
   {%- endif -%}
   {%- if not execute -%}{{ return({}) }}{%- endif -%}
   {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
@@ -33,7 +36,8 @@
     {%- set target = properties.get('write.target-file-size-bytes', 536870912) | int -%}
   {%- endif -%}
   {%- set layout = dbt_iceberg_maint._iceberg_maint_table_layout(table) -%}
-  {%- set sql = dbt_iceberg_maint.get_table_health_sql(table, target, layout['partition_fields'] | length > 0, as_of) -%}
+  {%- set sql = dbt_iceberg_maint.get_table_health_sql(table, target, layout['partition_fields'] | length > 0,
+        as_of) -%}
   {%- set row = run_query(sql).rows[0] -%}
   {%- set health = {'table': table} -%}
   {%- for column in ['data_files', 'small_files', 'data_bytes', 'delete_files', 'records', 'snapshots',
@@ -45,7 +49,8 @@
         'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),
         'target_file_size_bytes': target,
         'small_file_threshold_bytes': (target * 0.75) | int}) -%}
-  {%- set should_log = log_result if log_result is not none else dbt_iceberg_maint._iceberg_maint_is_run_operation_of('table_health') -%}
+  {%- set should_log = log_result if log_result is not none else dbt_iceberg_maint._iceberg_maint_is_run_operation_of(
+        'table_health') -%}
   {%- if should_log -%}
     {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, 'table_health', 'success', sql=sql, metrics=health,
          duration_ms=dbt_iceberg_maint._iceberg_maint_elapsed_ms(started)) -%}

@@ -24,8 +24,10 @@
     {{ return(false) }}
   {%- endif -%}
   {#- LIKE takes a pattern; compare names exactly and leave out temporary views. -#}
-  {%- for row in run_query('show tables in ' ~ parts.catalog ~ '.' ~ parts.schema ~ ' like ' ~ literal(parts.identifier)) -%}
-    {%- if (row['tableName'] | lower) == (parts.identifier | lower) and not row['isTemporary'] -%}{{ return(true) }}{%- endif -%}
+  {%- for row in run_query('show tables in ' ~ parts.catalog ~ '.' ~ parts.schema ~ ' like '
+        ~ literal(parts.identifier)) -%}
+    {%- if (row['tableName'] | lower) == (parts.identifier | lower)
+          and not row['isTemporary'] -%}{{ return(true) }}{%- endif -%}
   {%- endfor -%}
   {{ return(false) }}
 {% endmacro %}

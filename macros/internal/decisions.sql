@@ -26,13 +26,15 @@
   {%- if operations is none -%}{{ return(dbt_iceberg_maint._iceberg_maint_default_operations()) }}{%- endif -%}
   {%- set requested = [operations] if operations is string else operations -%}
   {%- if requested is not iterable or requested is mapping -%}
-    {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` is " ~ operations ~ "; expected none, an operation name or a list of them: compaction, " ~ order | join(', ')) }}
+    {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` is " ~ operations
+          ~ "; expected none, an operation name or a list of them: compaction, " ~ order | join(', ')) }}
   {%- endif -%}
   {%- set names = [] -%}
   {%- for name in requested -%}
     {%- set canonical = 'rewrite_data_files' if name == 'compaction' else name -%}
     {%- if canonical not in order -%}
-      {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` contains '" ~ name ~ "'; allowed: compaction, " ~ order | join(', ')) }}
+      {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` contains '" ~ name
+            ~ "'; allowed: compaction, " ~ order | join(', ')) }}
     {%- endif -%}
     {%- do names.append(canonical) -%}
   {%- endfor -%}
@@ -90,9 +92,11 @@
         {%- do errors.append(source ~ "." ~ key ~ " is " ~ value ~ "; expected a mapping of settings or true/false") -%}
       {%- elif value is mapping -%}
         {%- for name in value.keys() if name not in defaults[key] -%}
-          {%- do errors.append(source ~ "." ~ key ~ " has unknown key `" ~ name ~ "`; allowed keys: " ~ defaults[key].keys() | join(', ')) -%}
+          {%- do errors.append(source ~ "." ~ key ~ " has unknown key `" ~ name ~ "`; allowed keys: "
+                ~ defaults[key].keys() | join(', ')) -%}
         {%- endfor -%}
-        {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(source ~ '.' ~ key, 'enabled', value.get('enabled'))) -%}
+        {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(source ~ '.' ~ key, 'enabled',
+              value.get('enabled'))) -%}
       {%- endif -%}
     {%- endif -%}
   {%- endfor -%}

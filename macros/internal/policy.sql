@@ -18,7 +18,8 @@
   {%- if node is none or node is not mapping -%}{{ return({}) }}{%- endif -%}
   {%- set config_meta = (node.get('config') or {}).get('meta') or {} -%}
   {%- set node_meta = node.get('meta') or {} -%}
-  {%- set declared = config_meta.get('iceberg_maint') if config_meta.get('iceberg_maint') is not none else node_meta.get('iceberg_maint') -%}
+  {%- set declared = config_meta.get('iceberg_maint') if config_meta.get('iceberg_maint') is not none
+        else node_meta.get('iceberg_maint') -%}
   {{ return({} if declared is none else declared) }}
 {% endmacro %}
 

@@ -25,7 +25,8 @@
 {% macro _iceberg_maint_log_marker(marker, payload, info=true) %}
   {%- set markers = dbt_iceberg_maint._iceberg_maint_protocol().markers -%}
   {%- if marker not in markers -%}
-    {{ exceptions.raise_compiler_error("dbt_iceberg_maint: marker '" ~ marker ~ "' is not one of " ~ markers | join(', ')) }}
+    {{ exceptions.raise_compiler_error("dbt_iceberg_maint: marker '" ~ marker ~ "' is not one of "
+          ~ markers | join(', ')) }}
   {%- endif -%}
   {%- do log(markers[marker] ~ ' ' ~ tojson(payload), info=info) -%}
 {% endmacro %}

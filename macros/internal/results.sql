@@ -19,7 +19,8 @@
     {{ return(value) }}
   {%- elif value is mapping -%}
     {%- set copy = {} -%}
-    {%- for key, item in value.items() -%}{%- do copy.update({key | string: dbt_iceberg_maint._iceberg_maint_json_safe(item)}) -%}{%- endfor -%}
+    {%- for key, item in value.items() -%}{%- do copy.update({key | string: dbt_iceberg_maint._iceberg_maint_json_safe(
+          item)}) -%}{%- endfor -%}
     {{ return(copy) }}
   {%- elif value is iterable -%}
     {%- set copy = [] -%}

@@ -17,7 +17,8 @@
   {%- for key in mapping | sort -%}
     {%- set value = mapping[key] -%}
     {%- set text = (('true' if value else 'false') if value is boolean else value) -%}
-    {%- do items.append(dbt_iceberg_maint._iceberg_maint_string_literal(key) ~ ', ' ~ dbt_iceberg_maint._iceberg_maint_string_literal(text)) -%}
+    {%- do items.append(dbt_iceberg_maint._iceberg_maint_string_literal(key) ~ ', '
+          ~ dbt_iceberg_maint._iceberg_maint_string_literal(text)) -%}
   {%- endfor -%}
   {{ return('map(' ~ items | join(', ') ~ ')') }}
 {%- endmacro %}
@@ -29,7 +30,8 @@
     the Z suffix makes it independent of the session zone. -#}
 {% macro _iceberg_maint_timestamp_hours_ago(hours, reference=none) -%}
   {%- set now = reference if reference is not none else modules.datetime.datetime.now(modules.pytz.utc) -%}
-  {{ return(dbt_iceberg_maint._iceberg_maint_timestamp_literal((now - modules.datetime.timedelta(hours=hours)).replace(microsecond=0))) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_timestamp_literal((now - modules.datetime.timedelta(hours=hours)).replace(
+        microsecond=0))) }}
 {%- endmacro %}
 
 
@@ -50,7 +52,8 @@
         ~ "; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)" -%}
   {%- if not match -%}{{ return({'value': none, 'errors': [problem]}) }}{%- endif -%}
   {%- set fields = (match.group(1).split('-') + match.group(2).split(':')) | map('int') | list -%}
-  {%- if not (1 <= fields[1] <= 12 and 1 <= fields[2] <= 31 and fields[3] < 24 and fields[4] < 60 and fields[5] < 60) -%}
+  {%- if not (1 <= fields[1] <= 12 and 1 <= fields[2] <= 31 and fields[3] < 24 and fields[4] < 60
+        and fields[5] < 60) -%}
     {{ return({'value': none, 'errors': [problem]}) }}
   {%- endif -%}
   {%- set fraction = (match.group(3) or '.0')[1:] -%}
@@ -66,5 +69,6 @@
   {%- for name, literal in arguments -%}
     {%- do rendered.append(name ~ ' => ' ~ literal) -%}
   {%- endfor -%}
-  {{ return('CALL ' ~ dbt_iceberg_maint._iceberg_maint_procedure_namespace(relation) ~ '.' ~ procedure ~ '(' ~ rendered | join(', ') ~ ')') }}
+  {{ return('CALL ' ~ dbt_iceberg_maint._iceberg_maint_procedure_namespace(relation) ~ '.' ~ procedure ~ '('
+        ~ rendered | join(', ') ~ ')') }}
 {%- endmacro %}

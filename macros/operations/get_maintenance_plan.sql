@@ -82,7 +82,8 @@
       {%- set decision = dbt_iceberg_maint._iceberg_maint_due(operation, resolved, checked) -%}
     {%- endif -%}
     {%- if not section.enabled -%}
-      {%- do steps.append(step(table, operation, 'skipped', 'disabled by meta.iceberg_maint.' ~ section_name ~ '.enabled: false')) -%}
+      {%- do steps.append(step(table, operation, 'skipped', 'disabled by meta.iceberg_maint.' ~ section_name
+            ~ '.enabled: false')) -%}
     {%- elif not decision.due -%}
       {%- do steps.append(step(table, operation, 'skipped', decision.reason)) -%}
     {%- elif operation in ['expire_snapshots', 'remove_orphan_files']
@@ -193,11 +194,13 @@
   {%- for step in steps -%}
     {%- set where = owner ~ ": step " ~ loop.index ~ " " -%}
     {%- if step is not mapping -%}
-      {%- do errors.append(where ~ "is " ~ tojson(step) ~ "; expected a mapping with keys " ~ protocol.step_keys | join(', ')) -%}
+      {%- do errors.append(where ~ "is " ~ tojson(step) ~ "; expected a mapping with keys "
+            ~ protocol.step_keys | join(', ')) -%}
     {%- else -%}
       {%- set unknown = step.keys() | reject('in', protocol.step_keys) | list -%}
       {%- if unknown -%}
-        {%- do errors.append(where ~ "has unknown key(s) " ~ unknown | join(', ') ~ "; allowed: " ~ protocol.step_keys | join(', ')) -%}
+        {%- do errors.append(where ~ "has unknown key(s) " ~ unknown | join(', ') ~ "; allowed: "
+              ~ protocol.step_keys | join(', ')) -%}
       {%- endif -%}
       {%- set operation = step.get('operation') -%}
       {%- if step.get('status') not in protocol.step_statuses -%}
@@ -205,12 +208,15 @@
               ~ protocol.step_statuses | join(', ')) -%}
       {%- endif -%}
       {%- if operation not in protocol.operations -%}
-        {%- do errors.append(where ~ "has operation " ~ tojson(operation) ~ "; allowed: " ~ protocol.operations | join(', ')) -%}
+        {%- do errors.append(where ~ "has operation " ~ tojson(operation) ~ "; allowed: "
+              ~ protocol.operations | join(', ')) -%}
       {%- endif -%}
       {%- set table = step.get('table') -%}
-      {%- set valid_table = table is string and modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*){1,2}', table) -%}
+      {%- set valid_table = table is string
+            and modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*){1,2}', table) -%}
       {%- if not valid_table -%}
-        {%- do errors.append(where ~ "has table " ~ tojson(table) ~ "; expected 'schema.table' or 'catalog.schema.table'") -%}
+        {%- do errors.append(where ~ "has table " ~ tojson(table)
+              ~ "; expected 'schema.table' or 'catalog.schema.table'") -%}
       {%- elif operation in protocol.operations and step.get('status') == 'planned' -%}
         {#- The step's SQL must call its own procedure on its own table, and be one statement. -#}
         {%- set sql = step.get('sql') -%}

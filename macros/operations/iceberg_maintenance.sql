@@ -26,14 +26,17 @@
   {%- for node in nodes -%}
     {%- set raw_policy = dbt_iceberg_maint._iceberg_maint_model_policy(node) -%}
     {%- set errors = dbt_iceberg_maint._iceberg_maint_policy_shape_errors(raw_policy)
-          + dbt_iceberg_maint._iceberg_maint_policy_errors(dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy)) -%}
+          + dbt_iceberg_maint._iceberg_maint_policy_errors(dbt_iceberg_maint._iceberg_maint_resolved_policy(
+              raw_policy)) -%}
     {%- if errors -%}
-      {{ exceptions.raise_compiler_error("iceberg_maintenance: model " ~ node.name ~ " has an invalid meta.iceberg_maint policy: " ~ errors | join('; ')) }}
+      {{ exceptions.raise_compiler_error("iceberg_maintenance: model " ~ node.name
+            ~ " has an invalid meta.iceberg_maint policy: " ~ errors | join('; ')) }}
     {%- endif -%}
   {%- endfor -%}
 
   {%- set mode = ' (dry run: nothing is executed)' if dry_run else '' -%}
-  {%- do log('iceberg_maintenance: ' ~ nodes | length ~ ' Iceberg model(s), operations ' ~ requested | join(', ') ~ mode, info=true) -%}
+  {%- do log('iceberg_maintenance: ' ~ nodes | length ~ ' Iceberg model(s), operations ' ~ requested | join(', ')
+        ~ mode, info=true) -%}
   {%- set tables = [] -%}
   {%- for node in nodes -%}
     {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias or node.name) -%}
@@ -48,7 +51,8 @@
         info=false) -%}
   {%- set steps = [] -%}
   {%- for entry in tables -%}
-    {%- do dbt_iceberg_maint._iceberg_maint_log_marker('start', {'table': entry.table, 'operation': none}, info=false) -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_marker('start', {'table': entry.table, 'operation': none},
+          info=false) -%}
     {%- do steps.extend(dbt_iceberg_maint.get_maintenance_plan(relation=entry.relation, operations=requested,
           force=force, as_of=as_of)) -%}
   {%- endfor -%}
@@ -62,12 +66,15 @@
   {%- set failures = [] -%}
   {%- for result in results -%}
     {%- do counts.update({result.status: counts.get(result.status, 0) + 1}) -%}
-    {%- if result.status == 'failed' -%}{%- do failures.append(result.table ~ ' ' ~ result.operation ~ ': ' ~ result.reason) -%}{%- endif -%}
+    {%- if result.status == 'failed' -%}{%- do failures.append(result.table ~ ' ' ~ result.operation ~ ': '
+          ~ result.reason) -%}{%- endif -%}
   {%- endfor -%}
   {%- do log('iceberg_maintenance summary: ' ~ nodes | length ~ ' table(s), ' ~ results | length ~ ' operation(s): '
-        ~ counts.success ~ ' success, ' ~ counts.skipped ~ ' skipped, ' ~ counts.dry_run ~ ' dry_run, ' ~ counts.failed ~ ' failed', info=true) -%}
+        ~ counts.success ~ ' success, ' ~ counts.skipped ~ ' skipped, ' ~ counts.dry_run ~ ' dry_run, ' ~ counts.failed
+            ~ ' failed', info=true) -%}
   {%- if failures -%}
-    {{ exceptions.raise_compiler_error("iceberg_maintenance: " ~ failures | length ~ " operation(s) failed: " ~ failures | join(' | ')) }}
+    {{ exceptions.raise_compiler_error("iceberg_maintenance: " ~ failures | length ~ " operation(s) failed: "
+          ~ failures | join(' | ')) }}
   {%- endif -%}
   {{ return(results) }}
 {% endmacro %}
@@ -89,7 +96,8 @@
   {%- if select is none -%}{{ return(candidates) }}{%- endif -%}
   {%- set selectors = [select] if select is string else select -%}
   {%- if selectors is not iterable or selectors is mapping -%}
-    {{ exceptions.raise_compiler_error("iceberg_maintenance: argument `select` is " ~ select ~ "; expected a model name, 'tag:<tag>', or a list of them") }}
+    {{ exceptions.raise_compiler_error("iceberg_maintenance: argument `select` is " ~ select
+          ~ "; expected a model name, 'tag:<tag>', or a list of them") }}
   {%- endif -%}
   {%- set chosen = [] -%}
   {%- for selector in selectors -%}
@@ -103,7 +111,9 @@
       {%- endif -%}
     {%- endfor -%}
     {%- if not matched and not selector.startswith('tag:') -%}
-      {{ exceptions.raise_compiler_error("iceberg_maintenance: argument `select` contains '" ~ selector ~ "', which is not an enabled Iceberg model (file_format iceberg, materialized table or incremental); Iceberg models: " ~ candidates | map(attribute='name') | join(', ')) }}
+      {{ exceptions.raise_compiler_error("iceberg_maintenance: argument `select` contains '" ~ selector
+            ~ "', which is not an enabled Iceberg model (file_format iceberg, materialized table or incremental);"
+            ~ " Iceberg models: " ~ candidates | map(attribute='name') | join(', ')) }}
     {%- endif -%}
   {%- endfor -%}
   {{ return(chosen) }}

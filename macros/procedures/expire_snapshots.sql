@@ -2,14 +2,16 @@
     least `retain_last`, and delete the files only they referenced. -#}
 
 {% macro get_expire_snapshots_sql(relation=none, older_than_hours=none, retain_last=none, max_concurrent_deletes=none,
-                                  stream_results=none, snapshot_ids=none, clean_expired_metadata=none, older_than=none) %}
+                                  stream_results=none, snapshot_ids=none, clean_expired_metadata=none,
+                                      older_than=none) %}
   {{ return(adapter.dispatch('get_expire_snapshots_sql', 'dbt_iceberg_maint')(
       relation=relation if relation is not none else this, older_than_hours=older_than_hours, retain_last=retain_last,
       max_concurrent_deletes=max_concurrent_deletes, stream_results=stream_results, snapshot_ids=snapshot_ids,
       clean_expired_metadata=clean_expired_metadata, older_than=older_than)) }}
 {% endmacro %}
 
-{% macro default__get_expire_snapshots_sql(relation, older_than_hours, retain_last, max_concurrent_deletes, stream_results,
+{% macro default__get_expire_snapshots_sql(relation, older_than_hours, retain_last, max_concurrent_deletes,
+      stream_results,
                                            snapshot_ids, clean_expired_metadata, older_than=none) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_expire_snapshots_sql is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
@@ -20,7 +22,8 @@
     as the latest instant Spark knows, so a step planned before a compaction and executed after
     it also expires the compaction's own snapshots (a cut-off of "now" taken at planning time
     would keep them). -#}
-{% macro spark__get_expire_snapshots_sql(relation, older_than_hours, retain_last, max_concurrent_deletes, stream_results,
+{% macro spark__get_expire_snapshots_sql(relation, older_than_hours, retain_last, max_concurrent_deletes,
+      stream_results,
                                          snapshot_ids, clean_expired_metadata, older_than=none) %}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(
         older_than_hours=older_than_hours, retain_last=retain_last, max_concurrent_deletes=max_concurrent_deletes,
@@ -29,7 +32,8 @@
   {%- set lit = dbt_iceberg_maint._iceberg_maint_string_literal -%}
   {%- set arguments = [['table', lit(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
   {%- if older_than is not none -%}
-    {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('expire_snapshots', 'older_than', older_than).value -%}
+    {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('expire_snapshots', 'older_than',
+          older_than).value -%}
     {%- do arguments.append(['older_than', dbt_iceberg_maint._iceberg_maint_timestamp_literal(instant)]) -%}
   {%- elif older_than_hours is not none and older_than_hours == 0 -%}
     {%- do arguments.append(['older_than', dbt_iceberg_maint._iceberg_maint_no_age_limit()]) -%}
@@ -80,19 +84,27 @@
           ~ older_than_hours ~ ") are both given; give one cut-off") -%}
   {%- endif -%}
   {%- if retain_last is not none and (retain_last is boolean or retain_last is not integer or retain_last < 1) -%}
-    {%- do errors.append(proc ~ ": argument `retain_last` is " ~ retain_last ~ "; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)") -%}
+    {%- do errors.append(proc ~ ": argument `retain_last` is " ~ retain_last
+          ~ "; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)") -%}
   {%- endif -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'max_concurrent_deletes', max_concurrent_deletes, integer=true)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'max_concurrent_deletes',
+        max_concurrent_deletes, integer=true)) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(proc, 'stream_results', stream_results)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(proc, 'clean_expired_metadata', clean_expired_metadata)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(proc, 'clean_expired_metadata',
+        clean_expired_metadata)) -%}
   {%- if snapshot_ids is not none -%}
-    {%- set valid = snapshot_ids is iterable and snapshot_ids is not string and snapshot_ids is not mapping and snapshot_ids | length > 0 -%}
+    {%- set valid = snapshot_ids is iterable and snapshot_ids is not string and snapshot_ids is not mapping
+          and snapshot_ids | length > 0 -%}
     {%- if valid -%}
       {%- for snapshot_id in snapshot_ids -%}
-        {%- if snapshot_id is boolean or snapshot_id is not integer -%}{%- set valid = false -%}{%- do errors.append(proc ~ ": argument `snapshot_ids` contains " ~ snapshot_id ~ "; snapshot ids are whole numbers") -%}{%- endif -%}
+        {%- if snapshot_id is boolean
+              or snapshot_id is not integer -%}{%- set valid = false -%}{%- do errors.append(proc
+              ~ ": argument `snapshot_ids` contains " ~ snapshot_id
+              ~ "; snapshot ids are whole numbers") -%}{%- endif -%}
       {%- endfor -%}
     {%- else -%}
-      {%- do errors.append(proc ~ ": argument `snapshot_ids` is " ~ snapshot_ids ~ "; expected a non-empty list of snapshot ids") -%}
+      {%- do errors.append(proc ~ ": argument `snapshot_ids` is " ~ snapshot_ids
+            ~ "; expected a non-empty list of snapshot ids") -%}
     {%- endif -%}
   {%- endif -%}
   {{ return(errors) }}
@@ -164,9 +176,11 @@
   {%- elif count <= keep -%}
     {{ return({'due': false, 'reason': 'only ' ~ count ~ ' snapshots, not more than retain_last ' ~ keep}) }}
   {%- elif no_age_limit -%}
-    {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), older_than_hours 0: no age limit'}) }}
+    {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep
+          ~ '), older_than_hours 0: no age limit'}) }}
   {%- elif age is none or age <= hours -%}
-    {{ return({'due': false, 'reason': 'oldest snapshot is ' ~ (age if age is not none else 0) ~ ' h old, not older than '
+    {{ return({'due': false, 'reason': 'oldest snapshot is ' ~ (age if age is not none else 0)
+          ~ ' h old, not older than '
         ~ limit}) }}
   {%- endif -%}
   {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), oldest ' ~ age ~ ' h old (> '
@@ -180,7 +194,8 @@
   {%- if older_than is not none -%}
     {%- set hours = none -%}
   {%- elif reference is not none and hours -%}
-    {%- set hours, older_than = none, (reference - modules.datetime.timedelta(hours=hours)).strftime('%Y-%m-%d %H:%M:%S') -%}
+    {%- set hours, older_than = none,
+          (reference - modules.datetime.timedelta(hours=hours)).strftime('%Y-%m-%d %H:%M:%S') -%}
   {%- endif -%}
   {{ return({'sql': dbt_iceberg_maint.get_expire_snapshots_sql(relation=relation, older_than_hours=hours,
       retain_last=section.retain_last, max_concurrent_deletes=section.max_concurrent_deletes,

@@ -8,19 +8,25 @@
 {% endmacro %}
 
 {% macro default__get_rewrite_data_files_sql(relation, where, strategy, sort_order, options) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_rewrite_data_files_sql is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_rewrite_data_files_sql is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__get_rewrite_data_files_sql(relation, where, strategy, sort_order, options) %}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
         dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors(where, strategy, sort_order, options)) -%}
-  {%- set arguments = [['table', dbt_iceberg_maint._iceberg_maint_string_literal(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
+  {%- set arguments = [['table',
+        dbt_iceberg_maint._iceberg_maint_string_literal(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
   {#- Iceberg infers `sort` when only sort_order is given; say so explicitly in the SQL. -#}
   {%- set effective_strategy = strategy if strategy is not none else ('sort' if sort_order is not none else none) -%}
-  {%- if effective_strategy is not none -%}{%- do arguments.append(['strategy', dbt_iceberg_maint._iceberg_maint_string_literal(effective_strategy | lower)]) -%}{%- endif -%}
-  {%- if sort_order is not none -%}{%- do arguments.append(['sort_order', dbt_iceberg_maint._iceberg_maint_string_literal(sort_order.strip())]) -%}{%- endif -%}
-  {%- if options -%}{%- do arguments.append(['options', dbt_iceberg_maint._iceberg_maint_map_literal(options)]) -%}{%- endif -%}
-  {%- if where is not none -%}{%- do arguments.append(['where', dbt_iceberg_maint._iceberg_maint_string_literal(where.strip())]) -%}{%- endif -%}
+  {%- if effective_strategy is not none -%}{%- do arguments.append(['strategy',
+        dbt_iceberg_maint._iceberg_maint_string_literal(effective_strategy | lower)]) -%}{%- endif -%}
+  {%- if sort_order is not none -%}{%- do arguments.append(['sort_order',
+        dbt_iceberg_maint._iceberg_maint_string_literal(sort_order.strip())]) -%}{%- endif -%}
+  {%- if options -%}{%- do arguments.append(['options',
+        dbt_iceberg_maint._iceberg_maint_map_literal(options)]) -%}{%- endif -%}
+  {%- if where is not none -%}{%- do arguments.append(['where',
+        dbt_iceberg_maint._iceberg_maint_string_literal(where.strip())]) -%}{%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_call_sql(relation, 'rewrite_data_files', arguments)) }}
 {% endmacro %}
 
@@ -30,13 +36,15 @@
   {%- set proc = 'rewrite_data_files' -%}
   {%- set errors = [] -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_sql_fragment(proc, 'where', where)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_choice(proc, 'strategy', strategy, ['binpack', 'sort'])) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_choice(proc, 'strategy', strategy, ['binpack',
+        'sort'])) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_string_map(proc, 'options', options)) -%}
   {%- if sort_order is not none -%}
     {%- set fragment_errors = dbt_iceberg_maint._iceberg_maint_check_sql_fragment(proc, 'sort_order', sort_order) -%}
     {%- do errors.extend(fragment_errors) -%}
     {%- if strategy is string and strategy | lower == 'binpack' -%}
-      {%- do errors.append(proc ~ ": argument `sort_order` is '" ~ sort_order ~ "' but `strategy` is '" ~ strategy ~ "'; a sort order needs strategy 'sort' (or no strategy, which means sort)") -%}
+      {%- do errors.append(proc ~ ": argument `sort_order` is '" ~ sort_order ~ "' but `strategy` is '" ~ strategy
+            ~ "'; a sort order needs strategy 'sort' (or no strategy, which means sort)") -%}
     {%- elif not fragment_errors -%}
       {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_sort_order(proc, sort_order)) -%}
     {%- endif -%}
@@ -52,12 +60,14 @@
   {%- set term = '^\\s*' ~ column ~ '(\\s+(asc|desc))?(\\s+nulls\\s+(first|last))?\\s*$' -%}
   {%- if 'zorder' in sort_order | lower -%}
     {%- if not modules.re.match(zorder, sort_order, modules.re.IGNORECASE) -%}
-      {{ return([proc ~ ": argument `sort_order` is '" ~ sort_order ~ "'; a z-order must be exactly 'zorder(col1, col2, ...)' and cannot be mixed with other sort columns"]) }}
+      {{ return([proc ~ ": argument `sort_order` is '" ~ sort_order
+            ~ "'; a z-order must be exactly 'zorder(col1, col2, ...)' and cannot be mixed with other sort columns"]) }}
     {%- endif -%}
   {%- else -%}
     {%- for item in sort_order.split(',') -%}
       {%- if not modules.re.match(term, item, modules.re.IGNORECASE) -%}
-        {{ return([proc ~ ": argument `sort_order` is '" ~ sort_order ~ "'; expected 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(col1, col2, ...)'"]) }}
+        {{ return([proc ~ ": argument `sort_order` is '" ~ sort_order
+              ~ "'; expected 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(col1, col2, ...)'"]) }}
       {%- endif -%}
     {%- endfor -%}
   {%- endif -%}
@@ -72,11 +82,13 @@
 {% endmacro %}
 
 {% macro default__rewrite_data_files(relation, where, strategy, sort_order, options, dry_run) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.rewrite_data_files is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.rewrite_data_files is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__rewrite_data_files(relation, where, strategy, sort_order, options, dry_run) %}
-  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_check_boolean('rewrite_data_files', 'dry_run', dry_run)) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_check_boolean(
+        'rewrite_data_files', 'dry_run', dry_run)) -%}
   {%- set sql = dbt_iceberg_maint.get_rewrite_data_files_sql(relation, where, strategy, sort_order, options) -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'rewrite_data_files', sql, dry_run)) }}
 {% endmacro %}
@@ -96,7 +108,8 @@
         + number('policy compaction', 'target_file_size_mb', section.target_file_size_mb)
         + number('policy compaction', 'cold_partitions_hours', section.cold_partitions_hours) -%}
   {%- set failed_commits = section.max_failed_commits -%}
-  {%- if failed_commits is not none and (failed_commits is boolean or failed_commits is not integer or failed_commits < 0) -%}
+  {%- if failed_commits is not none and (failed_commits is boolean or failed_commits is not integer
+        or failed_commits < 0) -%}
     {%- do errors.append("policy compaction: argument `max_failed_commits` is " ~ failed_commits
           ~ "; expected a whole number >= 0") -%}
   {%- endif -%}
@@ -119,9 +132,11 @@
   {%- set largest = (scope.max_small_files if scope is mapping else health.max_small_files_in_partition) | int -%}
   {%- set partition = 'cold partition' if scope is mapping else 'partition' -%}
   {%- if largest >= threshold -%}
-    {{ return({'due': true, 'reason': 'a ' ~ partition ~ ' has ' ~ largest ~ ' small files, >= min_input_files ' ~ threshold}) }}
+    {{ return({'due': true, 'reason': 'a ' ~ partition ~ ' has ' ~ largest ~ ' small files, >= min_input_files '
+          ~ threshold}) }}
   {%- endif -%}
-  {{ return({'due': false, 'reason': 'no ' ~ partition ~ ' has >= ' ~ threshold ~ ' small files (largest: ' ~ largest ~ ')'}) }}
+  {{ return({'due': false, 'reason': 'no ' ~ partition ~ ' has >= ' ~ threshold ~ ' small files (largest: ' ~ largest
+        ~ ')'}) }}
 {% endmacro %}
 
 {#- {'sql': CALL text or none, 'reason': why there is nothing to run}. With cold_partitions_hours

@@ -7,14 +7,20 @@
 {% endmacro %}
 
 {% macro default__get_rewrite_position_delete_files_sql(relation, where, options) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_rewrite_position_delete_files_sql is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+  {{ exceptions.raise_compiler_error(
+        "dbt_iceberg_maint.get_rewrite_position_delete_files_sql is not implemented for adapter '" ~ adapter.type()
+        ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__get_rewrite_position_delete_files_sql(relation, where, options) %}
-  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors(where, options)) -%}
-  {%- set arguments = [['table', dbt_iceberg_maint._iceberg_maint_string_literal(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
-  {%- if options -%}{%- do arguments.append(['options', dbt_iceberg_maint._iceberg_maint_map_literal(options)]) -%}{%- endif -%}
-  {%- if where is not none -%}{%- do arguments.append(['where', dbt_iceberg_maint._iceberg_maint_string_literal(where.strip())]) -%}{%- endif -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
+        dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors(where, options)) -%}
+  {%- set arguments = [['table',
+        dbt_iceberg_maint._iceberg_maint_string_literal(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
+  {%- if options -%}{%- do arguments.append(['options',
+        dbt_iceberg_maint._iceberg_maint_map_literal(options)]) -%}{%- endif -%}
+  {%- if where is not none -%}{%- do arguments.append(['where',
+        dbt_iceberg_maint._iceberg_maint_string_literal(where.strip())]) -%}{%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_call_sql(relation, 'rewrite_position_delete_files', arguments)) }}
 {% endmacro %}
 
@@ -28,16 +34,19 @@
 
 
 {% macro rewrite_position_delete_files(relation=none, where=none, options=none, dry_run=false) %}
-  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_position_delete_files', 'dbt_iceberg_maint')(
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_position_delete_files',
+        'dbt_iceberg_maint')(
       relation=relation if relation is not none else this, where=where, options=options, dry_run=dry_run))) }}
 {% endmacro %}
 
 {% macro default__rewrite_position_delete_files(relation, where, options, dry_run) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.rewrite_position_delete_files is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.rewrite_position_delete_files is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__rewrite_position_delete_files(relation, where, options, dry_run) %}
-  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_check_boolean('rewrite_position_delete_files', 'dry_run', dry_run)) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_check_boolean(
+        'rewrite_position_delete_files', 'dry_run', dry_run)) -%}
   {%- set sql = dbt_iceberg_maint.get_rewrite_position_delete_files_sql(relation, where, options) -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'rewrite_position_delete_files', sql, dry_run)) }}
 {% endmacro %}

@@ -12,7 +12,8 @@
 {% endmacro %}
 
 {% macro default__apply_table_properties(relation=none, policy=none) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.apply_table_properties is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.apply_table_properties is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports spark") }}
 {% endmacro %}
 
 {% macro spark__apply_table_properties(relation=none, policy=none) %}
@@ -21,7 +22,8 @@
   {#- Outside a model (run-operation) there is no `this`: the relation must be given. -#}
   {%- set target_relation = relation if relation is not none else (this if this is defined else none) -%}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(target_relation) -%}
-  {%- set declared_policy = policy if policy is not none else dbt_iceberg_maint._iceberg_maint_declared_policy(relation) -%}
+  {%- set declared_policy = policy if policy is not none else dbt_iceberg_maint._iceberg_maint_declared_policy(
+        relation) -%}
   {#- Validate before touching the table: bad input changes nothing. -#}
   {%- set declared = dbt_iceberg_maint.declared_table_properties(declared_policy) -%}
   {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
