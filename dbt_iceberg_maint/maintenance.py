@@ -153,15 +153,32 @@ def maintenance_args(select: Sequence[str] | None, operations: Sequence[str] | N
             json.dumps({k: v for k, v in args.items() if v is not None})]
 
 
-# dbt's message for an exception that ended a run-operation (event RunningOperationUncaughtError).
+# dbt's message for an exception that ended a run-operation, and its structured events.
 _OPERATION_ERROR = "Encountered an error while running operation"
+_OPERATION_ERROR_EVENTS = frozenset({"RunningOperationUncaughtError", "RunningOperationCaughtError"})
+# The events of a macro's log(): the only place a marker line comes from.
+_MACRO_LOG_EVENTS = frozenset({"JinjaLogInfo", "JinjaLogDebug"})
+
+
+def marker_messages(invocation: DbtInvocation) -> tuple[str, ...]:
+    """The messages the macros logged, read from dbt's structured events (so an error message
+    that quotes a marker line is never taken for one); all messages when the invocation was
+    recorded as text only."""
+    if not invocation.events:
+        return invocation.log_messages
+    return tuple(event.msg for event in invocation.events if event.name in _MACRO_LOG_EVENTS)
 
 
 def _error_text(invocation: DbtInvocation) -> str:
     """Spark's error for the statement that stopped the invocation: dbt's message for it (what
     came after the last result line when dbt said nothing of the kind)."""
     messages = list(invocation.log_messages)
-    start = next((i for i, m in enumerate(messages) if _OPERATION_ERROR in m), None)
+    if invocation.events:  # dbt says which event reports the error
+        names = [event.name for event in invocation.events]
+        start = next((i for i, name in enumerate(names) if name in _OPERATION_ERROR_EVENTS), None)
+        messages = [event.msg for event in invocation.events]
+    else:
+        start = next((i for i, m in enumerate(messages) if _OPERATION_ERROR in m), None)
     if start is None:
         last_result = max((i for i, m in enumerate(messages) if m.startswith(RESULT_MARKER)), default=-1)
         start = last_result + 1
@@ -208,14 +225,15 @@ def run_maintenance(
     results: list[MaintenanceResult] = []
     invocations = 1
     while True:  # until a plan is logged: each round settles one table whose planning failed
-        plan = MaintenancePlan.from_log(invocation.log_messages)
+        logged = marker_messages(invocation)
+        plan = MaintenancePlan.from_log(logged)
         if plan is not None:
             break
         if invocation.success:
             raise IcebergMaintError(f"iceberg_maintenance logged no {PLAN_MARKER} line: is the dbt_iceberg_maint "
                                     "package the project installs older than this command?")
-        selection = MaintenancePlan.from_log(invocation.log_messages, SELECTION_MARKER)
-        planning = [table for table, operation in started(invocation.log_messages) if operation is None]
+        selection = MaintenancePlan.from_log(logged, SELECTION_MARKER)
+        planning = [table for table, operation in started(logged) if operation is None]
         if selection is None or not planning:  # refused before anything ran: arguments, policies, selection
             raise UsageError(f"iceberg_maintenance stopped before planning: {_error_text(invocation)}")
         results.extend(planning_failed(planning[-1], selection.operations, _error_text(invocation)))
@@ -226,14 +244,14 @@ def run_maintenance(
         invocations += 1
     pending = plan.steps
     while True:
-        reported = parse_result_lines(invocation.log_messages)
+        reported = parse_result_lines(marker_messages(invocation))
         results.extend(reported)
         pending = settle(pending, reported)
         if pending and invocation.success:
             raise IcebergMaintError(f"dbt succeeded but reported no result for {pending[0].table} "
                                     f"{pending[0].operation}; is the package version current?")
         if pending:  # the invocation stopped inside a step
-            failed = interrupted_step(pending, started(invocation.log_messages), _error_text(invocation))
+            failed = interrupted_step(pending, started(marker_messages(invocation)), _error_text(invocation))
             results.append(failed)
             pending = settle(pending, [failed])
         if not pending:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
-from dbt_iceberg_maint.invoke import DbtInvocation
+from dbt_iceberg_maint.invoke import DbtInvocation, LoggedEvent
 from dbt_iceberg_maint.maintenance import MaintenancePlan, PlanStep, SelectedTable, replay, run_maintenance, settle
 from dbt_iceberg_maint.results import MaintenanceResult
 
@@ -155,8 +155,9 @@ def test_a_completed_run_is_not_resumed_even_when_operations_failed() -> None:
     """The macro's own failures (reported, then the invocation fails after its summary)."""
     plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
     statuses = {op: "failed" if op == "expire_snapshots" else "success" for op in OPS}
-    dbt = Recorder(invocation(marker("PLAN", plan), *(result_line("analytics.event_log", op, statuses[op]) for op in OPS),
-                              "iceberg_maintenance: 1 operation(s) failed", success=False))
+    lines = [result_line("analytics.event_log", op, statuses[op]) for op in OPS]
+    dbt = Recorder(invocation(marker("PLAN", plan), *lines, "iceberg_maintenance: 1 operation(s) failed",
+                              success=False))
     report = run_maintenance(invoke=dbt)
     assert (len(dbt.calls), report.exit_code, len(report.failed)) == (1, 1, 1)
 
@@ -204,3 +205,23 @@ def test_an_unreadable_plan_or_a_package_without_one_is_an_error() -> None:
         run_maintenance(invoke=Recorder(invocation(marker("PLAN", bad_status), success=True)))
     with pytest.raises(IcebergMaintError, match="logged no ICEBERG_MAINT_PLAN line: is the dbt_iceberg_maint"):
         run_maintenance(invoke=Recorder(invocation("iceberg_maintenance summary: ...", success=True)))
+
+
+def test_markers_and_the_error_come_from_dbts_structured_events() -> None:
+    """Only a macro's log() (JinjaLogInfo/JinjaLogDebug events) carries markers: dbt's error
+    message quoting a result line is not a result; the error text is the error event's."""
+    plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
+    quoted = CODEC_ERROR + "\n  in a statement near " + result_line("analytics.event_log", OPS[0])
+    events = (LoggedEvent("JinjaLogInfo", marker("PLAN", plan)),
+              LoggedEvent("JinjaLogDebug", start_line("analytics.event_log", OPS[0])),
+              LoggedEvent("SQLQuery", "select 1"),
+              LoggedEvent("RunningOperationUncaughtError", quoted),
+              LoggedEvent("MainEncounteredError", "Flushing usage events"))
+    first = DbtInvocation(args=(), success=False, nodes=(), log_messages=tuple(e.msg for e in events), events=events)
+    dbt = Recorder(first, invocation(*(result_line("analytics.event_log", op) for op in OPS[1:]), success=True))
+
+    report = run_maintenance(invoke=dbt)
+
+    assert [r.status for r in report.results] == ["failed", "success", "success", "success"]
+    assert report.results[0].metrics["error"] == quoted + "\nFlushing usage events"
+    assert report.results[0].metrics["exception_class"] == "java.lang.IllegalArgumentException"
