@@ -12,7 +12,7 @@
   {{ return(dbt_iceberg_maint._iceberg_maint_protocol().default_operations) }}
 {% endmacro %}
 
-{#- Policy section of each operation (DESIGN.md's YAML calls compaction `compaction`). -#}
+{#- Policy section of each operation: the protocol's alias (the policy calls rewrite_data_files `compaction`). -#}
 {% macro _iceberg_maint_policy_section(operation) %}
   {%- set aliases = dbt_iceberg_maint._iceberg_maint_protocol().operation_aliases -%}
   {{ return((aliases | dictsort | selectattr(1, 'equalto', operation) | map(attribute=0) | first) or operation) }}
