@@ -168,6 +168,7 @@ MAINTENANCE_OPERATIONS = ("compaction", "rewrite_data_files", "rewrite_position_
                    "remove_orphan_files, rewrite_manifests.")
 @click.option("--dry-run", is_flag=True, help="Render the SQL, execute nothing.")
 @click.option("--force", is_flag=True, help="Ignore the thresholds (never the cold-partition scope).")
+@click.option("--as-of", "as_of", default=None, help="Reference time (UTC 'YYYY-MM-DD HH:MM:SS'). Default: now.")
 @_dbt_wrapper_options
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
 @handle_errors
@@ -176,6 +177,7 @@ def maintain_command(
     operations: tuple[str, ...],
     dry_run: bool,
     force: bool,
+    as_of: str | None,
     report_path: Path | None,
     output: str,
     project_dir: Path,
@@ -191,8 +193,8 @@ def maintain_command(
     from dbt_iceberg_maint.maintenance import maintenance_table, run_maintenance
 
     _refuse_misplaced_options(dbt_args)
-    report = run_maintenance(select, operations, dry_run=dry_run, force=force, dbt_args=dbt_args,
-                             project_dir=project_dir, profiles_dir=profiles_dir)
+    report = run_maintenance(select, operations, dry_run=dry_run, force=force, as_of=as_of,
+                             dbt_args=dbt_args, project_dir=project_dir, profiles_dir=profiles_dir)
 
     def text(out: Console) -> None:
         out.print(maintenance_table(report.results))

@@ -11,6 +11,7 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,16 +129,51 @@ def step_table_properties(ctx: DemoContext) -> None:
             ctx.console.print(f"{name}: {result.status}" + (f" ({detail})" if detail else f" ({result.reason})"))
 
 
+# The newest event days, still written after the batches (a late-arriving feed): hot partitions.
+HOT_DAYS = ("2026-11-09", "2026-11-10")
+
+
+def step_late_writes(ctx: DemoContext) -> None:
+    """A writer keeps appending to the newest days after the batches: those partitions stay hot."""
+    ctx.console.rule("Late writes: the newest days keep changing after the batches")
+    ctx.state["quiet_since"] = datetime.now(timezone.utc)
+    events = f"{DEFAULT_CATALOG}.{DEMO_SCHEMA}.events"
+    for offset, day in enumerate(HOT_DAYS):
+        row = f"({100001 + offset}, 1, 'view', timestamp '{day} 23:00:00', 1.00, 6)"
+        ctx.spark.sql(f"insert into {events} values {row}")
+    ctx.console.print(f"events: one late row each for {', '.join(HOT_DAYS)}; every other day is quiet since "
+                      f"{ctx.state['quiet_since']:%H:%M:%S} UTC")
+
+
 def step_maintenance(ctx: DemoContext) -> None:
-    """The nightly job: every maintained model per its meta.iceberg_maint policy."""
-    args = {"select": list(MAINTENANCE_SELECT)}
+    """The nightly job: every maintained model per its meta.iceberg_maint policy, judged as of a
+    fixed time (`as_of`): as if it ran 6 h after the batches, when the days nobody wrote since
+    are cold (events compacts only partitions quiet for cold_partitions_hours 6) and every
+    snapshot is older than the policies' 1 h (expiry, which runs after compaction, also expires
+    compaction's own commits down to retain_last)."""
+    quiet_since: datetime = ctx.state.get("quiet_since") or datetime.now(timezone.utc)
+    as_of = (quiet_since + timedelta(hours=6)).strftime("%Y-%m-%d %H:%M:%S")
+    args = {"select": list(MAINTENANCE_SELECT), "as_of": as_of}
     ctx.console.rule(f"Maintenance: dbt run-operation iceberg_maintenance --args '{json.dumps(args)}'")
+    files_before = _files_by_day(ctx)
     invocation = ctx.dbt("run-operation", "iceberg_maintenance", "--args", json.dumps(args))
     results = parse_result_lines(invocation.log_messages)
     if not results:
         raise IcebergMaintError("iceberg_maintenance reported no result lines")
     ctx.state["maintenance_results"] = results
     ctx.console.print(maintenance_table(results))
+    files_after = _files_by_day(ctx)
+    hot = {day: (files_before.get(day, 0), files_after.get(day, 0)) for day in HOT_DAYS}
+    cold = [sum(files.get(day, 0) for day in files if day not in HOT_DAYS) for files in (files_before, files_after)]
+    ctx.console.print(f"events data files: cold days {cold[0]} -> {cold[1]} (compacted); hot days "
+                      + ", ".join(f"{day} {a} -> {b}" for day, (a, b) in hot.items())
+                      + (" (left alone)" if all(a == b for a, b in hot.values()) else " (TOUCHED)"))
+
+
+def _files_by_day(ctx: DemoContext) -> dict[str, int]:
+    rows = ctx.spark.sql("select cast(partition.event_ts_day as string) as day, count(*) as n "
+                         f"from {DEFAULT_CATALOG}.{DEMO_SCHEMA}.events.data_files group by 1").collect()
+    return {row["day"]: int(row["n"]) for row in rows}
 
 
 def step_health_after(ctx: DemoContext) -> None:
@@ -202,6 +238,7 @@ DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
     step_lint,
     step_report_health,
     step_table_properties,
+    step_late_writes,
     step_maintenance,
     step_health_after,
     step_conflict_recovery,

@@ -67,6 +67,16 @@ def _planner_view(node: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class LoggedEvent:
+    """One of dbt's structured events: its type name (e.g. JinjaLogInfo for a macro's log()),
+    message, and the unique_id of the node it belongs to (None outside a node)."""
+
+    name: str
+    msg: str
+    node_id: str | None = None
+
+
+@dataclass(frozen=True)
 class DbtInvocation:
     args: tuple[str, ...]
     success: bool
@@ -77,6 +87,8 @@ class DbtInvocation:
     usage_error: bool = False
     # Read only when asked for (`invoke_dbt(read_manifest=True)`) and dbt wrote one.
     manifest: ManifestGraph | None = field(default=None, repr=False)
+    # The same messages as structured events (empty for invocations recorded as text only).
+    events: tuple[LoggedEvent, ...] = field(default=(), repr=False)
 
     def failed_nodes(self) -> tuple[NodeResult, ...]:
         return tuple(node for node in self.nodes if node.status in FAILED_STATUSES)
@@ -175,8 +187,12 @@ def invoke_dbt(
     messages: list[str] = []
     artifacts: dict[str, str] = {}
 
+    events: list[LoggedEvent] = []
+
     def collect(event: Any) -> None:
         messages.append(event.info.msg)
+        node_info = getattr(event.data, "node_info", None)
+        events.append(LoggedEvent(event.info.name, event.info.msg, getattr(node_info, "unique_id", None) or None))
         if event.info.name == "ArtifactWritten":
             artifacts[event.data.artifact_type] = event.data.artifact_path
 
@@ -197,4 +213,5 @@ def invoke_dbt(
         exception=None if outcome.exception is None else str(outcome.exception),
         usage_error=type(outcome.exception).__name__ == "DbtUsageException",
         manifest=_read_manifest(_manifest_path(artifacts)) if read_manifest else None,
+        events=tuple(events),
     )

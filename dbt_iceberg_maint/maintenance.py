@@ -2,13 +2,16 @@
 
 dbt's Jinja cannot catch an error, so when Spark rejects one maintenance statement at run time
 (a compaction losing its commit to a writer, an option Iceberg refuses) the run-operation stops
-there and the operations after it are never attempted. Around dbt, Python can do what the
-macro cannot: record that operation as failed, with its classified error, and resume with the
-rest in the canonical order. Every resumption settles at least one pending operation, so the
-number of dbt invocations is bounded by the number of planned operations plus one.
+there and the steps after it are never attempted. Around dbt, Python can do what the macro
+cannot: record that step as failed, with its classified error, and replay the rest of the
+LOGGED plan exactly as recorded (`execute_maintenance_steps`), without deciding again: what
+runs is what the plan said when it was made. Every resumption settles at least one step (or,
+when planning a table failed, that table), so the number of dbt invocations is bounded by the
+number of steps plus the number of tables plus one.
 
-The macro announces its plan in one `ICEBERG_MAINT_PLAN {"tables": [{"model", "table"}],
-"operations": [...]}` line; results come back as `ICEBERG_MAINT_RESULT` lines (results.py).
+The macro logs the tables it selected (SELECTION), which table it is planning and which step
+it takes up (START, debug level), and its whole plan once (PLAN, with every step's SQL);
+results come back as RESULT lines (results.py). The marker names live in protocol.py.
 """
 
 from __future__ import annotations
@@ -16,48 +19,75 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from rich.table import Table
 
+from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
-from dbt_iceberg_maint.results import RESULT_MARKER, MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 
-PLAN_MARKER = "ICEBERG_MAINT_PLAN"
-# Logged (debug level) by maintain() as it takes up each operation of a table.
-START_MARKER = "ICEBERG_MAINT_START"
 ERROR_DETAIL_CHARS = 2000
 
 
 @dataclass(frozen=True)
-class PendingTable:
-    """A table of the plan and the operations not yet reported for it, in canonical order."""
-
+class SelectedTable:
     model: str
     table: str
-    operations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of a logged plan, as get_maintenance_plan returned it."""
+
+    table: str
+    operation: str
+    status: str  # protocol.STEP_STATUSES
+    reason: str | None = None
+    sql: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.table, self.operation)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "operation": self.operation, "status": self.status, "reason": self.reason,
+                "sql": self.sql}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlanStep:
+        status = str(data["status"])
+        if status not in protocol.STEP_STATUSES:
+            raise ValueError(f"step status {status!r} is not one of {', '.join(protocol.STEP_STATUSES)}")
+        return cls(str(data["table"]), str(data["operation"]), status, data.get("reason"), data.get("sql"))
 
 
 @dataclass(frozen=True)
 class MaintenancePlan:
-    tables: tuple[PendingTable, ...]
+    """What iceberg_maintenance logged: the selected tables, the operations and every step."""
+
+    tables: tuple[SelectedTable, ...]
     operations: tuple[str, ...]
+    steps: tuple[PlanStep, ...] = ()
 
     @classmethod
-    def from_log(cls, messages: Iterable[str]) -> MaintenancePlan | None:
-        """The plan the macro logged, or None when it stopped before planning (bad input)."""
-        for payload in _payloads(messages, PLAN_MARKER):
+    def from_log(cls, messages: Iterable[str], marker: str = PLAN_MARKER) -> MaintenancePlan | None:
+        """The plan (or with SELECTION_MARKER the selection) the macro logged, or None when it
+        stopped before logging one (bad input, or planning failed)."""
+        for payload in _payloads(messages, marker):
             try:
                 data = json.loads(payload)
-                operations = tuple(data["operations"])
-                tables = tuple(PendingTable(t["model"], t["table"], operations) for t in data["tables"])
+                tables = tuple(SelectedTable(t["model"], t["table"]) for t in data["tables"])
+                steps = tuple(PlanStep.from_dict(step) for step in data.get("steps") or ())
+                return cls(tables, tuple(data["operations"]), steps)
             except (ValueError, KeyError, TypeError) as exc:
-                raise IcebergMaintError(f"unreadable {PLAN_MARKER} line ({exc}): {payload[:200]!r}") from exc
-            return cls(tables, operations)
+                raise IcebergMaintError(f"unreadable {marker} line ({exc}): {payload[:200]!r}") from exc
         return None
 
 
@@ -68,65 +98,87 @@ def _payloads(messages: Iterable[str], marker: str) -> Iterable[str]:
             yield payload
 
 
-def started_operations(messages: Iterable[str]) -> set[tuple[str, str]]:
-    """(table, operation) pairs maintain() took up in an invocation."""
-    started = set()
+def started(messages: Iterable[str]) -> list[tuple[str, str | None]]:
+    """(table, operation) the macros took up, in order; operation None: the table's planning."""
+    taken = []
     for payload in _payloads(messages, START_MARKER):
         data = json.loads(payload)
-        started.add((data["table"], data["operation"]))
-    return started
+        taken.append((data["table"], data["operation"]))
+    return taken
 
 
-def settle(pending: Sequence[PendingTable], results: Iterable[MaintenanceResult]) -> tuple[PendingTable, ...]:
-    """What is still pending once `results` are reported (pure)."""
+def settle(pending: Sequence[PlanStep], results: Iterable[MaintenanceResult]) -> tuple[PlanStep, ...]:
+    """The steps still without a result once `results` are reported (pure)."""
     reported = {(r.table, r.operation) for r in results}
-    remaining = (replace(p, operations=tuple(op for op in p.operations if (p.table, op) not in reported))
-                 for p in pending)
-    return tuple(p for p in remaining if p.operations)
+    return tuple(step for step in pending if step.key not in reported)
 
 
-def interrupted_results(pending: PendingTable, started: set[tuple[str, str]],
-                        error_text: str) -> tuple[MaintenanceResult, ...]:
-    """What stopped the invocation inside `pending`'s table, as failed results (Spark's error
-    classified): the operation maintain() had taken up, or, when it had taken up none, every
-    pending operation of the table (its checks before the first operation failed: existence,
-    properties, health), so one broken table costs one invocation, not one per operation."""
+def _failure_metrics(error_text: str) -> tuple[str, str, Mapping[str, Any]]:
     verdict = classify(error_text)
     metrics = MappingProxyType({"error": error_text[:ERROR_DETAIL_CHARS], "kind": verdict.kind,
                                 "exception_class": verdict.exception_class})
-    in_flight = [op for op in pending.operations if (pending.table, op) in started]
-    if in_flight:
-        return (MaintenanceResult(pending.table, in_flight[0], "failed", metrics=metrics,
-                                  reason=f"stopped the run-operation at run time ({verdict.kind}): {verdict.summary}"),)
-    reason = f"the table's checks before its first operation failed at run time ({verdict.kind}): {verdict.summary}"
-    return tuple(MaintenanceResult(pending.table, op, "failed", reason=reason, metrics=metrics)
-                 for op in pending.operations)
+    return verdict.kind, verdict.summary, metrics
 
 
-def resume(pending: Sequence[PendingTable], plan: MaintenancePlan, dry_run: bool,
-           force: bool) -> tuple[list[str], tuple[PendingTable, ...]]:
-    """The run-operation that carries on, and the tables it covers: maintain() for a table left
-    half done, else iceberg_maintenance over the tables not started, in the plan's order."""
-    head = pending[0]
-    covered: tuple[PendingTable, ...]
-    if head.operations != plan.operations:
-        macro, args, covered = "dbt_iceberg_maint.maintain", {
-            "relation": head.table, "operations": list(head.operations)}, (head,)
-    else:
-        macro, args, covered = "dbt_iceberg_maint.iceberg_maintenance", {
-            "select": [p.model for p in pending], "operations": list(plan.operations)}, tuple(pending)
-    return ["run-operation", macro, "--args", json.dumps({**args, "dry_run": dry_run, "force": force})], covered
+def interrupted_step(pending: Sequence[PlanStep], taken: Sequence[tuple[str, str | None]],
+                     error_text: str) -> MaintenanceResult:
+    """The step that stopped the invocation, as a failed result (Spark's error classified): the
+    pending step the macros took up (the first pending one when none was recorded as taken)."""
+    kind, summary, metrics = _failure_metrics(error_text)
+    keys = set(taken)
+    step = next((s for s in pending if s.key in keys), pending[0])
+    return MaintenanceResult(step.table, step.operation, "failed", metrics=metrics, sql=step.sql,
+                             reason=f"stopped the run-operation at run time ({kind}): {summary}")
 
 
-# dbt's message for an exception that ended a run-operation (event RunningOperationUncaughtError).
+def planning_failed(table: str, operations: Sequence[str], error_text: str) -> tuple[MaintenanceResult, ...]:
+    """Planning `table` (existence, properties, health) failed at run time: each of its
+    operations failed, so one broken table costs one invocation, not one per operation."""
+    kind, summary, metrics = _failure_metrics(error_text)
+    reason = f"the table's checks before its first operation failed at run time ({kind}): {summary}"
+    return tuple(MaintenanceResult(table, op, "failed", reason=reason, metrics=metrics) for op in operations)
+
+
+def replay(pending: Sequence[PlanStep]) -> list[str]:
+    """The run-operation that executes the logged plan's remaining steps as recorded."""
+    return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+            json.dumps({"steps": [step.to_dict() for step in pending]})]
+
+
+def maintenance_args(select: Sequence[str] | None, operations: Sequence[str] | None, *, dry_run: bool,
+                     force: bool, as_of: str | None) -> list[str]:
+    args = {"select": list(select) if select else None, "operations": list(operations) if operations else None,
+            "dry_run": dry_run, "force": force, "as_of": as_of}
+    return ["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args",
+            json.dumps({k: v for k, v in args.items() if v is not None})]
+
+
+# dbt's message for an exception that ended a run-operation, and its structured events.
 _OPERATION_ERROR = "Encountered an error while running operation"
+_OPERATION_ERROR_EVENTS = frozenset({"RunningOperationUncaughtError", "RunningOperationCaughtError"})
+# The events of a macro's log(): the only place a marker line comes from.
+_MACRO_LOG_EVENTS = frozenset({"JinjaLogInfo", "JinjaLogDebug"})
+
+
+def marker_messages(invocation: DbtInvocation) -> tuple[str, ...]:
+    """The messages the macros logged, read from dbt's structured events (so an error message
+    that quotes a marker line is never taken for one); all messages when the invocation was
+    recorded as text only."""
+    if not invocation.events:
+        return invocation.log_messages
+    return tuple(event.msg for event in invocation.events if event.name in _MACRO_LOG_EVENTS)
 
 
 def _error_text(invocation: DbtInvocation) -> str:
     """Spark's error for the statement that stopped the invocation: dbt's message for it (what
     came after the last result line when dbt said nothing of the kind)."""
     messages = list(invocation.log_messages)
-    start = next((i for i, m in enumerate(messages) if _OPERATION_ERROR in m), None)
+    if invocation.events:  # dbt says which event reports the error
+        names = [event.name for event in invocation.events]
+        start = next((i for i, name in enumerate(names) if name in _OPERATION_ERROR_EVENTS), None)
+        messages = [event.msg for event in invocation.events]
+    else:
+        start = next((i for i, m in enumerate(messages) if _OPERATION_ERROR in m), None)
     if start is None:
         last_result = max((i for i, m in enumerate(messages) if m.startswith(RESULT_MARKER)), default=-1)
         start = last_result + 1
@@ -159,45 +211,52 @@ def run_maintenance(
     *,
     dry_run: bool = False,
     force: bool = False,
+    as_of: str | None = None,
     dbt_args: Sequence[str] = (),
     project_dir: str | os.PathLike[str] = ".",
     profiles_dir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     invoke: Invoker | None = None,
 ) -> MaintenanceReport:
-    """Run iceberg_maintenance; after a run-time failure, record it and resume with the rest."""
+    """Run iceberg_maintenance; after a run-time failure, record it and replay the rest of the plan."""
     profiles = profiles_dir or default_profiles_dir(Path(project_dir).resolve(), os.environ)
     run = invoke or (lambda args: invoke_dbt([*args, *dbt_args], project_dir, profiles, env))
-    args = {"select": list(select) if select else None, "operations": list(operations) if operations else None,
-            "dry_run": dry_run, "force": force}
-    invocation = run(["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args",
-                      json.dumps({k: v for k, v in args.items() if v is not None})])
-    plan = MaintenancePlan.from_log(invocation.log_messages)
-    if plan is None and invocation.success:
-        raise IcebergMaintError(f"iceberg_maintenance logged no {PLAN_MARKER} line: is the dbt_iceberg_maint "
-                                "package the project installs older than this command?")
-    if plan is None:  # refused before anything ran: arguments, policies, selection
-        raise UsageError(f"iceberg_maintenance stopped before planning: {_error_text(invocation)}")
+    invocation = run(maintenance_args(select, operations, dry_run=dry_run, force=force, as_of=as_of))
     results: list[MaintenanceResult] = []
-    pending, covered, invocations = plan.tables, plan.tables, 1
+    invocations = 1
+    while True:  # until a plan is logged: each round settles one table whose planning failed
+        logged = marker_messages(invocation)
+        plan = MaintenancePlan.from_log(logged)
+        if plan is not None:
+            break
+        if invocation.success:
+            raise IcebergMaintError(f"iceberg_maintenance logged no {PLAN_MARKER} line: is the dbt_iceberg_maint "
+                                    "package the project installs older than this command?")
+        selection = MaintenancePlan.from_log(logged, SELECTION_MARKER)
+        planning = [table for table, operation in started(logged) if operation is None]
+        if selection is None or not planning:  # refused before anything ran: arguments, policies, selection
+            raise UsageError(f"iceberg_maintenance stopped before planning: {_error_text(invocation)}")
+        results.extend(planning_failed(planning[-1], selection.operations, _error_text(invocation)))
+        rest = [t.model for t in selection.tables if t.table != planning[-1]]
+        if not rest:
+            return MaintenanceReport(tuple(results), invocations)
+        invocation = run(maintenance_args(rest, selection.operations, dry_run=dry_run, force=force, as_of=as_of))
+        invocations += 1
+    pending = plan.steps
     while True:
-        reported = parse_result_lines(invocation.log_messages)
+        reported = parse_result_lines(marker_messages(invocation))
         results.extend(reported)
         pending = settle(pending, reported)
-        unfinished = [p for p in pending if p.table in {c.table for c in covered}]
-        if unfinished:
-            if invocation.success:
-                raise IcebergMaintError(f"dbt succeeded but reported no result for {unfinished[0].table} "
-                                        f"{unfinished[0].operations[0]}; is the package version current?")
-            # The invocation stopped inside this table (tables run in the plan's order).
-            failed = interrupted_results(unfinished[0], started_operations(invocation.log_messages),
-                                         _error_text(invocation))
-            results.extend(failed)
-            pending = settle(pending, failed)
+        if pending and invocation.success:
+            raise IcebergMaintError(f"dbt succeeded but reported no result for {pending[0].table} "
+                                    f"{pending[0].operation}; is the package version current?")
+        if pending:  # the invocation stopped inside a step
+            failed = interrupted_step(pending, started(marker_messages(invocation)), _error_text(invocation))
+            results.append(failed)
+            pending = settle(pending, [failed])
         if not pending:
             return MaintenanceReport(tuple(results), invocations)
-        resumed, covered = resume(pending, plan, dry_run, force)
-        invocation = run(resumed)
+        invocation = run(replay(pending))
         invocations += 1
 
 

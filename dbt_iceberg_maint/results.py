@@ -3,30 +3,25 @@
 Every maintenance operation the dbt macros execute, skip or render as a dry run logs exactly one
 line `ICEBERG_MAINT_RESULT {"table": ..., "operation": ..., "status": ..., "reason": ...,
 "sql": ..., "metrics": {...}, "duration_ms": ...}`. This module turns those lines (from
-`DbtInvocation.log_messages` or from any captured text output) into frozen records.
+`DbtInvocation.log_messages` or from any captured text output) into frozen records. The marker
+and status names live in protocol.py.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.protocol import RESULT_MARKER
 
-RESULT_MARKER = "ICEBERG_MAINT_RESULT"
-STATUSES = frozenset({"success", "skipped", "failed", "dry_run"})
-OPERATIONS = frozenset(
-    {
-        "rewrite_data_files",
-        "expire_snapshots",
-        "remove_orphan_files",
-        "rewrite_manifests",
-        "rewrite_position_delete_files",
-    }
-)
+STATUSES = frozenset(protocol.STATUSES)
+OPERATIONS = frozenset(protocol.OPERATIONS)
 
 
 class ResultLineError(IcebergMaintError):
@@ -90,13 +85,18 @@ class MaintenanceResult:
         )
 
 
+# The marker as a word of its own (a log format may prefix a time stamp), then the payload:
+# a line that merely quotes the marker's name is not a result line.
+_MARKER_AT = re.compile(rf"(?:^|\s){RESULT_MARKER}(?=\s+\S)")
+
+
 def _payloads(message: str) -> Iterable[str]:
     """The JSON payload after each marker in a message (a message may hold several lines)."""
     for line in message.splitlines():
-        index = line.find(RESULT_MARKER)
-        if index < 0:
+        match = _MARKER_AT.search(line)
+        if match is None:
             continue
-        payload = line[index + len(RESULT_MARKER) :].strip()
+        payload = line[match.end() :].strip()
         # dbt's text log format may append nothing after the JSON, but tolerate a trailing
         # decoration by decoding only the first JSON value.
         try:

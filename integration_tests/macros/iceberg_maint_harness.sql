@@ -27,28 +27,39 @@
       {%- do outcome.update({'errors': validator(**kwargs)}) -%}
     {%- elif kind == 'due' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
-      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_due(kwargs.operation, policy, kwargs.health)}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_due(kwargs.operation, policy,
+            kwargs.health)}) -%}
     {%- elif kind == 'policy_errors' -%}
       {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.policy) -%}
       {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_policy_shape_errors(kwargs.policy)
             + dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)}) -%}
     {%- elif kind == 'planned' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
-      {%- do outcome.update({'sql': dbt_iceberg_maint._iceberg_maint_planned_sql(kwargs.relation, kwargs.operation, policy).sql}) -%}
+      {%- do outcome.update({'sql': dbt_iceberg_maint._iceberg_maint_planned_sql(kwargs.relation, kwargs.operation,
+            policy).sql}) -%}
     {%- elif kind == 'policy' -%}
-      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy'), kwargs.get('overrides'))}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy'),
+            kwargs.get('overrides'))}) -%}
     {%- elif kind == 'compaction_options' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
-      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_compaction_options(policy.compaction, kwargs.get('serial_group_commits', false))}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_compaction_options(policy.compaction,
+            kwargs.get('serial_group_commits', false))}) -%}
     {%- elif kind == 'names' -%}
       {%- do outcome.update({'value': [
           dbt_iceberg_maint._iceberg_maint_table_name(kwargs.relation),
           dbt_iceberg_maint._iceberg_maint_qualified_name(kwargs.relation),
           dbt_iceberg_maint._iceberg_maint_procedure_namespace(kwargs.relation)]}) -%}
+    {%- elif kind == 'step_errors' -%}
+      {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_step_errors(kwargs.steps)}) -%}
+    {%- elif kind == 'protocol' -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_protocol()}) -%}
+    {%- elif kind == 'log_marker' -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_log_marker(kwargs.marker, kwargs.payload) -%}
     {%- elif kind == 'context' -%}
       {%- do outcome.update({'value': (model.get('resource_type') if model is mapping else none) | string}) -%}
     {%- elif kind == 'selection' -%}
-      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_selected_models(kwargs.get('select')) | map(attribute='name') | list}) -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_selected_models(kwargs.get('select')) | map(
+            attribute='name') | list}) -%}
     {%- endif -%}
     {%- do log('ICEBERG_MAINT_CASE ' ~ tojson(outcome), info=true) -%}
   {%- endfor -%}
@@ -81,5 +92,6 @@
       'maintain': dbt_iceberg_maint.maintain,
   } -%}
   {%- set returned = macros[macro_name](**kwargs) -%}
-  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'return', 'value': dbt_iceberg_maint._iceberg_maint_json_safe(returned)}), info=true) -%}
+  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'return',
+        'value': dbt_iceberg_maint._iceberg_maint_json_safe(returned)}), info=true) -%}
 {% endmacro %}

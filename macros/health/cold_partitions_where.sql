@@ -12,11 +12,13 @@
     as_of: the reference time, 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC (default: now), so that a
     job can judge all its tables against its own start time. -#}
 {% macro cold_partitions_where(relation, quiet_hours, as_of=none) %}
-  {{ return(adapter.dispatch('cold_partitions_where', 'dbt_iceberg_maint')(relation, quiet_hours, as_of)) }}
+  {{ return(adapter.dispatch('cold_partitions_where', 'dbt_iceberg_maint')(
+      relation=relation, quiet_hours=quiet_hours, as_of=as_of)) }}
 {% endmacro %}
 
 {% macro default__cold_partitions_where(relation, quiet_hours, as_of=none) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.cold_partitions_where is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.cold_partitions_where is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports spark") }}
 {% endmacro %}
 
 {% macro spark__cold_partitions_where(relation, quiet_hours, as_of=none) %}
@@ -29,15 +31,18 @@
     is given)}: compaction is due only when a partition it may touch has enough small files. -#}
 {% macro _iceberg_maint_cold_scope(relation, quiet_hours, as_of=none, small_file_threshold_bytes=none) %}
   {%- if quiet_hours is boolean or quiet_hours is not number or quiet_hours <= 0 -%}
-    {{ exceptions.raise_compiler_error("cold_partitions_where: quiet_hours = " ~ tojson(quiet_hours) ~ " is not allowed; expected a number of hours greater than 0") }}
+    {{ exceptions.raise_compiler_error("cold_partitions_where: quiet_hours = " ~ tojson(quiet_hours)
+          ~ " is not allowed; expected a number of hours greater than 0") }}
   {%- endif -%}
-  {%- if as_of is not none and (as_of is not string or not modules.re.fullmatch('\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?', as_of)) -%}
-    {{ exceptions.raise_compiler_error("cold_partitions_where: as_of = " ~ tojson(as_of) ~ " is not allowed; expected none or a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]'") }}
+  {%- if as_of is not none and (as_of is not string
+        or not modules.re.fullmatch('\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?', as_of)) -%}
+    {{ exceptions.raise_compiler_error("cold_partitions_where: as_of = " ~ tojson(as_of)
+          ~ " is not allowed; expected none or a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]'") }}
   {%- endif -%}
-  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- if not execute -%}{{ return({'where': none, 'max_small_files': none}) }}{%- endif -%}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
-  {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
+  {%- set layout = dbt_iceberg_maint._iceberg_maint_table_layout(table) -%}
   {%- set quiet_micros = (quiet_hours * 3600000000) | int -%}
   {%- set cold_condition -%}
     unix_micros(coalesce(last_updated_at, (select min(committed_at) from {{ table }}.snapshots)))
@@ -45,10 +50,13 @@
   {%- endset -%}
   {%- set small = (small_file_threshold_bytes | int) if small_file_threshold_bytes is not none else 0 -%}
   {%- if layout['partition_fields'] | length == 0 -%}
-    {%- set rows = run_query('select count(*) as total, count_if(' ~ cold_condition ~ ') as cold, (select count_if(file_size_in_bytes < ' ~ small ~ ') from ' ~ table ~ '.data_files) as small_files from ' ~ table ~ '.partitions').rows -%}
+    {%- set rows = run_query('select count(*) as total, count_if(' ~ cold_condition
+          ~ ') as cold, (select count_if(file_size_in_bytes < ' ~ small ~ ') from ' ~ table
+          ~ '.data_files) as small_files from ' ~ table ~ '.partitions').rows -%}
     {%- set cold = rows[0]['total'] | int > 0 and rows[0]['total'] | int == rows[0]['cold'] | int -%}
     {{ return({'where': 'true' if cold else none,
-               'max_small_files': none if small_file_threshold_bytes is none else ((rows[0]['small_files'] | int) if cold else 0)}) }}
+               'max_small_files': none if small_file_threshold_bytes is none else ((rows[0]['small_files'] | int)
+                   if cold else 0)}) }}
   {%- endif -%}
   {#- A row belongs to the current spec only if its spec has as many fields as the current one
       (the field count of each spec comes from its manifests' partition_summaries); rows of
@@ -73,12 +81,14 @@
     {%- set partition = fromjson(row['partition_json']) -%}
     {#- Counted only where the predicate can select the partition: compaction touches nothing else. -#}
     {%- if row['spec_fields'] is not none and row['spec_fields'] | int == layout['partition_fields'] | length
-          and dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'], [partition]) is not none -%}
+          and dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'],
+              [partition]) is not none -%}
       {%- do partitions.append(partition) -%}
       {%- set largest.small_files = [largest.small_files, row['small_files'] | int] | max -%}
     {%- endif -%}
   {%- endfor -%}
-  {{ return({'where': dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'], partitions),
+  {{ return({'where': dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'],
+        partitions),
              'max_small_files': none if small_file_threshold_bytes is none else largest.small_files}) }}
 {% endmacro %}
 
@@ -91,7 +101,8 @@
     {%- if values | length == partition_fields | length -%}
       {%- set parts = [] -%}
       {%- for field in partition_fields -%}
-        {%- set part = dbt_iceberg_maint.get_partition_range_sql(field['transform'], field['column'], columns.get(field['column']), values[loop.index0]) -%}
+        {%- set part = dbt_iceberg_maint.get_partition_range_sql(field['transform'], field['column'],
+              columns.get(field['column']), values[loop.index0]) -%}
         {%- if part is not none -%}{%- do parts.append(part) -%}{%- endif -%}
       {%- endfor -%}
       {%- if parts | length == partition_fields | length -%}

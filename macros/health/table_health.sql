@@ -5,35 +5,39 @@
     log_result: log an ICEBERG_MAINT_RESULT line (operation table_health); by default only when
     table_health is the macro that `dbt run-operation` was asked to run, or a node's hook.
     In a node (e.g. as a post-hook) it renders to nothing: the figures are in the log line. -#}
-{% macro table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
+{% macro table_health(relation=none, target_file_size_bytes=none, log_result=none, as_of=none) %}
   {%- set in_node = dbt_iceberg_maint._iceberg_maint_in_node() -%}
   {%- set health = adapter.dispatch('table_health', 'dbt_iceberg_maint')(
-        relation if relation is not none else this, target_file_size_bytes,
-        log_result if log_result is not none else (true if in_node else none)) -%}
+        relation=relation if relation is not none else this, target_file_size_bytes=target_file_size_bytes,
+        log_result=log_result if log_result is not none else (true if in_node else none), as_of=as_of) -%}
   {{ return('' if in_node else health) }}
 {% endmacro %}
 
-{% macro default__table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.table_health is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+{% macro default__table_health(relation=none, target_file_size_bytes=none, log_result=none, as_of=none) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.table_health is not implemented for adapter '" ~ adapter.type()
+        ~ "'; it supports spark") }}
 {% endmacro %}
 
-{% macro spark__table_health(relation=none, target_file_size_bytes=none, log_result=none) %}
-  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
-  {%- if target_file_size_bytes is not none and (target_file_size_bytes is boolean or target_file_size_bytes is not integer or target_file_size_bytes <= 0) -%}
-    {{ exceptions.raise_compiler_error("table_health: target_file_size_bytes = " ~ tojson(target_file_size_bytes) ~ " is not allowed; expected a positive integer (bytes) or none") }}
+{#- as_of: the reference time of oldest_snapshot_age_hours (UTC text; default now). -#}
+{% macro spark__table_health(relation=none, target_file_size_bytes=none, log_result=none, as_of=none) %}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
+        dbt_iceberg_maint._iceberg_maint_parse_instant('table_health', 'as_of', as_of).errors) -%}
+  {%- if target_file_size_bytes is not none and (target_file_size_bytes is boolean
+        or target_file_size_bytes is not integer or target_file_size_bytes <= 0) -%}
+    {{ exceptions.raise_compiler_error("table_health: target_file_size_bytes = " ~ tojson(target_file_size_bytes)
+          ~ " is not allowed; expected a positive integer (bytes) or none") }}
   {%- endif -%}
   {%- if not execute -%}{{ return({}) }}{%- endif -%}
-  {%- set started = dbt_iceberg_maint._hp_now() -%}
-  {%- set found = namespace(target=target_file_size_bytes) -%}
-  {%- if found.target is none -%}
-    {%- set found.target = 536870912 -%}
-    {%- for row in run_query('show tblproperties ' ~ table) if row['key'] == 'write.target-file-size-bytes' -%}
-      {%- set found.target = row['value'] | int -%}
-    {%- endfor -%}
+  {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
+  {%- set target = target_file_size_bytes -%}
+  {%- if target is none -%}
+    {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
+    {%- set target = properties.get('write.target-file-size-bytes', 536870912) | int -%}
   {%- endif -%}
-  {%- set target = found.target -%}
-  {%- set layout = dbt_iceberg_maint._hp_table_layout(table) -%}
-  {%- set sql = dbt_iceberg_maint.get_table_health_sql(table, target, layout['partition_fields'] | length > 0) -%}
+  {%- set layout = dbt_iceberg_maint._iceberg_maint_table_layout(table) -%}
+  {%- set sql = dbt_iceberg_maint.get_table_health_sql(table, target, layout['partition_fields'] | length > 0,
+        as_of) -%}
   {%- set row = run_query(sql).rows[0] -%}
   {%- set health = {'table': table} -%}
   {%- for column in ['data_files', 'small_files', 'data_bytes', 'delete_files', 'records', 'snapshots',
@@ -45,17 +49,22 @@
         'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),
         'target_file_size_bytes': target,
         'small_file_threshold_bytes': (target * 0.75) | int}) -%}
-  {%- set should_log = log_result if log_result is not none else dbt_iceberg_maint._hp_is_run_operation_of('table_health') -%}
+  {%- set should_log = log_result if log_result is not none else dbt_iceberg_maint._iceberg_maint_is_run_operation_of(
+        'table_health') -%}
   {%- if should_log -%}
-    {{ dbt_iceberg_maint._hp_log_result(table, 'table_health', 'success', sql=sql, metrics=health,
-         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, 'table_health', 'success', sql=sql, metrics=health,
+         duration_ms=dbt_iceberg_maint._iceberg_maint_elapsed_ms(started)) -%}
   {%- endif -%}
   {{ return(health) }}
 {% endmacro %}
 
 {#- Pure: one query, one row of health figures. -#}
-{% macro get_table_health_sql(relation, target_file_size_bytes, partitioned=true) %}
-  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
+{% macro get_table_health_sql(relation, target_file_size_bytes, partitioned=true, as_of=none) %}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
+  {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('get_table_health_sql', 'as_of', as_of) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(instant.errors) -%}
+  {%- set reference = 'current_timestamp()' if as_of is none
+        else "timestamp '" ~ instant.value.strftime('%Y-%m-%d %H:%M:%S.%f') ~ "+00:00'" -%}
   {%- set small = (target_file_size_bytes * 0.75) | int -%}
   {#- Unpartitioned tables have no `partition` column in data_files: the table is one partition. -#}
   {%- set partition_key = 'spec_id, partition' if partitioned else 'spec_id' -%}
@@ -70,7 +79,7 @@ select
   (select coalesce(sum(record_count), 0) from files) as records,
   (select count(*) from {{ table }}.delete_files) as delete_files,
   (select count(*) from {{ table }}.snapshots) as snapshots,
-  (select (unix_micros(current_timestamp()) - unix_micros(min(committed_at))) / 3600000000.0
+  (select (unix_micros({{ reference }}) - unix_micros(min(committed_at))) / 3600000000.0
      from {{ table }}.snapshots) as oldest_snapshot_age_hours,
   (select count(*) from {{ table }}.manifests) as manifests,
   (select count(*) from {{ table }}.manifests where content = 0) as data_manifests,

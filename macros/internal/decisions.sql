@@ -5,16 +5,17 @@
 {#- Canonical order (Iceberg's advice): compact data, then position deletes, then expire
     snapshots, then remove orphans, then rewrite manifests. -#}
 {% macro _iceberg_maint_operation_order() %}
-  {{ return(['rewrite_data_files', 'rewrite_position_delete_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests']) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_protocol().operations) }}
 {% endmacro %}
 
 {% macro _iceberg_maint_default_operations() %}
-  {{ return(['rewrite_data_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests']) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_protocol().default_operations) }}
 {% endmacro %}
 
-{#- Policy section of each operation (DESIGN.md's YAML calls compaction `compaction`). -#}
+{#- Policy section of each operation: the protocol's alias (the policy calls rewrite_data_files `compaction`). -#}
 {% macro _iceberg_maint_policy_section(operation) %}
-  {{ return('compaction' if operation == 'rewrite_data_files' else operation) }}
+  {%- set aliases = dbt_iceberg_maint._iceberg_maint_protocol().operation_aliases -%}
+  {{ return((aliases | dictsort | selectattr(1, 'equalto', operation) | map(attribute=0) | first) or operation) }}
 {% endmacro %}
 
 
@@ -25,13 +26,15 @@
   {%- if operations is none -%}{{ return(dbt_iceberg_maint._iceberg_maint_default_operations()) }}{%- endif -%}
   {%- set requested = [operations] if operations is string else operations -%}
   {%- if requested is not iterable or requested is mapping -%}
-    {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` is " ~ operations ~ "; expected none, an operation name or a list of them: compaction, " ~ order | join(', ')) }}
+    {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` is " ~ operations
+          ~ "; expected none, an operation name or a list of them: compaction, " ~ order | join(', ')) }}
   {%- endif -%}
   {%- set names = [] -%}
   {%- for name in requested -%}
     {%- set canonical = 'rewrite_data_files' if name == 'compaction' else name -%}
     {%- if canonical not in order -%}
-      {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` contains '" ~ name ~ "'; allowed: compaction, " ~ order | join(', ')) }}
+      {{ exceptions.raise_compiler_error("dbt_iceberg_maint: argument `operations` contains '" ~ name
+            ~ "'; allowed: compaction, " ~ order | join(', ')) }}
     {%- endif -%}
     {%- do names.append(canonical) -%}
   {%- endfor -%}
@@ -39,79 +42,33 @@
 {% endmacro %}
 
 
+{#- Each operation owns its policy defaults, policy checks, due rule and SQL-from-policy, next to
+    its procedure (macros/procedures/<operation>.sql: _iceberg_maint_<operation>_defaults,
+    _policy_errors, _due, _planned_sql); these dispatch to them by name. Adding an operation:
+    its file, plus its name in the protocol's canonical order (and protocol.py). -#}
+{% macro _iceberg_maint_operation_macro(operation, part) %}
+  {{ return(dbt_iceberg_maint['_iceberg_maint_' ~ operation ~ '_' ~ part]) }}
+{% endmacro %}
+
+
 {#- {'due': bool, 'reason': str} for one operation, from the resolved policy and health. -#}
 {% macro _iceberg_maint_due(operation, policy, health) %}
-  {%- if operation == 'rewrite_data_files' -%}
-    {%- set threshold = policy.compaction.min_input_files -%}
-    {#- health.cold_scope (maintain() with cold_partitions_hours): only the partitions the
-        compaction's `where` may select count. -#}
-    {%- set scope = health.get('cold_scope') -%}
-    {%- if scope is mapping and scope.where is none -%}
-      {{ return({'due': false, 'reason': 'no partition has been quiet for ' ~ policy.compaction.cold_partitions_hours ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
-    {%- endif -%}
-    {%- set largest = (scope.max_small_files if scope is mapping else health.max_small_files_in_partition) | int -%}
-    {%- set partition = 'cold partition' if scope is mapping else 'partition' -%}
-    {%- if largest >= threshold -%}
-      {{ return({'due': true, 'reason': 'a ' ~ partition ~ ' has ' ~ largest ~ ' small files, >= min_input_files ' ~ threshold}) }}
-    {%- endif -%}
-    {{ return({'due': false, 'reason': 'no ' ~ partition ~ ' has >= ' ~ threshold ~ ' small files (largest: ' ~ largest ~ ')'}) }}
-  {%- elif operation == 'rewrite_position_delete_files' -%}
-    {%- set threshold = policy.rewrite_position_delete_files.min_input_files -%}
-    {%- set count = health.delete_files | int -%}
-    {%- if count >= threshold -%}
-      {{ return({'due': true, 'reason': count ~ ' delete files, >= threshold of ' ~ threshold}) }}
-    {%- endif -%}
-    {{ return({'due': false, 'reason': 'only ' ~ count ~ ' delete files, below threshold of ' ~ threshold}) }}
-  {%- elif operation == 'expire_snapshots' -%}
-    {%- set keep = policy.expire_snapshots.retain_last -%}
-    {%- set hours = policy.expire_snapshots.older_than_hours -%}
-    {%- set count = health.snapshots | int -%}
-    {%- set age = health.oldest_snapshot_age_hours -%}
-    {%- if count <= keep -%}
-      {{ return({'due': false, 'reason': 'only ' ~ count ~ ' snapshots, not more than retain_last ' ~ keep}) }}
-    {%- elif age is none or age <= hours -%}
-      {{ return({'due': false, 'reason': 'oldest snapshot is ' ~ (age if age is not none else 0) ~ ' h old, not older than ' ~ hours ~ ' h'}) }}
-    {%- endif -%}
-    {{ return({'due': true, 'reason': count ~ ' snapshots (> retain_last ' ~ keep ~ '), oldest ' ~ age ~ ' h old (> ' ~ hours ~ ' h)'}) }}
-  {%- elif operation == 'remove_orphan_files' -%}
-    {#- Orphans cannot be counted without listing the table location, which is the operation
-        itself; it deletes only files older than the window, so it is always due. -#}
-    {{ return({'due': true, 'reason': 'always due: deletes only unreferenced files older than ' ~ policy.remove_orphan_files.older_than_hours ~ ' h'}) }}
-  {%- elif operation == 'rewrite_manifests' -%}
-    {%- set threshold = policy.rewrite_manifests.min_manifests -%}
-    {%- set count = health.data_manifests | int -%}
-    {%- if count >= threshold -%}
-      {{ return({'due': true, 'reason': count ~ ' data manifests, >= threshold of ' ~ threshold}) }}
-    {%- endif -%}
-    {{ return({'due': false, 'reason': 'only ' ~ count ~ ' data manifests, below threshold of ' ~ threshold}) }}
+  {%- if operation not in dbt_iceberg_maint._iceberg_maint_operation_order() -%}
+    {{ exceptions.raise_compiler_error("dbt_iceberg_maint: unknown operation '" ~ operation ~ "'") }}
   {%- endif -%}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint: unknown operation '" ~ operation ~ "'") }}
+  {%- set due = dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'due') -%}
+  {{ return(due(policy[dbt_iceberg_maint._iceberg_maint_policy_section(operation)], health)) }}
 {% endmacro %}
 
 
-{#- rewrite_data_files options implied by the compaction policy; explicit `options` win.
-    Partial progress is on with max-failed-commits 0 by default so a commit that loses to a
-    concurrent writer fails the operation instead of being silently ignored.
-    `serial_group_commits`: Iceberg commits partial-progress groups from its rewrite threads, so
-    on a catalog without an atomic metadata swap (Hadoop) its own commits race ("Version N
-    already exists") and fail; there one file group is rewritten at a time. -#}
-{% macro _iceberg_maint_compaction_options(section, serial_group_commits=false) %}
-  {%- set options = {'min-input-files': section.min_input_files | string} -%}
-  {%- if section.partial_progress -%}
-    {%- do options.update({'partial-progress.enabled': 'true'}) -%}
-    {%- if section.max_failed_commits is not none -%}
-      {%- do options.update({'partial-progress.max-failed-commits': section.max_failed_commits | string}) -%}
-    {%- endif -%}
-    {%- if serial_group_commits -%}
-      {%- do options.update({'max-concurrent-file-group-rewrites': '1'}) -%}
-    {%- endif -%}
-  {%- endif -%}
-  {%- if section.target_file_size_mb -%}
-    {%- do options.update({'target-file-size-bytes': (section.target_file_size_mb * 1024 * 1024) | int | string}) -%}
-  {%- endif -%}
-  {%- do options.update(section.options or {}) -%}
-  {{ return(options) }}
+{#- {'sql': CALL text or none, 'reason': why there is nothing to run} for one operation. -#}
+{% macro _iceberg_maint_planned_sql(relation, operation, policy, cold_scope=none, reference=none) %}
+  {%- set planned_sql = dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'planned_sql') -%}
+  {{ return(planned_sql(relation, policy[dbt_iceberg_maint._iceberg_maint_policy_section(operation)],
+      {'cold_scope': cold_scope, 'reference': reference})) }}
 {% endmacro %}
+
+
 
 
 {#- Shape problems of a raw `meta.iceberg_maint` mapping: an unknown section or key, or a
@@ -136,9 +93,11 @@
         {%- do errors.append(source ~ "." ~ key ~ " is " ~ value ~ "; expected a mapping of settings or true/false") -%}
       {%- elif value is mapping -%}
         {%- for name in value.keys() if name not in defaults[key] -%}
-          {%- do errors.append(source ~ "." ~ key ~ " has unknown key `" ~ name ~ "`; allowed keys: " ~ defaults[key].keys() | join(', ')) -%}
+          {%- do errors.append(source ~ "." ~ key ~ " has unknown key `" ~ name ~ "`; allowed keys: "
+                ~ defaults[key].keys() | join(', ')) -%}
         {%- endfor -%}
-        {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(source ~ '.' ~ key, 'enabled', value.get('enabled'))) -%}
+        {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(source ~ '.' ~ key, 'enabled',
+              value.get('enabled'))) -%}
       {%- endif -%}
     {%- endif -%}
   {%- endfor -%}
@@ -146,30 +105,13 @@
 {% endmacro %}
 
 
-{#- Policy problems (numbers, strategy) as messages, checked before anything runs. -#}
+{#- Policy problems (numbers, strategy) as messages, checked before anything runs, each
+    operation's in the canonical order. -#}
 {% macro _iceberg_maint_policy_errors(policy) %}
   {%- set errors = [] -%}
-  {%- set number = dbt_iceberg_maint._iceberg_maint_check_positive_number -%}
-  {%- do errors.extend(number('policy compaction', 'min_input_files', policy.compaction.min_input_files, integer=true)) -%}
-  {%- do errors.extend(number('policy compaction', 'target_file_size_mb', policy.compaction.target_file_size_mb)) -%}
-  {%- do errors.extend(number('policy compaction', 'cold_partitions_hours', policy.compaction.cold_partitions_hours)) -%}
-  {%- if policy.compaction.max_failed_commits is not none and (policy.compaction.max_failed_commits is boolean or policy.compaction.max_failed_commits is not integer or policy.compaction.max_failed_commits < 0) -%}
-    {%- do errors.append("policy compaction: argument `max_failed_commits` is " ~ policy.compaction.max_failed_commits ~ "; expected a whole number >= 0") -%}
-  {%- endif -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('policy compaction', 'partial_progress', policy.compaction.partial_progress)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors(policy.compaction.where, policy.compaction.strategy, policy.compaction.sort_order, policy.compaction.options)) -%}
-  {%- do errors.extend(number('policy rewrite_position_delete_files', 'min_input_files', policy.rewrite_position_delete_files.min_input_files, integer=true)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors(policy.rewrite_position_delete_files.where, policy.rewrite_position_delete_files.options)) -%}
-  {%- set expire = policy.expire_snapshots -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(expire.older_than_hours, expire.retain_last,
-        max_concurrent_deletes=expire.max_concurrent_deletes, stream_results=expire.stream_results,
-        clean_expired_metadata=expire.clean_expired_metadata)) -%}
-  {%- set orphans = policy.remove_orphan_files -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors(orphans.older_than_hours,
-        location=orphans.location, max_concurrent_deletes=orphans.max_concurrent_deletes,
-        equal_schemes=orphans.equal_schemes, equal_authorities=orphans.equal_authorities,
-        prefix_mismatch_mode=orphans.prefix_mismatch_mode, prefix_listing=orphans.prefix_listing)) -%}
-  {%- do errors.extend(number('policy rewrite_manifests', 'min_manifests', policy.rewrite_manifests.min_manifests, integer=true)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors(use_caching=policy.rewrite_manifests.use_caching)) -%}
+  {%- for operation in dbt_iceberg_maint._iceberg_maint_operation_order() -%}
+    {%- set policy_errors = dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'policy_errors') -%}
+    {%- do errors.extend(policy_errors(policy[dbt_iceberg_maint._iceberg_maint_policy_section(operation)])) -%}
+  {%- endfor -%}
   {{ return(errors) }}
 {% endmacro %}

@@ -1,25 +1,13 @@
-{#- The per-model maintenance policy: `meta.iceberg_maint` (see DESIGN.md), merged over the
-    documented defaults. -#}
+{#- The per-model maintenance policy: `meta.iceberg_maint`, merged over the documented defaults
+    (each operation's own, from its procedure file). -#}
 
 {% macro _iceberg_maint_policy_defaults() %}
-  {{ return({
-      'enabled': true,
-      'compaction': {
-          'enabled': true, 'min_input_files': 5, 'target_file_size_mb': none,
-          'strategy': none, 'sort_order': none, 'partial_progress': true,
-          'max_failed_commits': 0, 'cold_partitions_hours': none, 'where': none, 'options': {},
-      },
-      'rewrite_position_delete_files': {'enabled': true, 'min_input_files': 5, 'where': none, 'options': {}},
-      'expire_snapshots': {
-          'enabled': true, 'older_than_hours': 168, 'retain_last': 5,
-          'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none,
-      },
-      'remove_orphan_files': {
-          'enabled': true, 'older_than_hours': 72, 'location': none, 'max_concurrent_deletes': none,
-          'equal_schemes': none, 'equal_authorities': none, 'prefix_mismatch_mode': none, 'prefix_listing': none,
-      },
-      'rewrite_manifests': {'enabled': true, 'min_manifests': 5, 'use_caching': none},
-  }) }}
+  {%- set defaults = {'enabled': true} -%}
+  {%- for operation in dbt_iceberg_maint._iceberg_maint_operation_order() -%}
+    {%- do defaults.update({dbt_iceberg_maint._iceberg_maint_policy_section(operation):
+          dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'defaults')()}) -%}
+  {%- endfor -%}
+  {{ return(defaults) }}
 {% endmacro %}
 
 
@@ -30,7 +18,8 @@
   {%- if node is none or node is not mapping -%}{{ return({}) }}{%- endif -%}
   {%- set config_meta = (node.get('config') or {}).get('meta') or {} -%}
   {%- set node_meta = node.get('meta') or {} -%}
-  {%- set declared = config_meta.get('iceberg_maint') if config_meta.get('iceberg_maint') is not none else node_meta.get('iceberg_maint') -%}
+  {%- set declared = config_meta.get('iceberg_maint') if config_meta.get('iceberg_maint') is not none
+        else node_meta.get('iceberg_maint') -%}
   {{ return({} if declared is none else declared) }}
 {% endmacro %}
 
@@ -82,4 +71,16 @@
     {%- endif -%}
   {%- endfor -%}
   {{ return(resolved) }}
+{% endmacro %}
+
+
+{#- The model's declared `meta.iceberg_maint`: from the running model when relation is none,
+    else from the graph node of the relation (a run-operation); {} when there is none. -#}
+{% macro _iceberg_maint_declared_policy(relation) %}
+  {%- if relation is none -%}
+    {%- set meta = config.get('meta') or {} -%}
+    {{ return(meta.get('iceberg_maint') or {}) }}
+  {%- endif -%}
+  {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_model_policy(node)) }}
 {% endmacro %}

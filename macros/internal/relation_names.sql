@@ -14,16 +14,20 @@
   {%- set catalog_var = var('dbt_iceberg_maint_catalog', none) -%}
   {%- if relation is none -%}
     {{ exceptions.raise_compiler_error(
-        "dbt_iceberg_maint: argument `" ~ argument ~ "` is none; pass `this`, a ref(), a source() or a 'schema.table' string") }}
+        "dbt_iceberg_maint: argument `" ~ argument
+            ~ "` is none; pass `this`, a ref(), a source() or a 'schema.table' string") }}
   {%- elif relation is string -%}
     {%- set parts = relation.strip().split('.') -%}
     {%- set check = namespace(valid=parts | length <= 3) -%}
     {%- for part in parts -%}
-      {%- if not modules.re.match(dbt_iceberg_maint._iceberg_maint_identifier_pattern(), part) -%}{%- set check.valid = false -%}{%- endif -%}
+      {%- if not modules.re.match(dbt_iceberg_maint._iceberg_maint_identifier_pattern(),
+            part) -%}{%- set check.valid = false -%}{%- endif -%}
     {%- endfor -%}
     {%- if not check.valid -%}
       {{ exceptions.raise_compiler_error(
-          "dbt_iceberg_maint: argument `" ~ argument ~ "` is '" ~ relation ~ "'; expected 'table', 'schema.table' or 'catalog.schema.table' made of letters, digits and underscores, or a relation (this, ref(), source())") }}
+          "dbt_iceberg_maint: argument `" ~ argument ~ "` is '" ~ relation
+              ~ "'; expected 'table', 'schema.table' or 'catalog.schema.table' made of letters, digits and"
+              ~ " underscores, or a relation (this, ref(), source())") }}
     {%- endif -%}
     {%- if parts | length == 3 -%}
       {{ return({'catalog': parts[0], 'schema': parts[1], 'identifier': parts[2]}) }}
@@ -33,10 +37,12 @@
       {{ return({'catalog': catalog_var, 'schema': target.schema, 'identifier': parts[0]}) }}
     {%- endif -%}
   {%- elif relation.identifier is defined and relation.identifier -%}
-    {{ return({'catalog': catalog_var, 'schema': relation.schema or target.schema, 'identifier': relation.identifier}) }}
+    {{ return({'catalog': catalog_var, 'schema': relation.schema or target.schema,
+          'identifier': relation.identifier}) }}
   {%- else -%}
     {{ exceptions.raise_compiler_error(
-        "dbt_iceberg_maint: argument `" ~ argument ~ "` is " ~ relation ~ "; expected `this`, a ref(), a source() or a 'schema.table' string") }}
+        "dbt_iceberg_maint: argument `" ~ argument ~ "` is " ~ relation
+            ~ "; expected `this`, a ref(), a source() or a 'schema.table' string") }}
   {%- endif -%}
 {% endmacro %}
 

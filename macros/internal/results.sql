@@ -19,7 +19,8 @@
     {{ return(value) }}
   {%- elif value is mapping -%}
     {%- set copy = {} -%}
-    {%- for key, item in value.items() -%}{%- do copy.update({key | string: dbt_iceberg_maint._iceberg_maint_json_safe(item)}) -%}{%- endfor -%}
+    {%- for key, item in value.items() -%}{%- do copy.update({key | string: dbt_iceberg_maint._iceberg_maint_json_safe(
+          item)}) -%}{%- endfor -%}
     {{ return(copy) }}
   {%- elif value is iterable -%}
     {%- set copy = [] -%}
@@ -44,7 +45,7 @@
       'metrics': dbt_iceberg_maint._iceberg_maint_json_safe(metrics or {}),
       'duration_ms': duration_ms | int,
   } -%}
-  {%- do log('ICEBERG_MAINT_RESULT ' ~ tojson(record), info=true) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_log_marker('result', record) -%}
   {{ return(record) }}
 {% endmacro %}
 

@@ -4,8 +4,10 @@
     macro (dbt reports the error and the invocation fails). Everything predictable is
     therefore checked before the CALL runs (argument validation here, table state in
     maintain()). -#}
-{% macro _iceberg_maint_run_procedure(relation, operation, sql, dry_run=false, row_per_file=false, executed_status='success', reason=none) %}
-  {%- set record = dbt_iceberg_maint._iceberg_maint_execute_logged(relation, operation, sql, dry_run, row_per_file, executed_status, reason) -%}
+{% macro _iceberg_maint_run_procedure(relation, operation, sql, dry_run=false, row_per_file=false,
+      executed_status='success', reason=none) %}
+  {%- set record = dbt_iceberg_maint._iceberg_maint_execute_logged(relation, operation, sql, dry_run, row_per_file,
+        executed_status, reason) -%}
   {%- set result = record.metrics.copy() -%}
   {%- do result.update({'sql': sql, 'status': record.status, 'duration_ms': record.duration_ms}) -%}
   {{ return(result) }}
@@ -14,19 +16,23 @@
 
 {#- Same, returning the logged record (table, operation, status, reason, sql, metrics,
     duration_ms): what maintain() collects. -#}
-{% macro _iceberg_maint_execute_logged(relation, operation, sql, dry_run=false, row_per_file=false, executed_status='success', reason=none) %}
+{% macro _iceberg_maint_execute_logged(relation, operation, sql, dry_run=false, row_per_file=false,
+      executed_status='success', reason=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- if dry_run -%}
-    {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'dry_run', reason or 'dry run: rendered, not executed', sql, {}, 0)) }}
+    {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'dry_run', reason
+          or 'dry run: rendered, not executed', sql, {}, 0)) }}
   {%- endif -%}
   {%- if not execute -%}
-    {{ return({'table': table, 'operation': operation, 'status': 'not_executed', 'reason': 'dbt is parsing, not executing', 'sql': sql, 'metrics': {}, 'duration_ms': 0}) }}
+    {{ return({'table': table, 'operation': operation, 'status': 'not_executed',
+          'reason': 'dbt is parsing, not executing', 'sql': sql, 'metrics': {}, 'duration_ms': 0}) }}
   {%- endif -%}
   {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
   {%- set output = run_query(sql) -%}
   {%- set duration_ms = dbt_iceberg_maint._iceberg_maint_elapsed_ms(started) -%}
   {%- set metrics = dbt_iceberg_maint._iceberg_maint_output_metrics(output, row_per_file) -%}
-  {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, executed_status, reason, sql, metrics, duration_ms)) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, executed_status, reason, sql, metrics,
+        duration_ms)) }}
 {% endmacro %}
 
 

@@ -6,9 +6,11 @@
 {% macro _iceberg_maint_check_positive_number(procedure, argument, value, minimum_exclusive=0, integer=false) %}
   {%- if value is none -%}{{ return([]) }}{%- endif -%}
   {%- if value is boolean or value is not number or (integer and value is not integer) -%}
-    {{ return([procedure ~ ": argument `" ~ argument ~ "` is " ~ value ~ "; expected a " ~ ("whole number" if integer else "number") ~ " greater than " ~ minimum_exclusive]) }}
+    {{ return([procedure ~ ": argument `" ~ argument ~ "` is " ~ value ~ "; expected a "
+          ~ ("whole number" if integer else "number") ~ " greater than " ~ minimum_exclusive]) }}
   {%- elif value <= minimum_exclusive -%}
-    {{ return([procedure ~ ": argument `" ~ argument ~ "` is " ~ value ~ "; it must be greater than " ~ minimum_exclusive]) }}
+    {{ return([procedure ~ ": argument `" ~ argument ~ "` is " ~ value ~ "; it must be greater than "
+          ~ minimum_exclusive]) }}
   {%- endif -%}
   {{ return([]) }}
 {% endmacro %}
@@ -23,7 +25,8 @@
 {% macro _iceberg_maint_check_choice(procedure, argument, value, allowed) %}
   {%- if value is none -%}{{ return([]) }}{%- endif -%}
   {%- if value is not string or value | lower not in allowed | map('lower') | list -%}
-    {{ return([procedure ~ ": argument `" ~ argument ~ "` is '" ~ value ~ "'; allowed values: " ~ allowed | join(', ')]) }}
+    {{ return([procedure ~ ": argument `" ~ argument ~ "` is '" ~ value ~ "'; allowed values: "
+          ~ allowed | join(', ')]) }}
   {%- endif -%}
   {{ return([]) }}
 {% endmacro %}
@@ -38,7 +41,8 @@
   {%- endif -%}
   {%- set problems = dbt_iceberg_maint._iceberg_maint_fragment_problems(value) -%}
   {%- if problems -%}
-    {{ return([procedure ~ ": argument `" ~ argument ~ "` is \"" ~ value ~ "\"; it must not contain " ~ problems | join(' or ')]) }}
+    {{ return([procedure ~ ": argument `" ~ argument ~ "` is \"" ~ value ~ "\"; it must not contain "
+          ~ problems | join(' or ')]) }}
   {%- endif -%}
   {{ return([]) }}
 {% endmacro %}
@@ -48,8 +52,10 @@
     comment marker (which could hide the rest of the statement). -#}
 {% macro _iceberg_maint_fragment_problems(text) %}
   {%- set problems = [] -%}
-  {%- if ';' in text -%}{%- do problems.append("';' (a statement separator: only one predicate/expression is allowed)") -%}{%- endif -%}
-  {%- if '--' in text or '/*' in text or '*/' in text -%}{%- do problems.append("a SQL comment (--, /* or */)") -%}{%- endif -%}
+  {%- if ';' in text -%}{%- do problems.append(
+        "';' (a statement separator: only one predicate/expression is allowed)") -%}{%- endif -%}
+  {%- if '--' in text or '/*' in text
+        or '*/' in text -%}{%- do problems.append("a SQL comment (--, /* or */)") -%}{%- endif -%}
   {{ return(problems) }}
 {% endmacro %}
 
@@ -58,11 +64,14 @@
 {% macro _iceberg_maint_check_string_map(procedure, argument, value) %}
   {%- if value is none -%}{{ return([]) }}{%- endif -%}
   {%- if value is not mapping -%}
-    {{ return([procedure ~ ": argument `" ~ argument ~ "` is " ~ value ~ "; expected a mapping of string keys to string values, e.g. {'key': 'value'}"]) }}
+    {{ return([procedure ~ ": argument `" ~ argument ~ "` is " ~ value
+          ~ "; expected a mapping of string keys to string values, e.g. {'key': 'value'}"]) }}
   {%- endif -%}
   {%- for key, item in value.items() -%}
-    {%- if key is not string or not key.strip() or item is none or item is mapping or (item is iterable and item is not string) -%}
-      {{ return([procedure ~ ": argument `" ~ argument ~ "` has entry " ~ key ~ ": " ~ item ~ "; keys must be non-empty strings and values strings, numbers or booleans"]) }}
+    {%- if key is not string or not key.strip() or item is none or item is mapping or (item is iterable
+          and item is not string) -%}
+      {{ return([procedure ~ ": argument `" ~ argument ~ "` has entry " ~ key ~ ": " ~ item
+            ~ "; keys must be non-empty strings and values strings, numbers or booleans"]) }}
     {%- endif -%}
   {%- endfor -%}
   {{ return([]) }}

@@ -3,68 +3,138 @@
     belong to a write still in flight). dry_run=true uses Iceberg's native dry run: it lists
     the orphans and deletes nothing. -#}
 
-{% macro get_remove_orphan_files_sql(relation=none, older_than_hours=72, dry_run=false, location=none, max_concurrent_deletes=none, file_list_view=none, equal_schemes=none, equal_authorities=none, prefix_mismatch_mode=none, prefix_listing=none) %}
-  {{ return(adapter.dispatch('get_remove_orphan_files_sql', 'dbt_iceberg_maint')(relation if relation is not none else this, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing)) }}
+{% macro get_remove_orphan_files_sql(relation=none, older_than_hours=72, dry_run=false, location=none,
+      max_concurrent_deletes=none, file_list_view=none, equal_schemes=none, equal_authorities=none,
+          prefix_mismatch_mode=none, prefix_listing=none) %}
+  {{ return(adapter.dispatch('get_remove_orphan_files_sql', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, older_than_hours=older_than_hours, dry_run=dry_run,
+      location=location, max_concurrent_deletes=max_concurrent_deletes, file_list_view=file_list_view,
+      equal_schemes=equal_schemes, equal_authorities=equal_authorities, prefix_mismatch_mode=prefix_mismatch_mode,
+      prefix_listing=prefix_listing)) }}
 {% endmacro %}
 
-{% macro default__get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_remove_orphan_files_sql is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% macro default__get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location, max_concurrent_deletes,
+      file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_remove_orphan_files_sql is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
+{% macro spark__get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location, max_concurrent_deletes,
+      file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors(
-        older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing)) -%}
+        older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities,
+            prefix_mismatch_mode, prefix_listing)) -%}
   {%- set lit = dbt_iceberg_maint._iceberg_maint_string_literal -%}
   {%- set arguments = [['table', lit(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
   {#- older_than is always explicit, so Iceberg's own 24 h guard applies too. -#}
-  {%- do arguments.append(['older_than', dbt_iceberg_maint._iceberg_maint_timestamp_hours_ago(older_than_hours if older_than_hours is not none else 72)]) -%}
+  {%- do arguments.append(['older_than',
+        dbt_iceberg_maint._iceberg_maint_timestamp_hours_ago(older_than_hours if older_than_hours is not none
+            else 72)]) -%}
   {%- if location is not none -%}{%- do arguments.append(['location', lit(location)]) -%}{%- endif -%}
   {%- if dry_run -%}{%- do arguments.append(['dry_run', 'true']) -%}{%- endif -%}
-  {%- if max_concurrent_deletes is not none -%}{%- do arguments.append(['max_concurrent_deletes', max_concurrent_deletes | string]) -%}{%- endif -%}
+  {%- if max_concurrent_deletes is not none -%}{%- do arguments.append(['max_concurrent_deletes',
+        max_concurrent_deletes | string]) -%}{%- endif -%}
   {%- if file_list_view is not none -%}{%- do arguments.append(['file_list_view', lit(file_list_view)]) -%}{%- endif -%}
-  {%- if equal_schemes -%}{%- do arguments.append(['equal_schemes', dbt_iceberg_maint._iceberg_maint_map_literal(equal_schemes)]) -%}{%- endif -%}
-  {%- if equal_authorities -%}{%- do arguments.append(['equal_authorities', dbt_iceberg_maint._iceberg_maint_map_literal(equal_authorities)]) -%}{%- endif -%}
-  {%- if prefix_mismatch_mode is not none -%}{%- do arguments.append(['prefix_mismatch_mode', lit(prefix_mismatch_mode | upper)]) -%}{%- endif -%}
-  {%- if prefix_listing is not none -%}{%- do arguments.append(['prefix_listing', dbt_iceberg_maint._iceberg_maint_boolean_literal(prefix_listing)]) -%}{%- endif -%}
+  {%- if equal_schemes -%}{%- do arguments.append(['equal_schemes',
+        dbt_iceberg_maint._iceberg_maint_map_literal(equal_schemes)]) -%}{%- endif -%}
+  {%- if equal_authorities -%}{%- do arguments.append(['equal_authorities',
+        dbt_iceberg_maint._iceberg_maint_map_literal(equal_authorities)]) -%}{%- endif -%}
+  {%- if prefix_mismatch_mode is not none -%}{%- do arguments.append(['prefix_mismatch_mode',
+        lit(prefix_mismatch_mode | upper)]) -%}{%- endif -%}
+  {%- if prefix_listing is not none -%}{%- do arguments.append(['prefix_listing',
+        dbt_iceberg_maint._iceberg_maint_boolean_literal(prefix_listing)]) -%}{%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_call_sql(relation, 'remove_orphan_files', arguments)) }}
 {% endmacro %}
 
 
-{% macro _iceberg_maint_remove_orphan_files_errors(older_than_hours=72, dry_run=false, location=none, max_concurrent_deletes=none, file_list_view=none, equal_schemes=none, equal_authorities=none, prefix_mismatch_mode=none, prefix_listing=none) %}
+{% macro _iceberg_maint_remove_orphan_files_errors(older_than_hours=72, dry_run=false, location=none,
+      max_concurrent_deletes=none, file_list_view=none, equal_schemes=none, equal_authorities=none,
+          prefix_mismatch_mode=none, prefix_listing=none) %}
   {%- set proc = 'remove_orphan_files' -%}
   {%- set errors = [] -%}
-  {%- set number_errors = dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'older_than_hours', older_than_hours) -%}
+  {%- set number_errors = dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'older_than_hours',
+        older_than_hours) -%}
   {%- do errors.extend(number_errors) -%}
   {%- if not number_errors and older_than_hours is not none and older_than_hours < 24 -%}
-    {%- do errors.append(proc ~ ": argument `older_than_hours` is " ~ older_than_hours ~ "; it must be at least 24: removing files younger than a day can delete the files of a write still in progress and corrupt the table") -%}
+    {%- do errors.append(proc ~ ": argument `older_than_hours` is " ~ older_than_hours
+          ~ "; it must be at least 24: removing files younger than a day can delete the files of a write still"
+          ~ " in progress and corrupt the table") -%}
   {%- endif -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(proc, 'dry_run', dry_run)) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(proc, 'prefix_listing', prefix_listing)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'max_concurrent_deletes', max_concurrent_deletes, integer=true)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_choice(proc, 'prefix_mismatch_mode', prefix_mismatch_mode, ['ERROR', 'IGNORE', 'DELETE'])) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'max_concurrent_deletes',
+        max_concurrent_deletes, integer=true)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_choice(proc, 'prefix_mismatch_mode',
+        prefix_mismatch_mode, ['ERROR', 'IGNORE', 'DELETE'])) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_string_map(proc, 'equal_schemes', equal_schemes)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_string_map(proc, 'equal_authorities', equal_authorities)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_string_map(proc, 'equal_authorities',
+        equal_authorities)) -%}
   {%- if location is not none and (location is not string or not location.strip()) -%}
     {%- do errors.append(proc ~ ": argument `location` is '" ~ location ~ "'; expected a non-empty path or URI") -%}
   {%- endif -%}
-  {%- if file_list_view is not none and (file_list_view is not string or not modules.re.match('^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$', file_list_view)) -%}
-    {%- do errors.append(proc ~ ": argument `file_list_view` is '" ~ file_list_view ~ "'; expected a view name (letters, digits, underscores, dots) with columns file_path string and last_modified timestamp") -%}
+  {%- if file_list_view is not none and (file_list_view is not string
+        or not modules.re.match('^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$', file_list_view)) -%}
+    {%- do errors.append(proc ~ ": argument `file_list_view` is '" ~ file_list_view
+          ~ "'; expected a view name (letters, digits, underscores, dots) with columns file_path string"
+          ~ " and last_modified timestamp") -%}
   {%- endif -%}
   {{ return(errors) }}
 {% endmacro %}
 
 
-{% macro remove_orphan_files(relation=none, older_than_hours=72, dry_run=false, location=none, max_concurrent_deletes=none, file_list_view=none, equal_schemes=none, equal_authorities=none, prefix_mismatch_mode=none, prefix_listing=none) %}
-  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('remove_orphan_files', 'dbt_iceberg_maint')(relation if relation is not none else this, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing))) }}
+{% macro remove_orphan_files(relation=none, older_than_hours=72, dry_run=false, location=none,
+      max_concurrent_deletes=none, file_list_view=none, equal_schemes=none, equal_authorities=none,
+          prefix_mismatch_mode=none, prefix_listing=none) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('remove_orphan_files', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, older_than_hours=older_than_hours, dry_run=dry_run,
+      location=location, max_concurrent_deletes=max_concurrent_deletes, file_list_view=file_list_view,
+      equal_schemes=equal_schemes, equal_authorities=equal_authorities, prefix_mismatch_mode=prefix_mismatch_mode,
+      prefix_listing=prefix_listing))) }}
 {% endmacro %}
 
-{% macro default__remove_orphan_files(relation, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.remove_orphan_files is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% macro default__remove_orphan_files(relation, older_than_hours, dry_run, location, max_concurrent_deletes,
+      file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.remove_orphan_files is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__remove_orphan_files(relation, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
-  {%- set sql = dbt_iceberg_maint.get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location, max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) -%}
+{% macro spark__remove_orphan_files(relation, older_than_hours, dry_run, location, max_concurrent_deletes,
+      file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
+  {%- set sql = dbt_iceberg_maint.get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location,
+        max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode,
+            prefix_listing) -%}
   {#- The native dry run executes (it only lists); its result line has status dry_run. -#}
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'remove_orphan_files', sql, false, true,
         'dry_run' if dry_run else 'success', 'dry run: orphans listed, nothing deleted' if dry_run else none)) }}
+{% endmacro %}
+
+
+{#- ---- As a maintenance step (get_maintenance_plan) ---------------------------------------- -#}
+
+{% macro _iceberg_maint_remove_orphan_files_defaults() %}
+  {{ return({'enabled': true, 'older_than_hours': 72, 'location': none, 'max_concurrent_deletes': none,
+             'equal_schemes': none, 'equal_authorities': none, 'prefix_mismatch_mode': none, 'prefix_listing': none}) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_remove_orphan_files_policy_errors(section) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors(section.older_than_hours,
+      location=section.location, max_concurrent_deletes=section.max_concurrent_deletes,
+      equal_schemes=section.equal_schemes, equal_authorities=section.equal_authorities,
+      prefix_mismatch_mode=section.prefix_mismatch_mode, prefix_listing=section.prefix_listing)) }}
+{% endmacro %}
+
+{#- Orphans cannot be counted without listing the table location, which is the operation itself;
+    it deletes only files older than the window, so it is always due. -#}
+{% macro _iceberg_maint_remove_orphan_files_due(section, health) %}
+  {{ return({'due': true, 'reason': 'always due: deletes only unreferenced files older than '
+      ~ section.older_than_hours ~ ' h'}) }}
+{% endmacro %}
+
+{#- Always against the real clock (never as_of): the 24 h floor protects writes in flight. -#}
+{% macro _iceberg_maint_remove_orphan_files_planned_sql(relation, section, context={}) %}
+  {{ return({'sql': dbt_iceberg_maint.get_remove_orphan_files_sql(relation=relation,
+      older_than_hours=section.older_than_hours, location=section.location,
+      max_concurrent_deletes=section.max_concurrent_deletes, equal_schemes=section.equal_schemes,
+      equal_authorities=section.equal_authorities, prefix_mismatch_mode=section.prefix_mismatch_mode,
+      prefix_listing=section.prefix_listing), 'reason': none}) }}
 {% endmacro %}

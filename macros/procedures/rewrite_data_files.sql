@@ -2,23 +2,31 @@
     no dry run for it, so dry_run=true renders the CALL and does not execute it. -#}
 
 {% macro get_rewrite_data_files_sql(relation=none, where=none, strategy=none, sort_order=none, options=none) %}
-  {{ return(adapter.dispatch('get_rewrite_data_files_sql', 'dbt_iceberg_maint')(relation if relation is not none else this, where, strategy, sort_order, options)) }}
+  {{ return(adapter.dispatch('get_rewrite_data_files_sql', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, where=where, strategy=strategy, sort_order=sort_order,
+      options=options)) }}
 {% endmacro %}
 
 {% macro default__get_rewrite_data_files_sql(relation, where, strategy, sort_order, options) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_rewrite_data_files_sql is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_rewrite_data_files_sql is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__get_rewrite_data_files_sql(relation, where, strategy, sort_order, options) %}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
         dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors(where, strategy, sort_order, options)) -%}
-  {%- set arguments = [['table', dbt_iceberg_maint._iceberg_maint_string_literal(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
+  {%- set arguments = [['table',
+        dbt_iceberg_maint._iceberg_maint_string_literal(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
   {#- Iceberg infers `sort` when only sort_order is given; say so explicitly in the SQL. -#}
   {%- set effective_strategy = strategy if strategy is not none else ('sort' if sort_order is not none else none) -%}
-  {%- if effective_strategy is not none -%}{%- do arguments.append(['strategy', dbt_iceberg_maint._iceberg_maint_string_literal(effective_strategy | lower)]) -%}{%- endif -%}
-  {%- if sort_order is not none -%}{%- do arguments.append(['sort_order', dbt_iceberg_maint._iceberg_maint_string_literal(sort_order.strip())]) -%}{%- endif -%}
-  {%- if options -%}{%- do arguments.append(['options', dbt_iceberg_maint._iceberg_maint_map_literal(options)]) -%}{%- endif -%}
-  {%- if where is not none -%}{%- do arguments.append(['where', dbt_iceberg_maint._iceberg_maint_string_literal(where.strip())]) -%}{%- endif -%}
+  {%- if effective_strategy is not none -%}{%- do arguments.append(['strategy',
+        dbt_iceberg_maint._iceberg_maint_string_literal(effective_strategy | lower)]) -%}{%- endif -%}
+  {%- if sort_order is not none -%}{%- do arguments.append(['sort_order',
+        dbt_iceberg_maint._iceberg_maint_string_literal(sort_order.strip())]) -%}{%- endif -%}
+  {%- if options -%}{%- do arguments.append(['options',
+        dbt_iceberg_maint._iceberg_maint_map_literal(options)]) -%}{%- endif -%}
+  {%- if where is not none -%}{%- do arguments.append(['where',
+        dbt_iceberg_maint._iceberg_maint_string_literal(where.strip())]) -%}{%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_call_sql(relation, 'rewrite_data_files', arguments)) }}
 {% endmacro %}
 
@@ -28,13 +36,15 @@
   {%- set proc = 'rewrite_data_files' -%}
   {%- set errors = [] -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_sql_fragment(proc, 'where', where)) -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_choice(proc, 'strategy', strategy, ['binpack', 'sort'])) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_choice(proc, 'strategy', strategy, ['binpack',
+        'sort'])) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_string_map(proc, 'options', options)) -%}
   {%- if sort_order is not none -%}
     {%- set fragment_errors = dbt_iceberg_maint._iceberg_maint_check_sql_fragment(proc, 'sort_order', sort_order) -%}
     {%- do errors.extend(fragment_errors) -%}
     {%- if strategy is string and strategy | lower == 'binpack' -%}
-      {%- do errors.append(proc ~ ": argument `sort_order` is '" ~ sort_order ~ "' but `strategy` is '" ~ strategy ~ "'; a sort order needs strategy 'sort' (or no strategy, which means sort)") -%}
+      {%- do errors.append(proc ~ ": argument `sort_order` is '" ~ sort_order ~ "' but `strategy` is '" ~ strategy
+            ~ "'; a sort order needs strategy 'sort' (or no strategy, which means sort)") -%}
     {%- elif not fragment_errors -%}
       {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_sort_order(proc, sort_order)) -%}
     {%- endif -%}
@@ -50,12 +60,14 @@
   {%- set term = '^\\s*' ~ column ~ '(\\s+(asc|desc))?(\\s+nulls\\s+(first|last))?\\s*$' -%}
   {%- if 'zorder' in sort_order | lower -%}
     {%- if not modules.re.match(zorder, sort_order, modules.re.IGNORECASE) -%}
-      {{ return([proc ~ ": argument `sort_order` is '" ~ sort_order ~ "'; a z-order must be exactly 'zorder(col1, col2, ...)' and cannot be mixed with other sort columns"]) }}
+      {{ return([proc ~ ": argument `sort_order` is '" ~ sort_order
+            ~ "'; a z-order must be exactly 'zorder(col1, col2, ...)' and cannot be mixed with other sort columns"]) }}
     {%- endif -%}
   {%- else -%}
     {%- for item in sort_order.split(',') -%}
       {%- if not modules.re.match(term, item, modules.re.IGNORECASE) -%}
-        {{ return([proc ~ ": argument `sort_order` is '" ~ sort_order ~ "'; expected 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(col1, col2, ...)'"]) }}
+        {{ return([proc ~ ": argument `sort_order` is '" ~ sort_order
+              ~ "'; expected 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(col1, col2, ...)'"]) }}
       {%- endif -%}
     {%- endfor -%}
   {%- endif -%}
@@ -64,15 +76,111 @@
 
 
 {% macro rewrite_data_files(relation=none, where=none, strategy=none, sort_order=none, options=none, dry_run=false) %}
-  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_data_files', 'dbt_iceberg_maint')(relation if relation is not none else this, where, strategy, sort_order, options, dry_run))) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('rewrite_data_files', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, where=where, strategy=strategy, sort_order=sort_order,
+      options=options, dry_run=dry_run))) }}
 {% endmacro %}
 
 {% macro default__rewrite_data_files(relation, where, strategy, sort_order, options, dry_run) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.rewrite_data_files is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.rewrite_data_files is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__rewrite_data_files(relation, where, strategy, sort_order, options, dry_run) %}
-  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_check_boolean('rewrite_data_files', 'dry_run', dry_run)) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_check_boolean(
+        'rewrite_data_files', 'dry_run', dry_run)) -%}
   {%- set sql = dbt_iceberg_maint.get_rewrite_data_files_sql(relation, where, strategy, sort_order, options) -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'rewrite_data_files', sql, dry_run)) }}
+{% endmacro %}
+
+
+{#- ---- As a maintenance step (get_maintenance_plan; policy section `compaction`) ---------- -#}
+
+{% macro _iceberg_maint_rewrite_data_files_defaults() %}
+  {{ return({'enabled': true, 'min_input_files': 5, 'target_file_size_mb': none, 'strategy': none, 'sort_order': none,
+             'partial_progress': true, 'max_failed_commits': 0, 'cold_partitions_hours': none, 'where': none,
+             'options': {}}) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_rewrite_data_files_policy_errors(section) %}
+  {%- set number = dbt_iceberg_maint._iceberg_maint_check_positive_number -%}
+  {%- set errors = number('policy compaction', 'min_input_files', section.min_input_files, integer=true)
+        + number('policy compaction', 'target_file_size_mb', section.target_file_size_mb)
+        + number('policy compaction', 'cold_partitions_hours', section.cold_partitions_hours) -%}
+  {%- set failed_commits = section.max_failed_commits -%}
+  {%- if failed_commits is not none and (failed_commits is boolean or failed_commits is not integer
+        or failed_commits < 0) -%}
+    {%- do errors.append("policy compaction: argument `max_failed_commits` is " ~ failed_commits
+          ~ "; expected a whole number >= 0") -%}
+  {%- endif -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('policy compaction', 'partial_progress',
+        section.partial_progress)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors(section.where, section.strategy,
+        section.sort_order, section.options)) -%}
+  {{ return(errors) }}
+{% endmacro %}
+
+{#- Due when a partition has >= min_input_files small files; with health.cold_scope (the policy
+    sets cold_partitions_hours) only the partitions the compaction's `where` may select count. -#}
+{% macro _iceberg_maint_rewrite_data_files_due(section, health) %}
+  {%- set threshold = section.min_input_files -%}
+  {%- set scope = health.get('cold_scope') -%}
+  {%- if scope is mapping and scope.where is none -%}
+    {{ return({'due': false, 'reason': 'no partition has been quiet for ' ~ section.cold_partitions_hours
+        ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
+  {%- endif -%}
+  {%- set largest = (scope.max_small_files if scope is mapping else health.max_small_files_in_partition) | int -%}
+  {%- set partition = 'cold partition' if scope is mapping else 'partition' -%}
+  {%- if largest >= threshold -%}
+    {{ return({'due': true, 'reason': 'a ' ~ partition ~ ' has ' ~ largest ~ ' small files, >= min_input_files '
+          ~ threshold}) }}
+  {%- endif -%}
+  {{ return({'due': false, 'reason': 'no ' ~ partition ~ ' has >= ' ~ threshold ~ ' small files (largest: ' ~ largest
+        ~ ')'}) }}
+{% endmacro %}
+
+{#- {'sql': CALL text or none, 'reason': why there is nothing to run}. With cold_partitions_hours
+    the compaction is scoped to the cold partitions (context.cold_scope; an explicit `where` is
+    ANDed with it); no cold partition means nothing to compact. -#}
+{% macro _iceberg_maint_rewrite_data_files_planned_sql(relation, section, context={}) %}
+  {%- set where = section.where -%}
+  {%- if section.cold_partitions_hours -%}
+    {%- set scope = context.get('cold_scope') -%}
+    {%- set cold = scope.where if scope is not none
+          else dbt_iceberg_maint.cold_partitions_where(relation, section.cold_partitions_hours) -%}
+    {%- if cold is none or not (cold | string).strip() -%}
+      {{ return({'sql': none, 'reason': 'no partition has been quiet for ' ~ section.cold_partitions_hours
+          ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
+    {%- endif -%}
+    {%- set where = ('(' ~ where ~ ') and (' ~ cold ~ ')') if where else cold -%}
+  {%- endif -%}
+  {%- set options = dbt_iceberg_maint._iceberg_maint_compaction_options(section, serial_group_commits=
+        section.partial_progress and dbt_iceberg_maint._iceberg_maint_is_hadoop_catalog(relation)) -%}
+  {{ return({'sql': dbt_iceberg_maint.get_rewrite_data_files_sql(relation=relation, where=where,
+      strategy=section.strategy, sort_order=section.sort_order, options=options), 'reason': none}) }}
+{% endmacro %}
+
+
+{#- rewrite_data_files options implied by the compaction policy; explicit `options` win.
+    Partial progress is on with max-failed-commits 0 by default so a commit that loses to a
+    concurrent writer fails the operation instead of being silently ignored.
+    `serial_group_commits`: Iceberg commits partial-progress groups from its rewrite threads, so
+    on a catalog without an atomic metadata swap (Hadoop) its own commits race ("Version N
+    already exists") and fail; there one file group is rewritten at a time. -#}
+{% macro _iceberg_maint_compaction_options(section, serial_group_commits=false) %}
+  {%- set options = {'min-input-files': section.min_input_files | string} -%}
+  {%- if section.partial_progress -%}
+    {%- do options.update({'partial-progress.enabled': 'true'}) -%}
+    {%- if section.max_failed_commits is not none -%}
+      {%- do options.update({'partial-progress.max-failed-commits': section.max_failed_commits | string}) -%}
+    {%- endif -%}
+    {%- if serial_group_commits -%}
+      {%- do options.update({'max-concurrent-file-group-rewrites': '1'}) -%}
+    {%- endif -%}
+  {%- endif -%}
+  {%- if section.target_file_size_mb -%}
+    {%- do options.update({'target-file-size-bytes': (section.target_file_size_mb * 1024 * 1024) | int | string}) -%}
+  {%- endif -%}
+  {%- do options.update(section.options or {}) -%}
+  {{ return(options) }}
 {% endmacro %}

@@ -8,11 +8,12 @@
     (the policy then comes from the graph node of the model whose schema/alias match). -#}
 
 {% macro apply_table_properties(relation=none, policy=none) %}
-  {{ return(adapter.dispatch('apply_table_properties', 'dbt_iceberg_maint')(relation, policy)) }}
+  {{ return(adapter.dispatch('apply_table_properties', 'dbt_iceberg_maint')(relation=relation, policy=policy)) }}
 {% endmacro %}
 
 {% macro default__apply_table_properties(relation=none, policy=none) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.apply_table_properties is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.apply_table_properties is not implemented for adapter '"
+        ~ adapter.type() ~ "'; it supports spark") }}
 {% endmacro %}
 
 {% macro spark__apply_table_properties(relation=none, policy=none) %}
@@ -20,34 +21,32 @@
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {#- Outside a model (run-operation) there is no `this`: the relation must be given. -#}
   {%- set target_relation = relation if relation is not none else (this if this is defined else none) -%}
-  {%- set table = dbt_iceberg_maint._hp_table_name(target_relation) -%}
-  {%- set declared_policy = policy if policy is not none else dbt_iceberg_maint._hp_policy(relation) -%}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(target_relation) -%}
+  {%- set declared_policy = policy if policy is not none else dbt_iceberg_maint._iceberg_maint_declared_policy(
+        relation) -%}
   {#- Validate before touching the table: bad input changes nothing. -#}
   {%- set declared = dbt_iceberg_maint.declared_table_properties(declared_policy) -%}
-  {%- set started = dbt_iceberg_maint._hp_now() -%}
+  {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
   {%- if declared | length == 0 -%}
-    {{ dbt_iceberg_maint._hp_log_result(table, 'apply_table_properties', 'skipped',
+    {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, 'apply_table_properties', 'skipped',
          reason='no isolation_level, commit_retry or properties declared', metrics={'changed': {}},
-         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+         duration_ms=dbt_iceberg_maint._iceberg_maint_elapsed_ms(started)) -%}
     {{ return('') }}
   {%- endif -%}
-  {%- set current = {} -%}
-  {%- for row in run_query('show tblproperties ' ~ table) -%}
-    {%- do current.update({row['key']: row['value']}) -%}
-  {%- endfor -%}
+  {%- set current = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
   {%- set changes = dbt_iceberg_maint.table_property_changes(declared, current) -%}
   {%- set sql = dbt_iceberg_maint.get_apply_table_properties_sql(table, declared, current) -%}
   {%- if sql -%}
     {#- No result set: over thrift, run_query (fetch) fails on a statement that returns none. -#}
     {%- call statement('apply_table_properties', fetch_result=False) -%}{{ sql }}{%- endcall -%}
-    {{ dbt_iceberg_maint._hp_log_result(table, 'apply_table_properties', 'success', sql=sql,
+    {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, 'apply_table_properties', 'success', sql=sql,
          metrics={'changed': changes, 'declared': declared | length},
-         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+         duration_ms=dbt_iceberg_maint._iceberg_maint_elapsed_ms(started)) -%}
   {%- else -%}
-    {{ dbt_iceberg_maint._hp_log_result(table, 'apply_table_properties', 'skipped',
+    {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, 'apply_table_properties', 'skipped',
          reason='table properties already match the declared policy',
          metrics={'changed': {}, 'declared': declared | length},
-         duration_ms=dbt_iceberg_maint._hp_elapsed_ms(started)) }}
+         duration_ms=dbt_iceberg_maint._iceberg_maint_elapsed_ms(started)) -%}
   {%- endif -%}
   {{ return('') }}
 {% endmacro %}

@@ -2,13 +2,13 @@
 not, and rewrite_data_files with the predicate compacts only the cold partitions.
 
 Partitions' last_updated_at is their newest commit time, so the test commits the "old"
-partitions, waits a few seconds, commits the "recent" ones, and picks quiet_hours so that the
-cut-off falls in the middle of that gap."""
+partitions, then the "recent" ones, reads the commit times back and judges coldness as of a
+fixed time (as_of) with quiet_hours putting the cut-off in the middle of the gap between the
+last old and the first recent commit: no sleep, nothing depends on how fast the machine is."""
 
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-GAP_SECONDS = 2.0
 OLD_DAYS = ("2026-11-01", "2026-11-02")
 RECENT_DAYS = ("2026-11-05", "2026-11-06")
 FILES_PER_PARTITION = 3
@@ -33,6 +32,10 @@ def insert_rows(spark: SparkSession, table: str, days: tuple[str, ...], row_sql:
     for round_ in range(FILES_PER_PARTITION):
         values = ", ".join(row_sql.format(id=i * 10 + round_, day=day) for i, day in enumerate(days))
         spark.sql(f"insert into {table} values {values}")
+
+
+def newest_commit(spark: SparkSession, table: str) -> int:
+    return int(spark.sql(f"select max(unix_micros(committed_at)) from {table}.snapshots").collect()[0][0])
 
 
 def files_per_day(spark: SparkSession, table: str, column: str) -> dict[str, int]:
@@ -70,17 +73,17 @@ def tables(spark: SparkSession, dbt_project: DbtProject) -> dict[str, Any]:
     insert_rows(spark, t["by_evolved"], OLD_DAYS[:1], day_row)
     spark.sql(f"alter table {t['by_evolved']} add partition field v")
     insert_rows(spark, t["by_evolved"], OLD_DAYS[1:], day_row)
-    old_done = time.time()
-    time.sleep(GAP_SECONDS)
-    recent_start = time.time()
+    old_done = max(newest_commit(spark, table) for table in t.values() if table != t["unpartitioned_new"])
     insert_rows(spark, t["by_day"], RECENT_DAYS, day_row)
     insert_rows(spark, t["by_identity"], RECENT_DAYS, "({id}, date '{day}', 'DE')")
     spark.sql(f"insert into {t['unpartitioned_new']} values (1)")
-    # Judge coldness as of a fixed time (as_of) so dbt's own latency cannot move the cut-off;
-    # the cut-off sits in the middle of the gap.
-    as_of = time.time()
-    quiet_hours = (as_of - (old_done + recent_start) / 2) / 3600
-    as_of_text = datetime.fromtimestamp(as_of, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    recent = [r[0] for table in (t["by_day"], t["by_identity"], t["unpartitioned_new"]) for r in spark.sql(
+        f"select unix_micros(committed_at) from {table}.snapshots where unix_micros(committed_at) > {old_done}").collect()]
+    assert len(recent) == 2 * FILES_PER_PARTITION + 1 and min(recent) > old_done  # commits are sequential
+    # Coldness as of a fixed time an hour after the last commit; the cut-off sits in the middle of the gap.
+    as_of = max(recent) + 3600 * 10**6
+    quiet_hours = (as_of - (old_done + min(recent)) / 2) / 3600e6
+    as_of_text = datetime.fromtimestamp(as_of / 1e6, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
     cases = [{"id": name, "macro": "cold_partitions_where",
               "kwargs": {"relation": table, "quiet_hours": quiet_hours, "as_of": as_of_text}}

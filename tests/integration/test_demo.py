@@ -47,6 +47,14 @@ def test_the_demo_builds_maintains_and_recovers_a_conflict(spark: SparkSession, 
     assert "iceberg_maintenance: one result per table and operation" in output
     after = health_rows(output, "Iceberg table health before -> after maintenance")
     assert "->" in after["event_log"][1]  # compaction changed event_log's data files
+    # columns: table, data files, small files, max small/partition, snapshots, manifests, records
+    for name in ("events", "event_log"):
+        counts = [int(n) for n in re.findall(r"\d+", after[name][4])]
+        assert counts[-1] <= counts[0], f"{name}: snapshots grew after maintenance: {after[name][4]}"
+    # Cold scoping: old days compacted, the days still written to left alone.
+    cold = re.search(r"events data files: cold days (\d+) -> (\d+) \(compacted\); hot days (.*)", output)
+    assert cold and int(cold[2]) < int(cold[1]), output
+    assert cold[3].endswith("(left alone)"), cold[3]
     assert "conflict_merge: missing_files_to_delete -> re-run -> success" in output
     assert re.search(r"conflict_merge_unsafe: \w+ -> not re-run: ", output)
     assert "no duplicates" in output

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
-from dbt_iceberg_maint.maintenance import run_maintenance
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.maintenance import MaintenancePlan, run_maintenance
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 
 if TYPE_CHECKING:
@@ -83,7 +84,10 @@ def test_thresholds_decide_what_runs_and_the_data_survives(spark: SparkSession, 
 
     assert invocation.success
     log = " ".join(invocation.log_messages)
-    assert "1 of 2 event_log" in log and "2 of 2 events" in log
+    # "i of N" over the steps that run, in the plan's order (event_log first).
+    ran = [r for r in results if r.status == "success"]
+    assert f"1 of {len(ran)} {built.schema}.event_log rewrite_data_files" in log
+    assert f"{len(ran)} of {len(ran)} {built.schema}.events rewrite_manifests" in log
     assert "iceberg_maintenance summary: 2 table(s), 8 operation(s)" in log
     done = by_table(results, "event_log")
     assert list(done) == ORDER
@@ -106,15 +110,19 @@ def test_expire_snapshots_runs_when_due(spark: SparkSession, built: DbtProject) 
     rows = spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect()
     newest = [r[0] for r in spark.sql(f"select snapshot_id from {event_log}.snapshots order by committed_at desc").collect()]
     assert len(newest) > 2
-    time.sleep(4)  # every snapshot is now older than 0.001 h (3.6 s)
+    # Judged as of an hour from now: every snapshot is then older than 0.5 h, however fast the
+    # machine runs dbt (no sleep).
+    as_of = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
-        "relation": f"{built.schema}.event_log", "operations": ["expire_snapshots"],
-        "policy": {"expire_snapshots": {"older_than_hours": 0.001}}}))
+        "relation": f"{built.schema}.event_log", "operations": ["expire_snapshots"], "as_of": as_of,
+        "policy": {"expire_snapshots": {"older_than_hours": 0.5}}}))
 
     [result] = parse_result_lines(invocation.log_messages)
     assert (result.operation, result.status) == ("expire_snapshots", "success"), result.reason
     assert result.reason.startswith(f"{len(newest)} snapshots (> retain_last 2), oldest ")
+    cutoff = (datetime.strptime(as_of, "%Y-%m-%dT%H:%M:%SZ") - timedelta(hours=0.5)).strftime("%F %T")
+    assert f"older_than => TIMESTAMP '{cutoff}Z'" in result.sql  # the cut-off is fixed by as_of
     assert result.metrics["deleted_manifest_lists_count"] == len(newest) - 2
     # The model's retain_last 2 keeps the two newest.
     assert [r[0] for r in spark.sql(f"select snapshot_id from {event_log}.snapshots order by committed_at desc").collect()] == newest[:2]
@@ -205,22 +213,27 @@ def test_cold_scoped_compaction_is_due_only_for_small_files_in_cold_partitions(
     table = built.table("cold_scope")
     spark.sql(f"create table {table} (id bigint, part string) using iceberg partitioned by (part)")
     spark.sql(f"insert into {table} values (1, 'quiet')")
-    time.sleep(25)  # 'quiet' now has no write for 25 s
     for i in range(3):
         spark.sql(f"insert into {table} values ({10 + i}, 'busy')")
-    # 15 s: what dbt's start-up takes before the cold query runs stays well below it.
-    quiet_for_15_s = {"compaction": {"cold_partitions_hours": 15 / 3600, "min_input_files": 3}}
+    updated = dict(spark.sql(f"select partition.part, unix_micros(last_updated_at) from {table}.partitions").collect())
+    assert updated["quiet"] < updated["busy"]
+    quiet_for_1_h = {"compaction": {"cold_partitions_hours": 1, "min_input_files": 3}}
 
-    def maintain_compaction() -> MaintenanceResult:
+    def as_of(micros: int) -> str:
+        return datetime.fromtimestamp(micros / 1e6, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    def maintain_compaction(reference: str) -> MaintenanceResult:
         invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
-            "relation": f"{built.schema}.cold_scope", "operations": ["compaction"], "policy": quiet_for_15_s}))
+            "relation": f"{built.schema}.cold_scope", "operations": ["compaction"], "policy": quiet_for_1_h,
+            "as_of": reference}))
         [result] = parse_result_lines(invocation.log_messages)
         return result
 
-    busy = maintain_compaction()
+    # Fixed points in time: an hour after a moment between the two partitions' last writes only
+    # 'quiet' is cold; an hour after the last write both are.
+    busy = maintain_compaction(as_of((updated["quiet"] + updated["busy"]) // 2 + 3600 * 10**6))
     assert (busy.status, busy.reason) == ("skipped", "no cold partition has >= 3 small files (largest: 1)")
-    time.sleep(15)  # now 'busy' has been quiet for 15 s as well
-    quiet = maintain_compaction()
+    quiet = maintain_compaction(as_of(updated["busy"] + 1 + 3600 * 10**6))
     assert (quiet.status, quiet.reason) == ("success", "a cold partition has 3 small files, >= min_input_files 3")
     assert quiet.metrics["rewritten_data_files_count"] == 3
     files = dict(spark.sql(f"select partition.part, count(*) from {table}.data_files group by 1").collect())
@@ -255,37 +268,81 @@ def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
     assert spark.sql(checksum).collect() == before
 
 
-def test_the_maintain_command_carries_on_after_a_run_time_failure(spark: SparkSession, built: DbtProject) -> None:
+def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
+        spark: SparkSession, built: DbtProject) -> None:
     """Spark rejects event_log's compaction at run time (a codec Parquet does not know), which
     stops the run-operation: dbt's Jinja cannot catch it. `dbt-iceberg-maint maintain` records
-    that operation as failed and resumes with the rest, in the canonical order."""
+    that step as failed and replays the rest of the LOGGED plan as recorded, even though the
+    table changed meanwhile (a fresh plan would now decide rewrite_manifests differently)."""
     event_log = built.table("event_log")
     for event_id in (9101, 9102):  # two small files in one partition: compaction has work to do
         spark.sql(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-02', 1.00, 9)")
+    spark.sql(f"call local.system.rewrite_manifests('{built.schema}.event_log')")  # 1 manifest: not due
     checksum = f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}"
-    rows, files = spark.sql(checksum).collect(), spark.sql(f"select count(*) from {event_log}.data_files").collect()
     spark.sql(f"alter table {event_log} set tblproperties ('write.parquet.compression-codec'='no-such-codec')")
+    invocations: list[DbtInvocation] = []
+
+    def invoke(args: Sequence[str]) -> DbtInvocation:
+        if invocations:  # between the failed run and the replay: new manifests, a new snapshot
+            spark.sql(f"alter table {event_log} unset tblproperties ('write.parquet.compression-codec')")
+            for event_id in (9103, 9104, 9105):
+                spark.sql(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-03', 1.00, 9)")
+        invocations.append(invoke_dbt(args, project_dir=INTEGRATION_PROJECT, env=built.env))
+        return invocations[-1]
+
     try:
-        report = run_maintenance(select=["event_log", "events"], force=True,
-                                 project_dir=INTEGRATION_PROJECT, env=built.env)
+        report = run_maintenance(select=["event_log", "events"], invoke=invoke)
     finally:
         spark.sql(f"alter table {event_log} unset tblproperties ('write.parquet.compression-codec')")
+    rows = spark.sql(checksum).collect()
 
+    plan = MaintenancePlan.from_log(invocations[0].log_messages)
+    assert plan is not None
     done = [(r.table.rsplit(".", 1)[-1], r.operation, r.status) for r in report.results]
-    assert done == [("event_log", "rewrite_data_files", "failed"),
-                    ("event_log", "expire_snapshots", "success"),
-                    ("event_log", "remove_orphan_files", "success"),
-                    ("event_log", "rewrite_manifests", "success"),
-                    ("events", "rewrite_data_files", "skipped"),  # force never widens the cold scope
-                    ("events", "expire_snapshots", "success"),
-                    ("events", "remove_orphan_files", "success"),
-                    ("events", "rewrite_manifests", "success")]
+    assert done == [(s.table.rsplit(".", 1)[-1], s.operation, "failed" if i == 0 else
+                     {"planned": "success"}.get(s.status, s.status)) for i, s in enumerate(plan.steps)]
+    assert done[0] == ("event_log", "rewrite_data_files", "failed")
+    assert ("event_log", "rewrite_manifests", "skipped") in done  # as logged, although 4 manifests exist now
+    # Every replayed step ran the SQL the plan recorded, with the plan's reason.
+    for result, step in zip(report.results[1:], plan.steps[1:], strict=True):
+        assert (result.sql, result.reason) == (step.sql, step.reason)
+    assert [i.args[1] for i in invocations] == ["dbt_iceberg_maint.iceberg_maintenance",
+                                                "dbt_iceberg_maint.execute_maintenance_steps"]
     # Under partial progress (the policy's default) Iceberg reports a group that failed to
     # rewrite as a failed commit; the codec error itself is only in the driver log.
     failed = report.results[0]
     assert failed.reason.startswith("stopped the run-operation at run time (rewrite_commit_conflict): ")
     assert re.search(r"RuntimeException: partial-progress\.enabled is true but \d+ rewrite commits failed",
                      failed.metrics["error"]), failed.metrics["error"][:600]
-    assert (report.invocations, report.exit_code) == (3, 1)  # the failed run, maintain(event_log), the rest
-    assert spark.sql(checksum).collect() == rows
-    assert spark.sql(f"select count(*) from {event_log}.data_files").collect() == files  # nothing compacted
+    assert (report.invocations, report.exit_code) == (2, 1)  # the failed run, the replay
+    assert rows[0][0] == spark.sql(f"select count(*) from {event_log}").collect()[0][0]
+
+
+def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapshots(
+        spark: SparkSession, built: DbtProject) -> None:
+    """The plan is made before the compaction commits, yet expiry (older_than_hours 0: no age
+    limit) runs after it and leaves only the newest retain_last snapshots, the compaction's
+    commits included: snapshot counts do not grow after maintenance."""
+    table = built.table("compact_then_expire")
+    spark.sql(f"create table {table} (id bigint, part string) using iceberg partitioned by (part)")
+    for batch in range(3):
+        spark.sql(f"insert into {table} values ({batch}, 'a'), ({batch + 10}, 'b'), ({batch + 20}, 'c')")
+    before = spark.sql(f"select count(*), sum(id) from {table}").collect()
+
+    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
+        "relation": f"{built.schema}.compact_then_expire", "operations": ["compaction", "expire_snapshots"],
+        "policy": {"compaction": {"min_input_files": 3},
+                   "expire_snapshots": {"older_than_hours": 0, "retain_last": 3}}}))
+
+    compaction, expiry = parse_result_lines(invocation.log_messages)
+    assert (compaction.status, expiry.status) == ("success", "success"), (compaction.reason, expiry.reason)
+    # At planning time there were only retain_last snapshots; the compaction planned first makes
+    # the expiry due. Partial progress commits each of the 3 partition groups on its own
+    # (Iceberg: one group per commit when there are fewer groups than max-commits 10), so
+    # 3 + 3 snapshots exist when the expiry runs: the 3 older ones go, the compaction's stay.
+    assert expiry.reason == ("3 snapshots plus those rewrite_data_files commits first "
+                             "(older_than_hours 0: only the newest retain_last 3 stay)")
+    assert compaction.metrics["rewritten_data_files_count"] == 9
+    assert expiry.metrics["deleted_manifest_lists_count"] == 3
+    assert [row[0] for row in spark.sql(f"select operation from {table}.snapshots").collect()] == ["replace"] * 3
+    assert spark.sql(f"select count(*), sum(id) from {table}").collect() == before

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,27 +109,42 @@ def test_rewrite_data_files_sort_strategy_and_dry_run(spark: SparkSession, dbt_p
     assert data_files(spark, table) == 1
 
 
+def commit_micros(spark: SparkSession, table: str) -> list[int]:
+    return [r[0] for r in spark.sql(f"select unix_micros(committed_at) from {table}.snapshots order by 1").collect()]
+
+
+def utc_text(micros: int) -> str:
+    return datetime.fromtimestamp(micros / 1e6, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def test_expire_snapshots_honours_age_and_retain_last(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
     by_age = small_files_table(spark, f"local.{schema}.history_age", 4)
     by_count = small_files_table(spark, f"local.{schema}.history_count", 4)
-    time.sleep(14)  # the first four snapshots of each table become older than 0.003 h (10.8 s)
     for table in (by_age, by_count):
         spark.sql(f"insert into {table} values (100, 'a')")
         spark.sql(f"insert into {table} values (101, 'a')")
+    # A fixed cut-off between the fourth and the fifth commit (absolute `older_than`): no sleep,
+    # no dependence on how long dbt takes to start.
+    commits = commit_micros(spark, by_age)
+    assert len(commits) == 6 and commits[3] < commits[4]
+    cutoff = utc_text((commits[3] + commits[4]) // 2 | 1)  # odd: the SQL shows its microseconds
     young = {r[0] for r in spark.sql(f"select snapshot_id from {by_age}.snapshots order by committed_at desc limit 2").collect()}
 
-    # retain_last 1, but the two young snapshots are inside the age window: both stay.
-    _, results, returned = call(dbt_project, "expire_snapshots", relation=f"{schema}.history_age", older_than_hours=0.003, retain_last=1)
+    # retain_last 1, but the two young snapshots are not older than the cut-off: both stay.
+    _, results, returned = call(dbt_project, "expire_snapshots", relation=f"{schema}.history_age", older_than=cutoff,
+                                retain_last=1)
 
     assert results[0].status == "success"
-    assert "retain_last => 1" in results[0].sql and "older_than => TIMESTAMP '" in results[0].sql
+    assert f"older_than => TIMESTAMP '{cutoff[:10]} {cutoff[11:26]}Z', retain_last => 1" in results[0].sql
     assert set(returned) >= {"deleted_manifest_lists_count", "deleted_data_files_count", "sql", "status", "duration_ms"}
     assert returned["deleted_manifest_lists_count"] == 4
     assert {r[0] for r in spark.sql(f"select snapshot_id from {by_age}.snapshots").collect()} == young
 
-    # retain_last 3 keeps the newest three, whatever their age.
+    # older_than_hours 0 means now: retain_last 3 keeps the newest three, whatever their age,
+    # even those committed moments ago.
     newest_three = {r[0] for r in spark.sql(f"select snapshot_id from {by_count}.snapshots order by committed_at desc limit 3").collect()}
-    call(dbt_project, "expire_snapshots", relation=f"{schema}.history_count", older_than_hours=0.003, retain_last=3)
+    _, results, _ = call(dbt_project, "expire_snapshots", relation=f"{schema}.history_count", older_than_hours=0, retain_last=3)
+    assert "older_than => TIMESTAMP '9999-12-31 23:59:59Z', retain_last => 3" in results[0].sql
     assert {r[0] for r in spark.sql(f"select snapshot_id from {by_count}.snapshots").collect()} == newest_three
     assert scalar(spark, f"select count(*) from {by_count}") == 6
 

@@ -1,34 +1,48 @@
-"""dbt-iceberg-maint maintain: resuming iceberg_maintenance after a run-time failure (pure logic,
-dbt replaced by recorded invocations)."""
+"""dbt-iceberg-maint maintain: replaying the logged plan after a run-time failure (pure logic, dbt
+replaced by recorded invocations)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
-from dbt_iceberg_maint.invoke import DbtInvocation
-from dbt_iceberg_maint.maintenance import MaintenancePlan, PendingTable, resume, run_maintenance, settle
+from dbt_iceberg_maint.invoke import DbtInvocation, LoggedEvent
+from dbt_iceberg_maint.maintenance import MaintenancePlan, PlanStep, SelectedTable, replay, run_maintenance, settle
 from dbt_iceberg_maint.results import MaintenanceResult
 
 OPS = ("rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests")
-PLAN = {"tables": [{"model": "iceberg_maint_integration_tests.event_log", "table": "analytics.event_log"},
-                   {"model": "iceberg_maint_integration_tests.events", "table": "analytics.events"}],
-        "operations": list(OPS)}
+TABLES = [{"model": "iceberg_maint_integration_tests.event_log", "table": "analytics.event_log"},
+          {"model": "iceberg_maint_integration_tests.events", "table": "analytics.events"}]
+
+
+def step(table: str, operation: str, status: str = "planned") -> dict[str, Any]:
+    sql = f"CALL system.{operation}(table => '{table}')" if status == "planned" else None
+    return {"table": table, "operation": operation, "status": status, "reason": "due", "sql": sql}
+
+
+SKIPPED = ("analytics.events", "rewrite_data_files")
+STEPS = [step(t["table"], op, "skipped" if (t["table"], op) == SKIPPED else "planned") for t in TABLES for op in OPS]
+PLAN = {"tables": TABLES, "operations": list(OPS), "as_of": None, "steps": STEPS}
 CODEC_ERROR = ("Encountered an error while running operation: Runtime Error\n"
                "  An error occurred while calling o48.sql.\n"
                "  : java.lang.IllegalArgumentException: Unsupported compression codec: nope")
 
 
+def marker(name: str, payload: object) -> str:
+    return f"ICEBERG_MAINT_{name} " + json.dumps(payload)
+
+
 def result_line(table: str, operation: str, status: str = "success") -> str:
-    return "ICEBERG_MAINT_RESULT " + json.dumps({"table": table, "operation": operation, "status": status,
-                                                 "reason": None, "sql": None, "metrics": {}, "duration_ms": 1})
+    return marker("RESULT", {"table": table, "operation": operation, "status": status, "reason": None, "sql": None,
+                             "metrics": {}, "duration_ms": 1})
 
 
-def start_line(table: str, operation: str) -> str:
-    return "ICEBERG_MAINT_START " + json.dumps({"table": table, "operation": operation})
+def start_line(table: str, operation: str | None) -> str:
+    return marker("START", {"table": table, "operation": operation})
 
 
 def invocation(*messages: str, success: bool) -> DbtInvocation:
@@ -40,7 +54,7 @@ class Recorder:
 
     def __init__(self, *replies: DbtInvocation) -> None:
         self.replies = list(replies)
-        self.calls: list[tuple[str, dict]] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def __call__(self, args: Sequence[str]) -> DbtInvocation:
         assert args[0] == "run-operation" and args[2] == "--args"
@@ -49,66 +63,86 @@ class Recorder:
 
 
 def test_the_plan_line_is_read_back() -> None:
-    plan = MaintenancePlan.from_log(["iceberg_maintenance: 2 Iceberg model(s)", "ICEBERG_MAINT_PLAN " + json.dumps(PLAN)])
-    assert plan == MaintenancePlan(
-        (PendingTable("iceberg_maint_integration_tests.event_log", "analytics.event_log", OPS), PendingTable("iceberg_maint_integration_tests.events", "analytics.events", OPS)), OPS)
+    plan = MaintenancePlan.from_log(["iceberg_maintenance: 2 Iceberg model(s)", marker("PLAN", PLAN)])
+    assert plan is not None
+    assert plan.tables == (SelectedTable("iceberg_maint_integration_tests.event_log", "analytics.event_log"),
+                           SelectedTable("iceberg_maint_integration_tests.events", "analytics.events"))
+    assert plan.operations == OPS
+    assert plan.steps[0] == PlanStep("analytics.event_log", "rewrite_data_files", "planned", "due",
+                                     "CALL system.rewrite_data_files(table => 'analytics.event_log')")
+    assert [s.to_dict() for s in plan.steps] == STEPS
     assert MaintenancePlan.from_log(["Compilation Error: invalid arguments"]) is None
 
 
-def test_settle_removes_reported_operations_and_finished_tables() -> None:
-    plan = MaintenancePlan.from_log(["ICEBERG_MAINT_PLAN " + json.dumps(PLAN)])
+def test_settle_removes_reported_steps() -> None:
+    plan = MaintenancePlan.from_log([marker("PLAN", PLAN)])
+    assert plan is not None
     reported = [MaintenanceResult("analytics.event_log", op, "success") for op in OPS] + [
         MaintenanceResult("analytics.events", "rewrite_data_files", "skipped")]
-    assert settle(plan.tables, reported) == (PendingTable("iceberg_maint_integration_tests.events", "analytics.events", OPS[1:]),)
+    assert settle(plan.steps, reported) == plan.steps[5:]
 
 
-def test_resume_finishes_a_half_done_table_with_maintain_then_selects_the_rest() -> None:
-    plan = MaintenancePlan.from_log(["ICEBERG_MAINT_PLAN " + json.dumps(PLAN)])
-    half = (PendingTable("iceberg_maint_integration_tests.event_log", "analytics.event_log", OPS[2:]), plan.tables[1])
-    assert resume(half, plan, dry_run=False, force=True) == ([
-        "run-operation", "dbt_iceberg_maint.maintain", "--args",
-        json.dumps({"relation": "analytics.event_log", "operations": list(OPS[2:]), "dry_run": False, "force": True})],
-        half[:1])
-    args, covered = resume(plan.tables, plan, dry_run=True, force=False)
-    assert json.loads(args[3]) == {"select": ["iceberg_maint_integration_tests.event_log", "iceberg_maint_integration_tests.events"], "operations": list(OPS), "dry_run": True, "force": False}
-    assert covered == plan.tables
+def test_replay_executes_the_recorded_steps() -> None:
+    plan = MaintenancePlan.from_log([marker("PLAN", PLAN)])
+    assert plan is not None
+    assert replay(plan.steps[6:]) == ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                                      json.dumps({"steps": STEPS[6:]})]
 
 
-def test_a_run_time_failure_is_recorded_and_the_rest_still_runs() -> None:
+def test_a_run_time_failure_is_recorded_and_the_logged_plan_is_replayed() -> None:
     dbt = Recorder(
         # compaction of event_log stops the run-operation: no result line for it, no summary
-        invocation("ICEBERG_MAINT_PLAN " + json.dumps(PLAN), "1 of 2 event_log (analytics.event_log)",
+        invocation(marker("SELECTION", {"tables": TABLES, "operations": list(OPS)}),
+                   *(start_line(t["table"], None) for t in TABLES), marker("PLAN", PLAN),
+                   "1 of 7 analytics.event_log rewrite_data_files",
                    start_line("analytics.event_log", "rewrite_data_files"), CODEC_ERROR,
                    "  at org.apache.spark.sql.SparkSession.sql(SparkSession.scala:638)\n" * 100,
                    "Flushing usage events", success=False),
-        # maintain() does the rest of event_log
-        invocation(*(result_line("analytics.event_log", op) for op in OPS[1:]), success=True),
-        # then iceberg_maintenance over the table not started
-        invocation("ICEBERG_MAINT_PLAN " + json.dumps({**PLAN, "tables": PLAN["tables"][1:]}),
-                   *(result_line("analytics.events", op) for op in OPS), success=True),
+        # the rest of the plan, replayed as logged (no new decisions)
+        invocation(*(result_line(s["table"], s["operation"], "skipped" if s["status"] == "skipped" else "success")
+                     for s in STEPS[1:]), success=True),
     )
 
-    report = run_maintenance(select=["tag:maintained"], force=True, invoke=dbt)
+    report = run_maintenance(select=["tag:maintained"], force=True, as_of="2026-11-01 00:00:00", invoke=dbt)
 
-    assert [call[0] for call in dbt.calls] == ["dbt_iceberg_maint.iceberg_maintenance", "dbt_iceberg_maint.maintain",
-                                               "dbt_iceberg_maint.iceberg_maintenance"]
-    assert dbt.calls[0][1] == {"select": ["tag:maintained"], "dry_run": False, "force": True}
+    assert [call[0] for call in dbt.calls] == ["dbt_iceberg_maint.iceberg_maintenance",
+                                               "dbt_iceberg_maint.execute_maintenance_steps"]
+    assert dbt.calls[0][1] == {"select": ["tag:maintained"], "dry_run": False, "force": True,
+                               "as_of": "2026-11-01 00:00:00"}
+    assert dbt.calls[1][1] == {"steps": STEPS[1:]}
     assert [(r.table, r.operation, r.status) for r in report.results] == [
         ("analytics.event_log", "rewrite_data_files", "failed"),
         *(("analytics.event_log", op, "success") for op in OPS[1:]),
-        *(("analytics.events", op, "success") for op in OPS)]
+        ("analytics.events", "rewrite_data_files", "skipped"),
+        *(("analytics.events", op, "success") for op in OPS[1:])]
     failed = report.results[0]
+    assert failed.reason is not None
     assert failed.reason.startswith("stopped the run-operation at run time (not_iceberg_conflict): ")
+    assert failed.sql == STEPS[0]["sql"]
     assert failed.metrics["error"].startswith(CODEC_ERROR)  # dbt's error message, the informative head
     assert len(failed.metrics["error"]) == 2000
     assert failed.metrics["exception_class"] == "java.lang.IllegalArgumentException"
-    assert (report.invocations, report.exit_code) == (3, 1)
-    assert json.loads(report.to_json())["counts"] == {"success": 7, "skipped": 0, "dry_run": 0, "failed": 1}
+    assert (report.invocations, report.exit_code) == (2, 1)
+    assert json.loads(report.to_json())["counts"] == {"success": 6, "skipped": 1, "dry_run": 0, "failed": 1}
 
 
-def test_a_failure_of_the_last_operation_ends_the_run() -> None:
-    plan = {**PLAN, "tables": PLAN["tables"][:1]}
-    dbt = Recorder(invocation("ICEBERG_MAINT_PLAN " + json.dumps(plan),
+def test_a_replayed_step_that_fails_again_is_recorded_and_the_replay_continues() -> None:
+    """Each invocation settles at least one step: the number of invocations stays bounded."""
+    plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
+    dbt = Recorder(
+        invocation(marker("PLAN", plan), start_line("analytics.event_log", OPS[0]), CODEC_ERROR, success=False),
+        invocation(start_line("analytics.event_log", OPS[1]), CODEC_ERROR, success=False),
+        invocation(*(result_line("analytics.event_log", op) for op in OPS[2:]), success=True),
+    )
+    report = run_maintenance(invoke=dbt)
+    assert [call[1].get("steps") for call in dbt.calls[1:]] == [STEPS[1:4], STEPS[2:4]]
+    assert [r.status for r in report.results] == ["failed", "failed", "success", "success"]
+    assert report.invocations == 3
+
+
+def test_a_failure_of_the_last_step_ends_the_run() -> None:
+    plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
+    dbt = Recorder(invocation(marker("PLAN", plan),
                               *(line for op in OPS[:3] for line in (start_line("analytics.event_log", op),
                                                                     result_line("analytics.event_log", op))),
                               start_line("analytics.event_log", OPS[3]), CODEC_ERROR, success=False))
@@ -119,40 +153,46 @@ def test_a_failure_of_the_last_operation_ends_the_run() -> None:
 
 def test_a_completed_run_is_not_resumed_even_when_operations_failed() -> None:
     """The macro's own failures (reported, then the invocation fails after its summary)."""
-    plan = {**PLAN, "tables": PLAN["tables"][:1]}
-    dbt = Recorder(invocation("ICEBERG_MAINT_PLAN " + json.dumps(plan),
-                              *(result_line("analytics.event_log", op, "failed" if op == "expire_snapshots" else "success")
-                                for op in OPS),
-                              "iceberg_maintenance: 1 operation(s) failed", success=False))
+    plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
+    statuses = {op: "failed" if op == "expire_snapshots" else "success" for op in OPS}
+    lines = [result_line("analytics.event_log", op, statuses[op]) for op in OPS]
+    dbt = Recorder(invocation(marker("PLAN", plan), *lines, "iceberg_maintenance: 1 operation(s) failed",
+                              success=False))
     report = run_maintenance(invoke=dbt)
     assert (len(dbt.calls), report.exit_code, len(report.failed)) == (1, 1, 1)
 
 
 def test_bad_input_is_a_usage_error_and_nothing_is_resumed() -> None:
-    dbt = Recorder(invocation("Compilation Error: dbt_iceberg_maint: argument `operations` contains 'vacuum'", success=False))
+    dbt = Recorder(invocation("Compilation Error: dbt_iceberg_maint: argument `operations` contains 'vacuum'",
+                              success=False))
     with pytest.raises(UsageError, match="argument `operations` contains 'vacuum'"):
         run_maintenance(operations=["vacuum"], invoke=dbt)
     assert len(dbt.calls) == 1
 
 
 def test_a_missing_result_after_success_is_an_error_not_a_loop() -> None:
-    dbt = Recorder(invocation("ICEBERG_MAINT_PLAN " + json.dumps(PLAN), success=True))
+    dbt = Recorder(invocation(marker("PLAN", PLAN), success=True))
     with pytest.raises(IcebergMaintError, match="reported no result for analytics.event_log rewrite_data_files"):
         run_maintenance(invoke=dbt)
 
 
-def test_a_table_whose_checks_fail_costs_one_invocation_not_one_per_operation() -> None:
-    """No operation taken up (existence, properties or health failed): the whole table failed."""
+def test_a_table_whose_planning_fails_costs_one_invocation_not_one_per_operation() -> None:
+    """Planning event_log failed at run time (existence, properties or health): no plan was
+    logged; all its operations failed, and the other tables are planned again without it."""
     dbt = Recorder(
-        invocation("ICEBERG_MAINT_PLAN " + json.dumps(PLAN), "1 of 2 event_log (analytics.event_log)", CODEC_ERROR,
-                   success=False),
-        invocation("ICEBERG_MAINT_PLAN " + json.dumps({**PLAN, "tables": PLAN["tables"][1:]}),
+        invocation(marker("SELECTION", {"tables": TABLES, "operations": list(OPS)}),
+                   start_line("analytics.event_log", None), CODEC_ERROR, success=False),
+        invocation(marker("SELECTION", {"tables": TABLES[1:], "operations": list(OPS)}),
+                   marker("PLAN", {**PLAN, "tables": TABLES[1:], "steps": STEPS[4:]}),
                    *(result_line("analytics.events", op) for op in OPS), success=True),
     )
-    report = run_maintenance(invoke=dbt)
+    report = run_maintenance(operations=["compaction", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"],
+                             invoke=dbt)
     assert [call[1].get("select") for call in dbt.calls] == [None, ["iceberg_maint_integration_tests.events"]]
+    assert dbt.calls[1][1]["operations"] == list(OPS)
     assert [(r.table, r.operation, r.status) for r in report.results] == [
         *(("analytics.event_log", op, "failed") for op in OPS), *(("analytics.events", op, "success") for op in OPS)]
+    assert report.results[0].reason is not None
     assert report.results[0].reason.startswith(
         "the table's checks before its first operation failed at run time (not_iceberg_conflict): ")
 
@@ -160,5 +200,28 @@ def test_a_table_whose_checks_fail_costs_one_invocation_not_one_per_operation() 
 def test_an_unreadable_plan_or_a_package_without_one_is_an_error() -> None:
     with pytest.raises(IcebergMaintError, match="unreadable ICEBERG_MAINT_PLAN line"):
         run_maintenance(invoke=Recorder(invocation("ICEBERG_MAINT_PLAN {not json", success=True)))
-    with pytest.raises(IcebergMaintError, match="logged no ICEBERG_MAINT_PLAN line: is the dbt_iceberg_maint package"):
+    bad_status = {**PLAN, "steps": [{**STEPS[0], "status": "maybe"}]}
+    with pytest.raises(IcebergMaintError, match="step status 'maybe' is not one of planned, skipped, failed"):
+        run_maintenance(invoke=Recorder(invocation(marker("PLAN", bad_status), success=True)))
+    with pytest.raises(IcebergMaintError, match="logged no ICEBERG_MAINT_PLAN line: is the dbt_iceberg_maint"):
         run_maintenance(invoke=Recorder(invocation("iceberg_maintenance summary: ...", success=True)))
+
+
+def test_markers_and_the_error_come_from_dbts_structured_events() -> None:
+    """Only a macro's log() (JinjaLogInfo/JinjaLogDebug events) carries markers: dbt's error
+    message quoting a result line is not a result; the error text is the error event's."""
+    plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
+    quoted = CODEC_ERROR + "\n  in a statement near " + result_line("analytics.event_log", OPS[0])
+    events = (LoggedEvent("JinjaLogInfo", marker("PLAN", plan)),
+              LoggedEvent("JinjaLogDebug", start_line("analytics.event_log", OPS[0])),
+              LoggedEvent("SQLQuery", "select 1"),
+              LoggedEvent("RunningOperationUncaughtError", quoted),
+              LoggedEvent("MainEncounteredError", "Flushing usage events"))
+    first = DbtInvocation(args=(), success=False, nodes=(), log_messages=tuple(e.msg for e in events), events=events)
+    dbt = Recorder(first, invocation(*(result_line("analytics.event_log", op) for op in OPS[1:]), success=True))
+
+    report = run_maintenance(invoke=dbt)
+
+    assert [r.status for r in report.results] == ["failed", "success", "success", "success"]
+    assert report.results[0].metrics["error"] == quoted + "\nFlushing usage events"
+    assert report.results[0].metrics["exception_class"] == "java.lang.IllegalArgumentException"

@@ -46,7 +46,16 @@ CASES: list[dict[str, Any]] = [
     {"id": "v_rdf_sort_binpack", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"strategy": "binpack", "sort_order": "id"}},
     {"id": "v_rdf_bad_sort", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"sort_order": "id, zorder(a, b)"}},
     {"id": "v_exp", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {
-        "older_than_hours": 0, "retain_last": 0, "max_concurrent_deletes": -1, "stream_results": "yes", "snapshot_ids": []}},
+        "older_than_hours": -1, "retain_last": 0, "max_concurrent_deletes": -1, "stream_results": "yes", "snapshot_ids": []}},
+    {"id": "v_exp_cutoffs", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {
+        "older_than_hours": 0, "older_than": "2026-01-02 03:04:05"}},
+    {"id": "v_exp_older_than", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than": "yesterday"}},
+    {"id": "v_exp_older_than_zone", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than": "2026-01-02T03:04:05+02:00"}},
+    {"id": "v_exp_hours_text", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": "24"}},
+    {"id": "v_exp_now", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 0, "retain_last": 1}},
+    {"id": "exp_now", "procedure": "expire_snapshots", "kwargs": {"relation": "analytics.events", "older_than_hours": 0, "retain_last": 3}},
+    {"id": "exp_fraction", "procedure": "expire_snapshots", "kwargs": {"relation": "analytics.events", "older_than_hours": 0.25}},
+    {"id": "exp_absolute", "procedure": "expire_snapshots", "kwargs": {"relation": "analytics.events", "older_than": "2026-01-02T03:04:05.5Z"}},
     {"id": "v_rof", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {
         "older_than_hours": 23, "prefix_mismatch_mode": "NONE", "file_list_view": "x; drop", "equal_schemes": "s3"}},
     {"id": "v_rof_negative", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": -5}},
@@ -95,6 +104,18 @@ CASES: list[dict[str, Any]] = [
     {"id": "due_expire", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH}},
     {"id": "due_expire_few", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH, "policy": {"expire_snapshots": {"retain_last": 8}}}},
     {"id": "due_expire_young", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH, "policy": {"expire_snapshots": {"older_than_hours": 300}}}},
+    {"id": "due_expire_now", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": {**HEALTH, "oldest_snapshot_age_hours": 0.01},
+        "policy": {"expire_snapshots": {"older_than_hours": 0}}}},
+    {"id": "due_expire_now_after_rewrite", "kind": "due", "kwargs": {"operation": "expire_snapshots",
+        "health": {**HEALTH, "rewrites_planned": ["rewrite_data_files"]}, "policy": {"expire_snapshots": {"older_than_hours": 0, "retain_last": 8}}}},
+    {"id": "due_expire_after_rewrite_with_age", "kind": "due", "kwargs": {"operation": "expire_snapshots",
+        "health": {**HEALTH, "rewrites_planned": ["rewrite_data_files"]}, "policy": {"expire_snapshots": {"retain_last": 8}}}},
+    {"id": "due_expire_absolute", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": {**HEALTH, "hours_since_older_than": 100},
+        "policy": {"expire_snapshots": {"older_than": "2026-01-01 00:00:00"}}}},
+    {"id": "due_expire_absolute_young", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": {**HEALTH, "hours_since_older_than": 300},
+        "policy": {"expire_snapshots": {"older_than": "2026-01-01 00:00:00"}}}},
+    {"id": "v_policy_expire_cutoffs", "kind": "policy_errors", "kwargs": {"policy": {"expire_snapshots": {"older_than_hours": -2}}}},
+    {"id": "v_policy_expire_absolute", "kind": "policy_errors", "kwargs": {"policy": {"expire_snapshots": {"older_than": "2026-01-01"}}}},
     {"id": "due_manifests", "kind": "due", "kwargs": {"operation": "rewrite_manifests", "health": HEALTH}},
     {"id": "due_orphans", "kind": "due", "kwargs": {"operation": "remove_orphan_files", "health": HEALTH}},
     {"id": "due_deletes", "kind": "due", "kwargs": {"operation": "rewrite_position_delete_files", "health": HEALTH}},
@@ -191,6 +212,15 @@ def test_expire_snapshots_sql(rendered: dict[str, dict[str, Any]]) -> None:
         "snapshot_ids => array(11L, 12L), clean_expired_metadata => false)"
     )
     assert sql(rendered, "exp_minimal") == "CALL system.expire_snapshots(table => 'analytics.events')"
+    # older_than_hours 0 means now with no age limit: only retain_last bounds what expires, even
+    # for snapshots committed after the SQL was rendered (a plan's step runs later).
+    assert sql(rendered, "exp_now") == (
+        "CALL system.expire_snapshots(table => 'analytics.events', older_than => TIMESTAMP '9999-12-31 23:59:59Z', "
+        "retain_last => 3)")
+    quarter = older_than(sql(rendered, "exp_fraction"))
+    assert abs((quarter - (rendered["_started"]["value"] - timedelta(minutes=15))).total_seconds()) < 120
+    assert sql(rendered, "exp_absolute") == (
+        "CALL system.expire_snapshots(table => 'analytics.events', older_than => TIMESTAMP '2026-01-02 03:04:05.500000Z')")
 
 
 def test_remove_orphan_files_sql(rendered: dict[str, dict[str, Any]]) -> None:
@@ -228,7 +258,7 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
         ("v_rdf_sort_binpack", ["rewrite_data_files: argument `sort_order` is 'id' but `strategy` is 'binpack'; a sort order needs strategy 'sort' (or no strategy, which means sort)"]),
         ("v_rdf_bad_sort", ["rewrite_data_files: argument `sort_order` is 'id, zorder(a, b)'; a z-order must be exactly 'zorder(col1, col2, ...)' and cannot be mixed with other sort columns"]),
         ("v_exp", [
-            "expire_snapshots: argument `older_than_hours` is 0; it must be greater than 0",
+            "expire_snapshots: argument `older_than_hours` is -1; it must be 0 or more (0 means now: every snapshot but the newest retain_last)",
             "expire_snapshots: argument `retain_last` is 0; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)",
             "expire_snapshots: argument `max_concurrent_deletes` is -1; it must be greater than 0",
             "expire_snapshots: argument `stream_results` is yes; expected true or false",
@@ -250,6 +280,11 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
             "rewrite_position_delete_files: argument `options` has entry k: ['v']; keys must be non-empty strings and values strings, numbers or booleans",
         ]),
         ("v_ok", []),
+        ("v_exp_now", []),
+        ("v_exp_cutoffs", ["expire_snapshots: arguments `older_than` (2026-01-02 03:04:05) and `older_than_hours` (0) are both given; give one cut-off"]),
+        ("v_exp_older_than", ["expire_snapshots: argument `older_than` is \"yesterday\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"]),
+        ("v_exp_older_than_zone", ["expire_snapshots: argument `older_than` is \"2026-01-02T03:04:05+02:00\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"]),
+        ("v_exp_hours_text", ["expire_snapshots: argument `older_than_hours` is 24; expected a number of hours >= 0 (0 means now: every snapshot but the newest retain_last)"]),
         ("v_rdf_sort_shape", ["rewrite_data_files: argument `sort_order` is 'id sideways'; expected 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(col1, col2, ...)'"]),
         ("v_rdf_sort_separator", ["rewrite_data_files: argument `sort_order` is \"id; drop\"; it must not contain ';' (a statement separator: only one predicate/expression is allowed)"]),
         ("v_rdf_empty_where", ["rewrite_data_files: argument `where` is '  '; expected a non-empty SQL string"]),
@@ -292,6 +327,8 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
         ]),
         ("v_policy_not_a_mapping", ["meta.iceberg_maint is ['compaction']; expected a mapping, or true/false to switch maintenance on/off"]),
         ("v_policy_false", []),
+        ("v_policy_expire_cutoffs", ["expire_snapshots: argument `older_than_hours` is -2; it must be 0 or more (0 means now: every snapshot but the newest retain_last)"]),
+        ("v_policy_expire_absolute", ["expire_snapshots: argument `older_than` is \"2026-01-01\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"]),
         ("v_policy_ok", []),
     ],
 )
@@ -329,6 +366,15 @@ def test_thresholds(rendered: dict[str, dict[str, Any]]) -> None:
     assert value("due_expire") == {"due": True, "reason": "8 snapshots (> retain_last 5), oldest 200.5 h old (> 168 h)"}
     assert value("due_expire_few") == {"due": False, "reason": "only 8 snapshots, not more than retain_last 8"}
     assert value("due_expire_young") == {"due": False, "reason": "oldest snapshot is 200.5 h old, not older than 300 h"}
+    # older_than_hours 0: no age limit; a rewrite planned first makes expiry due at retain_last.
+    assert value("due_expire_now") == {"due": True, "reason": "8 snapshots (> retain_last 5), older_than_hours 0: no age limit"}
+    assert value("due_expire_now_after_rewrite") == {"due": True, "reason": (
+        "8 snapshots plus those rewrite_data_files commits first (older_than_hours 0: only the newest retain_last 8 stay)")}
+    assert value("due_expire_after_rewrite_with_age") == {"due": False, "reason": "only 8 snapshots, not more than retain_last 8"}
+    assert value("due_expire_absolute") == {"due": True, "reason": (
+        "8 snapshots (> retain_last 5), oldest 200.5 h old (> older_than 2026-01-01 00:00:00)")}
+    assert value("due_expire_absolute_young") == {"due": False, "reason": (
+        "oldest snapshot is 200.5 h old, not older than older_than 2026-01-01 00:00:00")}
     assert value("due_manifests") == {"due": False, "reason": "only 3 data manifests, below threshold of 5"}
     assert value("due_orphans")["due"] is True
     assert value("due_deletes") == {"due": False, "reason": "only 0 delete files, below threshold of 5"}
@@ -341,7 +387,7 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
     assert policy["remove_orphan_files"] == {
         "enabled": False, "older_than_hours": 72, "location": None, "max_concurrent_deletes": None,
         "equal_schemes": None, "equal_authorities": None, "prefix_mismatch_mode": None, "prefix_listing": None}
-    assert policy["expire_snapshots"] == {"enabled": True, "older_than_hours": 168, "retain_last": 9,
+    assert policy["expire_snapshots"] == {"enabled": True, "older_than_hours": 168, "older_than": None, "retain_last": 9,
                                           "clean_expired_metadata": None, "max_concurrent_deletes": None,
                                           "stream_results": None}
     assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5, "use_caching": None}

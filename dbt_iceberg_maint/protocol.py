@@ -1,0 +1,92 @@
+"""The one protocol between the Jinja macros and the Python layer.
+
+The macros log machine-readable lines `<MARKER> <json>` through one logging macro
+(`_iceberg_maint_log_marker`, macros/internal/protocol.sql) whose constants come from
+`_iceberg_maint_protocol()`. tests/unit/test_protocol.py renders that macro and fails when the
+two sides drift, so every name below is written once per side and checked.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# One executed, skipped, failed or dry-run operation (results.py reads it).
+RESULT_MARKER: Final = "ICEBERG_MAINT_RESULT"
+# iceberg_maintenance's whole plan, logged once before the first step runs (maintenance.py).
+PLAN_MARKER: Final = "ICEBERG_MAINT_PLAN"
+# A step (or a table's planning, operation null) taken up; debug level. What a statement Spark
+# rejects at run time belongs to.
+START_MARKER: Final = "ICEBERG_MAINT_START"
+# The tables iceberg_maintenance selected, logged before planning: what remains when the
+# planning of one table fails at run time.
+SELECTION_MARKER: Final = "ICEBERG_MAINT_SELECTION"
+MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER)
+
+# Result statuses (the contract's result channel).
+SUCCESS: Final = "success"
+SKIPPED: Final = "skipped"
+FAILED: Final = "failed"
+DRY_RUN: Final = "dry_run"
+STATUSES: Final = (SUCCESS, SKIPPED, FAILED, DRY_RUN)
+
+# Statuses of a plan's step: planned runs; skipped and failed (known to fail without running,
+# e.g. gc.enabled=false) only log their result line.
+PLANNED: Final = "planned"
+STEP_STATUSES: Final = (PLANNED, SKIPPED, FAILED)
+STEP_KEYS: Final = ("table", "operation", "status", "reason", "sql")
+
+# Maintenance operations in the canonical order (Iceberg's advice); `compaction` is an alias
+# of rewrite_data_files in `operations` arguments and the policy's section name.
+OPERATIONS: Final = (
+    "rewrite_data_files",
+    "rewrite_position_delete_files",
+    "expire_snapshots",
+    "remove_orphan_files",
+    "rewrite_manifests",
+)
+DEFAULT_OPERATIONS: Final = ("rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests")
+OPERATION_ALIASES: Final = {"compaction": "rewrite_data_files"}
+
+# table_health's fields (macro dict, its result line's metrics, `dbt-iceberg-maint health`).
+HEALTH_FIELDS: Final = (
+    "table",
+    "data_files",
+    "small_files",
+    "data_bytes",
+    "delete_files",
+    "records",
+    "snapshots",
+    "oldest_snapshot_age_hours",
+    "manifests",
+    "data_manifests",
+    "partitions",
+    "max_small_files_in_partition",
+    "target_file_size_bytes",
+    "small_file_threshold_bytes",
+)
+
+
+def canonical_operations(operations: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """The requested operations in canonical order (defaults for None), as the macros resolve them.
+
+    Unknown names are left to the macros, which refuse them with a message naming the value.
+    """
+    if operations is None:
+        return DEFAULT_OPERATIONS
+    names = {OPERATION_ALIASES.get(name, name) for name in operations}
+    return tuple(name for name in OPERATIONS if name in names)
+
+
+def as_dict() -> dict[str, object]:
+    """Everything the Jinja side must agree on, in the shape `_iceberg_maint_protocol()` returns."""
+    return {
+        "markers": {"result": RESULT_MARKER, "plan": PLAN_MARKER, "start": START_MARKER,
+                    "selection": SELECTION_MARKER},
+        "statuses": list(STATUSES),
+        "step_statuses": list(STEP_STATUSES),
+        "step_keys": list(STEP_KEYS),
+        "operations": list(OPERATIONS),
+        "default_operations": list(DEFAULT_OPERATIONS),
+        "operation_aliases": dict(OPERATION_ALIASES),
+        "health_fields": list(HEALTH_FIELDS),
+    }

@@ -1,0 +1,232 @@
+{#- The maintenance plan as a value: the ordered steps {table, operation, status, reason, sql}
+    one table's policy implies, decided from its metadata without running anything.
+    status: planned (sql runs when the step executes), skipped (not due, disabled, nothing to
+    do), failed (known to fail without running, e.g. gc.enabled=false). maintain() executes
+    the plan; iceberg_maintenance plans every selected table first, logs the whole plan once,
+    then executes it step by step; a dry run renders it. -#}
+
+{% macro get_maintenance_plan(relation=none, operations=none, force=false, policy=none, as_of=none) %}
+  {{ return(adapter.dispatch('get_maintenance_plan', 'dbt_iceberg_maint')(
+      relation=relation if relation is not none else this, operations=operations, force=force, policy=policy,
+      as_of=as_of)) }}
+{% endmacro %}
+
+{% macro default__get_maintenance_plan(relation, operations, force, policy, as_of) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_maintenance_plan is not implemented for adapter '"
+      ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% endmacro %}
+
+{% macro spark__get_maintenance_plan(relation, operations, force, policy, as_of) %}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
+  {%- set requested = dbt_iceberg_maint._iceberg_maint_requested_operations(operations) -%}
+  {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('get_maintenance_plan', 'as_of', as_of) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
+        dbt_iceberg_maint._iceberg_maint_check_boolean('get_maintenance_plan', 'force', force) + instant.errors) -%}
+  {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
+  {%- set raw_policy = dbt_iceberg_maint._iceberg_maint_model_policy(node) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
+        dbt_iceberg_maint._iceberg_maint_policy_shape_errors(raw_policy)
+        + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy, 'maintain: argument `policy`')) -%}
+  {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
+  {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set step = dbt_iceberg_maint._iceberg_maint_step -%}
+  {%- set steps = [] -%}
+
+  {#- Kill switches: the project var, then the model's policy; then the table must exist. -#}
+  {%- set blocked = none -%}
+  {%- if not var('dbt_iceberg_maint_enabled', true) -%}
+    {%- set blocked = 'maintenance disabled by var dbt_iceberg_maint_enabled: false' -%}
+  {%- elif not resolved.enabled -%}
+    {%- set blocked = 'maintenance disabled by meta.iceberg_maint.enabled: false' -%}
+  {%- elif not dbt_iceberg_maint._iceberg_maint_table_exists(relation) -%}
+    {%- set blocked = 'table does not exist (model not built yet?)' -%}
+  {%- endif -%}
+  {%- if blocked is not none -%}
+    {%- for operation in requested -%}{%- do steps.append(step(table, operation, 'skipped', blocked)) -%}{%- endfor -%}
+    {{ return(steps) }}
+  {%- endif -%}
+
+  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
+  {%- set as_of_text = instant.value.strftime('%Y-%m-%d %H:%M:%S.%f') if instant.value is not none else none -%}
+  {%- set reference = instant.value if instant.value is not none else dbt_iceberg_maint._iceberg_maint_now() -%}
+  {%- set health = none -%}
+  {%- if not force -%}
+    {%- set mb = resolved.compaction.target_file_size_mb -%}
+    {#- The implementation, not the public macro: that one renders to '' inside a node's hooks. -#}
+    {%- set health = adapter.dispatch('table_health', 'dbt_iceberg_maint')(
+          relation=relation, target_file_size_bytes=((mb * 1024 * 1024) | int) if mb else none, log_result=false,
+          as_of=as_of_text) -%}
+  {%- endif -%}
+
+  {%- set rewrites_planned = [] -%}
+  {%- for operation in requested -%}
+    {%- set section_name = dbt_iceberg_maint._iceberg_maint_policy_section(operation) -%}
+    {%- set section = resolved[section_name] -%}
+    {#- Compaction scoped to cold partitions: due only for the small files it may touch. -#}
+    {%- set scope = none -%}
+    {%- if operation == 'rewrite_data_files' and section.enabled and section.cold_partitions_hours -%}
+      {%- set scope = dbt_iceberg_maint._iceberg_maint_cold_scope(relation, section.cold_partitions_hours, as_of_text,
+            health.small_file_threshold_bytes if health else none) -%}
+    {%- endif -%}
+    {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} -%}
+    {%- if not force -%}
+      {%- set checked = health.copy() -%}
+      {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
+      {%- do checked.update({'rewrites_planned': rewrites_planned}) -%}
+      {%- if resolved.expire_snapshots.older_than is not none -%}
+        {%- set cutoff = dbt_iceberg_maint._iceberg_maint_parse_instant(
+              'policy expire_snapshots', 'older_than', resolved.expire_snapshots.older_than).value -%}
+        {%- do checked.update({'hours_since_older_than': (reference - cutoff).total_seconds() / 3600}) -%}
+      {%- endif -%}
+      {%- set decision = dbt_iceberg_maint._iceberg_maint_due(operation, resolved, checked) -%}
+    {%- endif -%}
+    {%- if not section.enabled -%}
+      {%- do steps.append(step(table, operation, 'skipped', 'disabled by meta.iceberg_maint.' ~ section_name
+            ~ '.enabled: false')) -%}
+    {%- elif not decision.due -%}
+      {%- do steps.append(step(table, operation, 'skipped', decision.reason)) -%}
+    {%- elif operation in ['expire_snapshots', 'remove_orphan_files']
+          and (properties.get('gc.enabled', 'true') | lower) == 'false' -%}
+      {#- Iceberg refuses both when gc.enabled=false: a failed step that does not run, so the
+          following steps still run. -#}
+      {%- set verb = 'expire snapshots' if operation == 'expire_snapshots' else 'delete orphan files' -%}
+      {%- do steps.append(step(table, operation, 'failed', 'Cannot ' ~ verb
+            ~ ': GC is disabled (deleting files may corrupt other tables); table property gc.enabled=false')) -%}
+    {%- else -%}
+      {%- set planned = dbt_iceberg_maint._iceberg_maint_planned_sql(relation, operation, resolved,
+            cold_scope=scope, reference=instant.value) -%}
+      {%- if planned.sql is none -%}
+        {%- do steps.append(step(table, operation, 'skipped', planned.reason)) -%}
+      {%- else -%}
+        {%- do steps.append(step(table, operation, 'planned', decision.reason, planned.sql)) -%}
+        {%- if operation in ['rewrite_data_files', 'rewrite_position_delete_files'] -%}
+          {%- do rewrites_planned.append(operation) -%}
+        {%- endif -%}
+      {%- endif -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(steps) }}
+{% endmacro %}
+
+
+{% macro _iceberg_maint_step(table, operation, status, reason=none, sql=none) %}
+  {{ return({'table': table | string, 'operation': operation, 'status': status, 'reason': reason, 'sql': sql}) }}
+{% endmacro %}
+
+
+{#- Execute one step and return its result record (one ICEBERG_MAINT_RESULT line): skipped and
+    failed steps only log; a planned step logs ICEBERG_MAINT_START (debug level: which step a
+    statement Spark rejects belongs to) and runs its SQL, or in a dry run renders it. -#}
+{% macro _iceberg_maint_execute_step(step, dry_run=false) %}
+  {%- set log_result = dbt_iceberg_maint._iceberg_maint_log_result -%}
+  {%- if step.status != 'planned' -%}
+    {{ return(log_result(step.table, step.operation, step.status, step.reason, none, {}, 0)) }}
+  {%- endif -%}
+  {%- if dry_run -%}
+    {{ return(log_result(step.table, step.operation, 'dry_run', 'dry run: ' ~ step.reason, step.sql, {}, 0)) }}
+  {%- endif -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_log_marker('start', {'table': step.table, 'operation': step.operation},
+        info=false) -%}
+  {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
+  {%- set output = run_query(step.sql) -%}
+  {%- set duration_ms = dbt_iceberg_maint._iceberg_maint_elapsed_ms(started) -%}
+  {%- set metrics = dbt_iceberg_maint._iceberg_maint_output_metrics(output, step.operation == 'remove_orphan_files') -%}
+  {{ return(log_result(step.table, step.operation, 'success', step.reason, step.sql, metrics, duration_ms)) }}
+{% endmacro %}
+
+
+{#- Execute the steps in order, logging "i of N" over the steps that run (skipped and failed
+    steps only log their result line); returns the result records. -#}
+{% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true) %}
+  {%- set total = steps | selectattr('status', 'equalto', 'planned') | list | length -%}
+  {%- set counter = namespace(i=0) -%}
+  {%- set results = [] -%}
+  {%- for step in steps -%}
+    {%- if step.status == 'planned' and progress -%}
+      {%- set counter.i = counter.i + 1 -%}
+      {%- do log(counter.i ~ ' of ' ~ total ~ ' ' ~ step.table ~ ' ' ~ step.operation
+            ~ (' (dry run)' if dry_run else ''), info=true) -%}
+    {%- endif -%}
+    {%- do results.append(dbt_iceberg_maint._iceberg_maint_execute_step(step, dry_run)) -%}
+  {%- endfor -%}
+  {{ return(results) }}
+{% endmacro %}
+
+
+{#- `dbt run-operation dbt_iceberg_maint.execute_maintenance_steps --args '{steps: [...]}'`:
+    execute steps exactly as a logged plan recorded them (dbt-iceberg-maint maintain resumes a
+    plan with it): planned steps run their recorded SQL, skipped and failed ones log their
+    result line. Every step is checked before the first runs: known keys, statuses and
+    operations, and for a planned step SQL that is one CALL of its operation's procedure on its
+    table. -#}
+{% macro execute_maintenance_steps(steps) %}
+  {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps)) }}
+{% endmacro %}
+
+{% macro default__execute_maintenance_steps(steps) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.execute_maintenance_steps is not implemented for adapter '"
+      ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% endmacro %}
+
+{% macro spark__execute_maintenance_steps(steps) %}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)) -%}
+  {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps) -%}
+  {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
+  {%- if failed -%}
+    {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "
+        ~ failed | map(attribute='operation') | join(', ')) }}
+  {%- endif -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(results)) }}
+{% endmacro %}
+
+
+{#- Problems of a list of steps to execute, as messages naming the step, the key and the value. -#}
+{% macro _iceberg_maint_step_errors(steps) %}
+  {%- set owner = 'execute_maintenance_steps' -%}
+  {%- if steps is string or steps is mapping or steps is not iterable or steps | length == 0 -%}
+    {{ return([owner ~ ": argument `steps` is " ~ tojson(steps) ~ "; expected a non-empty list of steps "
+        ~ "{table, operation, status, reason, sql}"]) }}
+  {%- endif -%}
+  {%- set protocol = dbt_iceberg_maint._iceberg_maint_protocol() -%}
+  {%- set errors = [] -%}
+  {%- for step in steps -%}
+    {%- set where = owner ~ ": step " ~ loop.index ~ " " -%}
+    {%- if step is not mapping -%}
+      {%- do errors.append(where ~ "is " ~ tojson(step) ~ "; expected a mapping with keys "
+            ~ protocol.step_keys | join(', ')) -%}
+    {%- else -%}
+      {%- set unknown = step.keys() | reject('in', protocol.step_keys) | list -%}
+      {%- if unknown -%}
+        {%- do errors.append(where ~ "has unknown key(s) " ~ unknown | join(', ') ~ "; allowed: "
+              ~ protocol.step_keys | join(', ')) -%}
+      {%- endif -%}
+      {%- set operation = step.get('operation') -%}
+      {%- if step.get('status') not in protocol.step_statuses -%}
+        {%- do errors.append(where ~ "has status " ~ tojson(step.get('status')) ~ "; allowed: "
+              ~ protocol.step_statuses | join(', ')) -%}
+      {%- endif -%}
+      {%- if operation not in protocol.operations -%}
+        {%- do errors.append(where ~ "has operation " ~ tojson(operation) ~ "; allowed: "
+              ~ protocol.operations | join(', ')) -%}
+      {%- endif -%}
+      {%- set table = step.get('table') -%}
+      {%- set valid_table = table is string
+            and modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*){1,2}', table) -%}
+      {%- if not valid_table -%}
+        {%- do errors.append(where ~ "has table " ~ tojson(table)
+              ~ "; expected 'schema.table' or 'catalog.schema.table'") -%}
+      {%- elif operation in protocol.operations and step.get('status') == 'planned' -%}
+        {#- The step's SQL must call its own procedure on its own table, and be one statement. -#}
+        {%- set sql = step.get('sql') -%}
+        {%- set call = 'CALL ' ~ dbt_iceberg_maint._iceberg_maint_procedure_namespace(table) ~ '.' ~ operation
+              ~ "(table => '" ~ dbt_iceberg_maint._iceberg_maint_table_name(table) ~ "'" -%}
+        {%- if sql is not string or not sql.startswith(call) or not sql.endswith(')') or ';' in sql -%}
+          {%- do errors.append(where ~ "has sql " ~ tojson(sql) ~ "; expected one statement starting " ~ call) -%}
+        {%- endif -%}
+      {%- endif -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(errors) }}
+{% endmacro %}

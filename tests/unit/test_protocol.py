@@ -1,0 +1,101 @@
+"""The Jinja↔Python protocol: the macros' constants and logging macro agree with protocol.py.
+
+One `dbt run-operation` of the harness renders the macro side without Spark; a drift between the
+two sides (a renamed marker, status, operation or health field) fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbt_iceberg_maint import protocol
+from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.maintenance import MaintenancePlan, started
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+
+ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
+RESULT = {"table": "analytics.events", "operation": "rewrite_manifests", "status": "success", "reason": "due",
+          "sql": "CALL system.rewrite_manifests(table => 'analytics.events')", "metrics": {"n": 1}, "duration_ms": 3}
+STEP = {"table": "analytics.events", "operation": "rewrite_manifests", "status": "planned", "reason": "due",
+        "sql": "CALL system.rewrite_manifests(table => 'analytics.events')"}
+CASES: list[dict[str, Any]] = [
+    {"id": "protocol", "kind": "protocol"},
+    {"id": "result", "kind": "log_marker", "kwargs": {"marker": "result", "payload": RESULT}},
+    {"id": "plan", "kind": "log_marker", "kwargs": {"marker": "plan", "payload": {
+        "tables": [{"model": "p.events", "table": "analytics.events"}], "operations": ["rewrite_manifests"],
+        "as_of": None, "steps": [STEP]}}},
+    {"id": "start", "kind": "log_marker", "kwargs": {"marker": "start", "payload": {
+        "table": "analytics.events", "operation": None}}},
+    {"id": "steps_ok", "kind": "step_errors", "kwargs": {"steps": [
+        STEP, {**STEP, "status": "skipped", "sql": None},
+        {**STEP, "table": "local.analytics.events",
+         "sql": "CALL local.system.rewrite_manifests(table => 'analytics.events', use_caching => true)"}]}},
+    {"id": "steps_not_a_list", "kind": "step_errors", "kwargs": {"steps": {"table": "x"}}},
+    {"id": "steps_bad", "kind": "step_errors", "kwargs": {"steps": [
+        {**STEP, "status": "success", "extra": 1},
+        {**STEP, "operation": "vacuum"},
+        {**STEP, "table": "events; drop"},
+        {**STEP, "sql": "CALL system.rewrite_manifests(table => 'analytics.other')"},
+        {**STEP, "sql": "CALL system.rewrite_manifests(table => 'analytics.events'); drop table x"},
+        "rewrite_manifests"]}},
+]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: None) -> DbtInvocation:
+    target: Path = tmp_path_factory.mktemp("dbt_target")
+    invocation = invoke_dbt(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": CASES}),
+                             "--target-path", str(target), "--no-partial-parse"], env=ENV)
+    assert invocation.success, invocation.exception
+    return invocation
+
+
+def cases(invocation: DbtInvocation) -> dict[str, dict[str, Any]]:
+    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    return {outcome["id"]: outcome for outcome in outcomes}
+
+
+def test_the_macro_side_declares_what_protocol_py_declares(rendered: DbtInvocation) -> None:
+    assert cases(rendered)["protocol"]["value"] == protocol.as_dict()
+
+
+def test_lines_of_the_one_logging_macro_are_read_by_the_python_side(rendered: DbtInvocation) -> None:
+    messages = rendered.log_messages
+    assert parse_result_lines(messages) == (MaintenanceResult.from_json(json.dumps(RESULT)),)
+    plan = MaintenancePlan.from_log(messages)
+    assert plan is not None and [step.to_dict() for step in plan.steps] == [STEP]
+    assert started(messages) == [("analytics.events", None)]
+    for marker in protocol.MARKERS[:3]:
+        assert sum(m.startswith(marker + " ") for m in messages) == 1
+
+
+def test_operations_are_canonicalised_as_the_macros_do() -> None:
+    assert protocol.canonical_operations(None) == protocol.DEFAULT_OPERATIONS
+    assert protocol.canonical_operations(["rewrite_manifests", "compaction"]) == ("rewrite_data_files",
+                                                                                  "rewrite_manifests")
+
+
+def test_steps_to_replay_are_validated_strictly(rendered: DbtInvocation) -> None:
+    outcome = cases(rendered)
+    assert outcome["steps_ok"]["errors"] == []
+    assert outcome["steps_not_a_list"]["errors"] == [
+        "execute_maintenance_steps: argument `steps` is {\"table\": \"x\"}; expected a non-empty list of steps "
+        "{table, operation, status, reason, sql}"]
+    call = "CALL system.rewrite_manifests(table => 'analytics.events'"
+    assert outcome["steps_bad"]["errors"] == [
+        "execute_maintenance_steps: step 1 has unknown key(s) extra; allowed: table, operation, status, reason, sql",
+        "execute_maintenance_steps: step 1 has status \"success\"; allowed: planned, skipped, failed",
+        "execute_maintenance_steps: step 2 has operation \"vacuum\"; allowed: " + ", ".join(protocol.OPERATIONS),
+        "execute_maintenance_steps: step 3 has table \"events; drop\"; "
+        "expected 'schema.table' or 'catalog.schema.table'",
+        "execute_maintenance_steps: step 4 has sql \"CALL system.rewrite_manifests(table => 'analytics.other')\"; "
+        "expected one statement starting " + call,
+        "execute_maintenance_steps: step 5 has sql \"" + call + "); drop table x\"; expected one statement starting "
+        + call,
+        "execute_maintenance_steps: step 6 is \"rewrite_manifests\"; expected a mapping with keys table, operation, "
+        "status, reason, sql",
+    ]
