@@ -12,6 +12,10 @@ import pytest
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.spark import WAREHOUSE_ENV, start_session, switch_warehouse
 
+# The conflict gate's one import for the new tests (it may move to tests/support): they take it
+# through the `conflict_gate` fixture below.
+from python_udfs.conflict_gate import ConflictGate
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -66,3 +70,11 @@ class DbtProject:
 @pytest.fixture(scope="module")
 def dbt_project(warehouse: Path, installed_package: None, request: pytest.FixtureRequest) -> DbtProject:
     return DbtProject(schema=f"it_{request.module.__name__.rsplit('.', 1)[-1]}")
+
+
+@pytest.fixture(scope="module")
+def conflict_gate(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> ConflictGate:
+    """The conflict gate UDF registered on the shared session, with this module's own markers."""
+    gate = ConflictGate(tmp_path_factory.mktemp("gate"))
+    gate.register(spark)
+    return gate
