@@ -1,19 +1,21 @@
-"""maintain() in `on-run-start` and `on-run-end` (integration_tests/dbt_project.yml, switched on by
+"""maintain() in `on-run-start` and `on-run-end` (tests/integration/hooks_project, switched on by
 vars), driving `rewrite_position_delete_files` by the policy on real merge-on-read deletes.
 
 Two tables get real position delete files from merge-on-read DELETEs: three on one (the policy's
 `min_input_files: 2` makes the rewrite due; it runs in on-run-start), one on the other (not due;
-on-run-end skips it, saying why). One `dbt seed` invocation runs both hooks.
+on-run-end skips it, saying why). One `dbt run` invocation runs both hooks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, invoke_dbt
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 
 if TYPE_CHECKING:
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+
+HOOKS_PROJECT = Path(__file__).parent / "hooks_project"
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,9 @@ def rows(spark: SparkSession, table: str) -> list[tuple[int, str]]:
 
 
 @pytest.fixture(scope="module")
-def hooked(spark: SparkSession, dbt_project: DbtProject) -> Iterator[Hooked]:
+def hooked(
+    spark: SparkSession, dbt_project: DbtProject, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Hooked]:
     schema = dbt_project.schema
     spark.sql(f"create namespace if not exists local.{schema}")
     tables = {"due": f"local.{schema}.deletes_due", "not_due": f"local.{schema}.deletes_not_due"}
@@ -51,11 +57,19 @@ def hooked(spark: SparkSession, dbt_project: DbtProject) -> Iterator[Hooked]:
             spark.sql(f"delete from {table} where id = {id_}")  # one position delete file each
     before = {table: (delete_files(spark, table), rows(spark, table)) for table in tables.values()}
     assert [count for count, _ in before.values()] == [3, 1]
-    invocation = dbt_project(
-        "seed", "--select", "raw_users", "--vars",
-        f"{{maintain_on_run_start: {schema}.deletes_due, maintain_on_run_end: {schema}.deletes_not_due}}",
-    )
-    yield Hooked(parse_result_lines(invocation.log_messages), before)
+    target = tmp_path_factory.mktemp("hooks_target")
+
+    def dbt(*args: str) -> list[str]:
+        invocation = invoke_dbt([*args, "--target-path", str(target)], project_dir=HOOKS_PROJECT,
+                                profiles_dir=INTEGRATION_PROJECT, env=dbt_project.env)
+        assert invocation.success, (args, [(n.name, n.message) for n in invocation.failed_nodes()],
+                                    invocation.exception)
+        return list(invocation.log_messages)
+
+    dbt("deps", "--quiet")
+    messages = dbt("run", "--vars",
+                   f"{{maintain_on_run_start: {schema}.deletes_due, maintain_on_run_end: {schema}.deletes_not_due}}")
+    yield Hooked(parse_result_lines(messages), before) Hooked(parse_result_lines(invocation.log_messages), before)
 
 
 def test_on_run_start_runs_the_due_rewrite_and_the_data_is_unchanged(hooked: Hooked, spark: SparkSession,
