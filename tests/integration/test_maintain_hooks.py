@@ -69,7 +69,7 @@ def hooked(
     dbt("deps", "--quiet")
     messages = dbt("run", "--vars",
                    f"{{maintain_on_run_start: {schema}.deletes_due, maintain_on_run_end: {schema}.deletes_not_due}}")
-    yield Hooked(parse_result_lines(messages), before) Hooked(parse_result_lines(invocation.log_messages), before)
+    yield Hooked(parse_result_lines(messages), before)
 
 
 def test_on_run_start_runs_the_due_rewrite_and_the_data_is_unchanged(hooked: Hooked, spark: SparkSession,
