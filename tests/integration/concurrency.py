@@ -110,7 +110,14 @@ def pending_metadata(directory: Path) -> bool:
 
 
 def lose_catalog_race(
-    spark: SparkSession, job: SparkSession, metadata: Path, race_table: str, *, name: str, timeout_seconds: float
+    spark: SparkSession,
+    job: SparkSession,
+    metadata: Path,
+    race_table: str,
+    *,
+    name: str,
+    timeout_seconds: float,
+    together_with: tuple[Path, ...] = (),
 ) -> BackgroundAction:
     """Make the next commit to the table whose metadata folder is `metadata` lose a real race.
 
@@ -119,6 +126,8 @@ def lose_catalog_race(
     same version through `race_table` (catalog `race`), and the lock is released: the writer's
     rename finds the version taken (`CommitFailedException: Version N already exists`). With
     `commit.retry.num-retries = 0` on the table Iceberg does not retry it itself.
+    `together_with`: other tables' metadata folders whose writers must be waiting at the same
+    moment (several dbt threads losing at once).
     """
     next_version = int((metadata / "version-hint.text").read_text().strip()) + 1
     target = metadata / f"v{next_version}.metadata.json"
@@ -135,9 +144,10 @@ def lose_catalog_race(
 
     append = (f"insert into {race_table} select event_id + 1000000, user_id, event_type, event_ts, amount, 0 "
               f"from {race_table} limit 1")
+    folders = (metadata, *together_with)
     return when(
-        lambda: pending_metadata(metadata),
+        lambda: all(pending_metadata(folder) for folder in folders),
         lambda: job.sql(append).collect(),
-        name=name, waits_for=f"a pending metadata file in {metadata}", timeout_seconds=timeout_seconds,
-        finally_=release,
+        name=name, waits_for=f"pending metadata files in {', '.join(map(str, folders))} at once",
+        timeout_seconds=timeout_seconds, finally_=release,
     )
