@@ -76,7 +76,8 @@ def predicates(spark: SparkSession, dbt_project: DbtProject) -> Iterator[dict[st
     as_of = datetime.fromtimestamp(as_of_ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
     previous_zone = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", SESSION_ZONE)
+    # dbt's session profile sets the zone when it connects (integration_tests/profiles.yml).
+    dbt_project.env["DBT_ICEBERG_MAINT_SESSION_TIME_ZONE"] = SESSION_ZONE
     try:
         cases = [{"id": name, "macro": "cold_partitions_where",
                   "kwargs": {"relation": table, "quiet_hours": quiet_hours, "as_of": as_of}}
@@ -94,6 +95,7 @@ def predicates(spark: SparkSession, dbt_project: DbtProject) -> Iterator[dict[st
         }
         yield {"where": where, "selected": selected}
     finally:
+        dbt_project.env.pop("DBT_ICEBERG_MAINT_SESSION_TIME_ZONE")
         spark.conf.set("spark.sql.session.timeZone", previous_zone)
 
 

@@ -62,14 +62,14 @@ def hooked(
     target = tmp_path_factory.mktemp("hooks_target")
 
     def dbt(*args: str) -> list[str]:
-        invocation = invoke_dbt([*args, "--target-path", str(target)], project_dir=HOOKS_PROJECT,
+        invocation = invoke_dbt(list(args), project_dir=HOOKS_PROJECT,
                                 profiles_dir=INTEGRATION_PROJECT, env=dbt_project.env)
         assert invocation.success, (args, [(n.name, n.message) for n in invocation.failed_nodes()],
                                     invocation.exception)
         return list(invocation.log_messages)
 
     dbt("deps", "--quiet")
-    messages = dbt("run", "--vars",
+    messages = dbt("run", "--target-path", str(target), "--vars",
                    f"{{maintain_on_run_start: {schema}.deletes_due, maintain_on_run_end: {schema}.deletes_not_due}}")
     yield Hooked(parse_result_lines(messages), before)
 
