@@ -131,7 +131,9 @@ def lose_catalog_race(
     """
     next_version = int((metadata / "version-hint.text").read_text().strip()) + 1
     target = metadata / f"v{next_version}.metadata.json"
-    locks = spark._jvm.org.apache.iceberg.util.LockManagers.defaultLockManager()  # noqa: SLF001
+    jvm = spark._jvm  # noqa: SLF001
+    assert jvm is not None, "the Spark session has no JVM gateway"
+    locks = jvm.org.apache.iceberg.util.LockManagers.defaultLockManager()
     # The catalog locks the path string as Hadoop prints it: hold every spelling of it.
     keys = [str(target), f"file:{target}", f"file://{target}"]
     owner = f"test-{name}"

@@ -75,7 +75,7 @@ def predicates(spark: SparkSession, dbt_project: DbtProject) -> Iterator[dict[st
     quiet_hours = (as_of_ms - cut_off_ms) / 3_600_000
     as_of = datetime.fromtimestamp(as_of_ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
-    previous_zone = spark.conf.get("spark.sql.session.timeZone")
+    previous_zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
     # dbt's session profile sets the zone when it connects (integration_tests/profiles.yml).
     dbt_project.env["DBT_ICEBERG_MAINT_SESSION_TIME_ZONE"] = SESSION_ZONE
     try:
