@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -51,6 +52,10 @@ STATE_FILE = "thrift_server.json"
 LOG_FILE = "thrift_server.log"
 DEFAULT_START_TIMEOUT_S = 180.0
 DEFAULT_STOP_TIMEOUT_S = 30.0
+# Port 0 lets the server bind whatever port is free at that moment (no "find a free port,
+# release it, bind it later" race); these log lines say which ports it got.
+THRIFT_PORT_LINE = re.compile(r"Starting ThriftBinaryCLIService on port (\d+) ")
+UI_PORT_LINE = re.compile(r"Successfully started service 'SparkUI' on port (\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -59,11 +64,12 @@ class ThriftServerSpec:
 
     catalog: CatalogSpec
     runtime: IcebergRuntime
-    port: int
+    port: int  # 0: the server binds a free port itself and logs it
     host: str = LOOPBACK
     driver_memory: str = "1g"
     master: str = "local[2]"
-    # The Spark UI's REST API (`/api/v1`) shows which statements are executing; off unless asked.
+    # The Spark UI's REST API (`/api/v1`) shows which statements are executing; off unless asked
+    # (0: a free port, logged).
     ui_port: int | None = None
     extra_conf: Mapping[str, str] = field(default_factory=dict)
 
@@ -73,7 +79,7 @@ class ThriftServerSpec:
         # the server's own working directory; Iceberg tables never use it.
         conf.pop("spark.sql.catalogImplementation", None)
         conf["spark.sql.shuffle.partitions"] = "2"
-        conf["spark.app.name"] = f"dbt_iceberg_maint thrift server :{self.port}"
+        conf["spark.app.name"] = f"dbt_iceberg_maint thrift server :{self.port or 'auto'}"
         if self.ui_port is not None:
             conf["spark.ui.enabled"] = "true"
             conf["spark.ui.port"] = str(self.ui_port)
@@ -90,7 +96,7 @@ class ThriftServerSpec:
             "--driver-memory",
             self.driver_memory,
             "--name",
-            f"dbt_iceberg_maint-thrift-{self.port}",
+            f"dbt_iceberg_maint-thrift-{self.port or 'auto'}",
         ]
         if not self.runtime.jars:
             raise RuntimeSetupError(
@@ -160,12 +166,6 @@ def find_spark_submit(spark_home: Path | None = None) -> Path:
     return submit
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
 def accepts_connections(host: str, port: int, timeout_s: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
@@ -183,11 +183,15 @@ def tail(path: Path, lines: int = 40) -> str:
 class ThriftServer:
     """One running `HiveThriftServer2` process group; a context manager that stops it."""
 
-    def __init__(self, spec: ThriftServerSpec, state_dir: Path, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, spec: ThriftServerSpec, state_dir: Path, process: subprocess.Popen[bytes],
+                 log_offset: int = 0) -> None:
         self.spec = spec
         self.state_dir = state_dir
         self.process = process
         self.started_in_s: float | None = None
+        self.log_offset = log_offset  # where this process's lines start in the (appended) log
+        self._port: int | None = spec.port or None
+        self._ui_port: int | None = spec.ui_port or None
 
     @property
     def host(self) -> str:
@@ -195,7 +199,9 @@ class ThriftServer:
 
     @property
     def port(self) -> int:
-        return self.spec.port
+        if self._port is None:
+            raise RuntimeSetupError("the Spark Thrift Server has not reported its port yet; call wait_until_ready()")
+        return self._port
 
     @property
     def pid(self) -> int:
@@ -203,7 +209,7 @@ class ThriftServer:
 
     @property
     def ui_url(self) -> str | None:
-        return None if self.spec.ui_port is None else f"http://{self.host}:{self.spec.ui_port}"
+        return None if self._ui_port is None else f"http://{self.host}:{self._ui_port}"
 
     @property
     def log_path(self) -> Path:
@@ -213,6 +219,22 @@ class ThriftServer:
         """What the `thrift` target of a dbt profile reads (see integration_tests/profiles.yml)."""
         return {HOST_ENV: self.host, PORT_ENV: str(self.port)}
 
+    def _where(self) -> str:
+        return f"{self.host}:{self._port}" if self._port is not None else f"{self.host} (port not reported yet)"
+
+    def _read_ports(self) -> None:
+        """The ports a server started on port 0 reports, read from its own part of the log."""
+        ui_missing = self.spec.ui_port is not None and self._ui_port is None
+        if (self._port is not None and not ui_missing) or not self.log_path.is_file():
+            return
+        with self.log_path.open("rb") as log:
+            log.seek(self.log_offset)
+            text = log.read().decode(errors="replace")
+        if self._port is None and (match := THRIFT_PORT_LINE.search(text)):
+            self._port = int(match.group(1))
+        if ui_missing and (match := UI_PORT_LINE.search(text)):
+            self._ui_port = int(match.group(1))
+
     def wait_until_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> float:
         """Block until the server accepts connections; seconds waited, or a clear error."""
         started = time.monotonic()
@@ -221,15 +243,16 @@ class ThriftServer:
             if self.process.poll() is not None:
                 raise RuntimeSetupError(
                     f"the Spark Thrift Server exited with code {self.process.returncode} before "
-                    f"accepting connections on {self.host}:{self.port}; last lines of {self.log_path}:\n"
+                    f"accepting connections on {self._where()}; last lines of {self.log_path}:\n"
                     f"{tail(self.log_path)}"
                 )
-            if accepts_connections(self.host, self.port):
+            self._read_ports()
+            if self._port is not None and accepts_connections(self.host, self._port):
                 self.started_in_s = time.monotonic() - started
                 return self.started_in_s
             time.sleep(0.5)
         raise RuntimeSetupError(
-            f"the Spark Thrift Server did not accept connections on {self.host}:{self.port} within "
+            f"the Spark Thrift Server did not accept connections on {self._where()} within "
             f"{timeout_s:.0f} s; last lines of {self.log_path}:\n{tail(self.log_path)}"
         )
 
@@ -290,6 +313,10 @@ def start_thrift_server(
 ) -> ThriftServer:
     """Start a Spark Thrift Server on 127.0.0.1 and return once it accepts connections.
 
+    port: None (default) lets the server bind a free port itself and reads it from the server's
+    log, so no other process can take the port between choosing and binding it; `server.port`
+    is the real one. The UI (with_ui) binds a free port the same way.
+
     stop_with_parent: the server gets SIGTERM when the thread that started it ends, the whole
     process included, even by SIGKILL (Linux, util-linux's setpriv), so a test run that is
     killed leaves no server behind; start it from the main thread. The `start` command leaves it
@@ -300,15 +327,14 @@ def start_thrift_server(
     spec = ThriftServerSpec(
         catalog=catalog,
         runtime=resolve_iceberg_runtime(jar, packages),
-        port=port or free_port(),
+        port=0 if port is None else port,
         driver_memory=driver_memory,
-        ui_port=free_port() if with_ui else None,
+        ui_port=0 if with_ui else None,
         extra_conf=dict(extra_conf or {}),
     )
-    if accepts_connections(spec.host, spec.port):
-        raise RuntimeSetupError(
-            f"port {spec.port} on {spec.host} is already in use; choose another port or stop what listens there"
-        )
+    if spec.port and accepts_connections(spec.host, spec.port):
+        raise RuntimeSetupError(f"port {spec.port} on {spec.host} is already in use; choose another port "
+                                "or stop what listens there")
     command = spec.command(find_spark_submit())
     if stop_with_parent:
         command = _terminated_with_parent(command)
@@ -318,23 +344,18 @@ def start_thrift_server(
     env = {**os.environ, "SPARK_LOCAL_IP": spec.host}
     env.pop("PYSPARK_GATEWAY_PORT", None)  # never attach to the test process's own JVM
     with (state / LOG_FILE).open("ab") as log:
+        offset = log.tell()
         # Its own session (process group): stop() ends the server and nothing else.
-        process = subprocess.Popen(
-            command,
-            cwd=state,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    server = ThriftServer(spec, state, process)
-    (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": spec.port}))
+        process = subprocess.Popen(command, cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    server = ThriftServer(spec, state, process, log_offset=offset)
+    (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": spec.port or None}))
     try:
         server.wait_until_ready(start_timeout_s)
     except BaseException:
         server.stop()  # an early exit, a timeout or Ctrl-C: leave no process or state file behind
         raise
+    (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": server.port}))
     return server
 
 
@@ -361,8 +382,7 @@ def _wait_for_group_exit(pgid: int, timeout_s: float) -> None:
     while group_alive(pgid):
         if time.monotonic() > deadline:
             raise RuntimeSetupError(
-                f"process group {pgid} of the Spark Thrift Server survived SIGKILL for {timeout_s:.0f} s"
-            )
+                f"process group {pgid} of the Spark Thrift Server survived SIGKILL for {timeout_s:.0f} s")
         time.sleep(0.05)
 
 
@@ -384,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = sub.add_parser("start", help="start in the background; prints host, port and pid as JSON")
     start.add_argument("--warehouse", required=True, help="Iceberg warehouse directory (Hadoop catalog)")
     start.add_argument("--state-dir", default=".thrift_server", help="log, metastore and pid file live here")
-    start.add_argument("--port", type=int, default=None, help="default: a free port")
+    start.add_argument("--port", type=int, default=None, help="default: a free port the server binds itself")
     start.add_argument("--driver-memory", default="1g")
     stop = sub.add_parser("stop", help="stop the server recorded in --state-dir")
     stop.add_argument("--state-dir", default=".thrift_server")

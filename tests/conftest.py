@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+# The conflict gate's one import for the new tests (it may move to tests/support): they take it
+# through the `conflict_gate` fixture below.
+from dbt_iceberg_maint._conflict_gate import ConflictGate
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.spark import WAREHOUSE_ENV, resolve_iceberg_runtime, start_session, switch_warehouse
 from lab.postgres import ensure_jdbc_jar
@@ -71,3 +74,11 @@ class DbtProject:
 @pytest.fixture(scope="module")
 def dbt_project(warehouse: Path, installed_package: None, request: pytest.FixtureRequest) -> DbtProject:
     return DbtProject(schema=f"it_{request.module.__name__.rsplit('.', 1)[-1]}")
+
+
+@pytest.fixture(scope="module")
+def conflict_gate(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> ConflictGate:
+    """The conflict gate UDF registered on the shared session, with this module's own markers."""
+    gate = ConflictGate(tmp_path_factory.mktemp("gate"))
+    gate.register(spark)
+    return gate

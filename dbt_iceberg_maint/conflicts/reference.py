@@ -27,6 +27,9 @@ A `rewrite_data_files` wrapper ("Cannot commit rewrite because of ...") takes th
 `commit_state_unknown` > `invalid_request` > data conflicts > `commit_failed` > a bare rewrite
 wrapper.
 
+Which test makes real Iceberg 1.10 produce each kind through Spark and dbt, and why a few kinds
+cannot be produced that way: [conflict-kinds-evidence.md](conflict-kinds-evidence.md).
+
 | kind | retryable | recognised by | summary (what `classify` and `dbt-iceberg-maint classify` print) |
 |---|---|---|---|
 """

@@ -165,3 +165,46 @@ def test_cli_requires_an_action(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as usage:
         main([])
     assert usage.value.code == 2
+
+
+# A stand-in that binds port 0 and logs the line the real server logs (the real server is
+# started on port 0 by tests/thrift; this checks the reading of its log without a JVM).
+LISTENER = (
+    "import socket, time\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+    "print('26/11/23 16:22:00 INFO ThriftCLIService: Starting ThriftBinaryCLIService on port %d with 5...500 "
+    "worker threads' % s.getsockname()[1], flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def auto_port_spec(tmp_path: Path) -> ThriftServerSpec:
+    return ThriftServerSpec(catalog=server_catalog(tmp_path / "wh"), runtime=RUNTIME, port=0)
+
+
+def test_port_zero_is_read_from_this_servers_own_log_lines(tmp_path: Path) -> None:
+    log = tmp_path / "thrift_server.log"
+    # A previous server's lines in the same (appended) log must not be taken for this one's.
+    log.write_text("26/11/22 10:00:00 INFO ThriftCLIService: Starting ThriftBinaryCLIService on port 1 with x\n")
+    offset = log.stat().st_size
+    with log.open("ab") as out:
+        process = subprocess.Popen(["python3", "-c", LISTENER], stdout=out, start_new_session=True)
+    server = ThriftServer(auto_port_spec(tmp_path), tmp_path, process, log_offset=offset)
+    try:
+        with pytest.raises(RuntimeSetupError, match="has not reported its port yet"):
+            _ = server.port
+        server.wait_until_ready(timeout_s=30)
+        assert server.port > 1
+        assert f"on port {server.port} with" in log.read_text()
+    finally:
+        server.stop(timeout_s=5)
+
+
+def test_a_server_that_never_reports_its_port_times_out_clearly(tmp_path: Path) -> None:
+    process = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    server = ThriftServer(auto_port_spec(tmp_path), tmp_path, process)
+    try:
+        with pytest.raises(RuntimeSetupError, match=r"accept connections on 127\.0\.0\.1 \(port not reported"):
+            server.wait_until_ready(timeout_s=1)
+    finally:
+        server.stop(timeout_s=5)

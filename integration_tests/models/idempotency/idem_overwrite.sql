@@ -1,0 +1,16 @@
+{#- insert_overwrite (tests/integration/test_idempotency_table.py): re-running a batch after its
+    commit landed replaces the same partitions. Only built with --vars '{idempotency_scenario: true}'. -#}
+{{ config(
+    enabled=var('idempotency_scenario', false),
+    materialized='incremental',
+    incremental_strategy='insert_overwrite',
+    partition_by=['loaded_batch'],
+) }}
+
+select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
+from {{ ref('raw_events') }}
+{% if is_incremental() %}
+where batch = {{ var('batch') }}
+{% else %}
+where batch <= {{ var('batch') }}
+{% endif %}

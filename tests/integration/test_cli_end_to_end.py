@@ -1,0 +1,162 @@
+"""`dbt-iceberg-maint` as a command, end to end: click's CliRunner in-process, real dbt, real Spark.
+
+- `run --command build`: a MERGE that loses a real catalog race is re-run, a failing data test
+  is reported and not re-run; exit code, `--output json`, `--report`.
+- `classify` on the real structured (JSON) dbt.log of that run.
+- `maintain`: exit 0, 1 (an operation failed for real: `gc.enabled=false`), 2 (usage errors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from dbt_iceberg_maint.cli import main
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+from tests.integration.concurrency import RACE_CATALOG, join_all, lose_catalog_race, other_job
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tests.conftest import DbtProject
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_SECONDS = 180.0
+PROJECT = ["--project-dir", str(INTEGRATION_PROJECT)]
+
+
+def cli(dbt_project: DbtProject, *args: str) -> Result:
+    return CliRunner().invoke(main, list(args), env=dict(dbt_project.env), catch_exceptions=False)
+
+
+def json_document(stdout: str) -> Any:
+    """The JSON the command printed. dbt's own console log (timestamped lines) comes first: in
+    process, dbt writes it to the same stdout."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(("{", "[")))
+    return json.loads("\n".join(lines[start:]))
+
+
+@pytest.fixture(scope="module")
+def built(dbt_project: DbtProject) -> DbtProject:
+    dbt_project("seed", "--select", "raw_events")
+    dbt_project("run", "--select", "event_log", "cli_merge", "cli_checked", "--vars", "{cli_scenario: true, batch: 1}")
+    dbt_project("run", "--select", "event_log", "--vars", "{batch: 2}")
+    return dbt_project
+
+
+@pytest.fixture(scope="module")
+def build_run(
+    spark: SparkSession, warehouse: Path, built: DbtProject, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Result, Path, Path]]:
+    tmp = tmp_path_factory.mktemp("cli_run")
+    job = other_job(spark, warehouse, tmp)
+    metadata = warehouse.resolve() / built.schema / "cli_merge" / "metadata"
+    race = lose_catalog_race(spark, job, metadata, f"{RACE_CATALOG}.{built.schema}.cli_merge",
+                             name="cli_merge", timeout_seconds=TIMEOUT_SECONDS)
+    report, logs = tmp / "report.json", tmp / "logs"
+    try:
+        result = cli(
+            built, "run", "--command", "build", "--max-attempts", "2", "--backoff-seconds", "0",
+            "--output", "json", "--report", str(report), *PROJECT,
+            "--select", "cli_merge", "cli_checked", "--vars", "{cli_scenario: true, batch: 2}",
+            "--log-path", str(logs), "--log-format-file", "json",
+        )
+    finally:
+        join_all([race], TIMEOUT_SECONDS)
+    race.check()
+    yield result, report, logs
+
+
+def nodes_by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {node["name"]: node for node in document["nodes"]}
+
+
+def test_run_build_re_runs_the_lost_race_and_reports_the_failing_test(
+    build_run: tuple[Result, Path, Path], spark: SparkSession, built: DbtProject
+) -> None:
+    result, report, _ = build_run
+    assert result.exit_code == 1, result.output  # the data test still fails
+    document = json_document(result.stdout)
+    assert json.loads(report.read_text()) == document
+    assert document["success"] is False and document["attempts"] == 2
+    nodes = nodes_by_name(document)
+    merge = nodes["cli_merge"]
+    assert merge["kinds"] == ["commit_failed", None] and merge["final_status"] == "success"
+    assert "already exists" in merge["history"][0]["message"]
+    [test] = [n for n in document["nodes"] if n["resource_type"] == "test"]
+    assert test["name"].startswith("accepted_values_cli_checked_event_type")
+    assert test["final_status"] == "fail" and test["kinds"] == ["not_iceberg_conflict"]
+    assert test["not_rerun_reason"].startswith("not_iceberg_conflict")
+    # The re-run merged batch 2 once: one row per event id, all from batch 2, plus the race's row.
+    row = spark.sql(
+        f"select count(*) as n, count(distinct event_id) as ids, sum(if(loaded_batch = 2, 1, 0)) as b2 "
+        f"from {built.table('cli_merge')}"
+    ).collect()[0]
+    raw_events = built.table("raw_events")
+    raw = spark.sql(f"select count(distinct event_id) from {raw_events} where batch <= 2").collect()[0][0]
+    assert (row["n"], row["ids"], row["b2"]) == (raw + 1, raw + 1, raw)
+
+
+def test_classify_reads_the_real_json_dbt_log(build_run: tuple[Result, Path, Path], built: DbtProject) -> None:
+    _, _, logs = build_run
+    log = logs / "dbt.log"
+    first_line = log.read_text().splitlines()[0]
+    assert json.loads(first_line)["info"]["name"]  # really dbt's structured log
+    result = cli(built, "classify", "--output", "json", str(log))
+    assert result.exit_code == 0, result.output
+    rows = json_document(result.stdout)
+    kinds = {(row["source"], row["kind"]) for row in rows}
+    assert any("cli_merge" in source and kind == "commit_failed" for source, kind in kinds), kinds
+    assert any("accepted_values" in source and kind == "not_iceberg_conflict" for source, kind in kinds), kinds
+    assert {kind for _, kind in kinds} == {"commit_failed", "not_iceberg_conflict"}
+
+
+def test_maintain_command_succeeds_with_json_output_and_report(
+    built: DbtProject, tmp_path: Path, spark: SparkSession
+) -> None:
+    report = tmp_path / "maintenance.json"
+    result = cli(built, "maintain", "--select", "event_log", "--operation", "rewrite_manifests", "--force",
+                 "--output", "json", "--report", str(report), *PROJECT)
+    assert result.exit_code == 0, result.output
+    document = json_document(result.stdout)
+    assert json.loads(report.read_text()) == document
+    [record] = document["results"]
+    assert (record["operation"], record["status"]) == ("rewrite_manifests", "success")
+    assert record["table"].endswith(f"{built.schema}.event_log")
+    assert document["counts"]["success"] == 1 and document["counts"]["failed"] == 0
+
+
+def test_maintain_command_exits_1_when_an_operation_fails(built: DbtProject, spark: SparkSession) -> None:
+    table = built.table("event_log")
+    spark.sql(f"alter table {table} set tblproperties ('gc.enabled' = 'false')")
+    try:
+        result = cli(built, "maintain", "--select", "event_log", "--operation", "expire_snapshots", "--force",
+                     *PROJECT)
+    finally:
+        spark.sql(f"alter table {table} set tblproperties ('gc.enabled' = 'true')")
+    assert result.exit_code == 1, result.output
+    assert "1 operation(s) failed" in result.output
+    assert "expire_snapshots" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["maintain", "--operation", "vacuum"], "'vacuum' is not one of"),
+        (["maintain", "--select", "event_log", "--target", "session", "--force"],
+         "--force after the dbt arguments would go to dbt"),
+        (["run", "--max-attempts", "0"], "0 is not in the range x>=1"),
+    ],
+    ids=["unknown_operation", "own_option_after_dbt_args", "max_attempts_below_one"],
+)
+def test_usage_errors_exit_2_and_run_nothing(built: DbtProject, args: list[str], message: str) -> None:
+    result = cli(built, args[0], *PROJECT, *args[1:])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
