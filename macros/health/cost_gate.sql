@@ -7,27 +7,34 @@
     cold-scoped compaction when a write turned cold since the last maintenance.
     gate: the resolved cost_gate section {enabled, skip_unchanged, min_new_records,
     min_new_bytes, min_interval_hours}. One query on the `snapshots` metadata table. -#}
-{% macro iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours=none) %}
-  {{ return(adapter.dispatch('iceberg_maint_cost_gate_reason', 'dbt_iceberg_maint')(relation, operation, gate, cold_partitions_hours)) }}
+{% macro iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours=none, as_of=none) %}
+  {{ return(adapter.dispatch('iceberg_maint_cost_gate_reason', 'dbt_iceberg_maint')(relation=relation,
+      operation=operation, gate=gate, cold_partitions_hours=cold_partitions_hours, as_of=as_of)) }}
 {% endmacro %}
 
-{% macro default__iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.iceberg_maint_cost_gate_reason is not implemented for adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% macro default__iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours, as_of) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.iceberg_maint_cost_gate_reason is not implemented for "
+      ~ "adapter '" ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours) %}
+{#- as_of: the reference time (a UTC datetime; default now). -#}
+{% macro spark__iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours, as_of) %}
   {%- set gate = gate or {} -%}
   {%- if not gate.get('enabled', true) or not execute -%}{{ return(none) }}{%- endif -%}
   {%- set interval = gate.get('min_interval_hours') -%}
   {%- set unchanged = gate.get('skip_unchanged', false) -%}
   {%- set min_records = gate.get('min_new_records') -%}
   {%- set min_bytes = gate.get('min_new_bytes') -%}
-  {%- if interval is none and not unchanged and min_records is none and min_bytes is none -%}{{ return(none) }}{%- endif -%}
-  {%- set table = dbt_iceberg_maint._hp_table_name(relation) -%}
+  {%- if interval is none and not unchanged and min_records is none and min_bytes is none -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
+  {%- set now_sql = 'current_timestamp()' if as_of is none
+        else dbt_iceberg_maint._iceberg_maint_timestamp_literal(as_of) -%}
   {%- set rows = run_query("select snapshot_id, unix_millis(committed_at) as ts, operation,
         coalesce(cast(summary['added-records'] as bigint), 0) as added_records,
         coalesce(cast(summary['added-files-size'] as bigint), 0) as added_bytes,
-        unix_millis(current_timestamp()) as now_ms
+        unix_millis(" ~ now_sql ~ ") as now_ms
       from " ~ table ~ ".snapshots order by committed_at, snapshot_id").rows -%}
   {%- set last = namespace(ts=none) -%}
   {%- for row in rows if row['operation'] == 'replace' -%}{%- set last.ts = row['ts'] | int -%}{%- endfor -%}
@@ -56,10 +63,12 @@
     {{ return('cost gate: no new snapshot since the last maintenance ' ~ hours_ago ~ ' h ago (skip_unchanged)') }}
   {%- endif -%}
   {%- if min_records is not none and since.records < min_records -%}
-    {{ return('cost gate: ' ~ since.records ~ ' records added since the last maintenance, below min_new_records ' ~ min_records) }}
+    {{ return('cost gate: ' ~ since.records ~ ' records added since the last maintenance, below min_new_records '
+        ~ min_records) }}
   {%- endif -%}
   {%- if min_bytes is not none and since.bytes < min_bytes -%}
-    {{ return('cost gate: ' ~ since.bytes ~ ' bytes added since the last maintenance, below min_new_bytes ' ~ min_bytes) }}
+    {{ return('cost gate: ' ~ since.bytes ~ ' bytes added since the last maintenance, below min_new_bytes '
+        ~ min_bytes) }}
   {%- endif -%}
   {{ return(none) }}
 {% endmacro %}

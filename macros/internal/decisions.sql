@@ -81,7 +81,8 @@
   {%- endif -%}
   {%- set defaults = dbt_iceberg_maint._iceberg_maint_policy_defaults() -%}
   {#- lint_ignore: {rule: reason}, read by `dbt-iceberg-maint lint` (which validates it), not by the macros. -#}
-  {%- set allowed = defaults.keys() | list + ['idempotent', 'isolation_level', 'commit_retry', 'properties', 'lint_ignore'] -%}
+  {%- set allowed = defaults.keys() | list
+        + ['idempotent', 'isolation_level', 'commit_retry', 'properties', 'lint_ignore'] -%}
   {%- set errors = [] -%}
   {%- for key, value in raw_policy.items() -%}
     {%- if key not in allowed -%}
@@ -112,6 +113,16 @@
   {%- for operation in dbt_iceberg_maint._iceberg_maint_operation_order() -%}
     {%- set policy_errors = dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'policy_errors') -%}
     {%- do errors.extend(policy_errors(policy[dbt_iceberg_maint._iceberg_maint_policy_section(operation)])) -%}
+  {%- endfor -%}
+  {%- set gate = policy.cost_gate -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('policy cost_gate', 'skip_unchanged',
+        gate.skip_unchanged)) -%}
+  {%- for key in ['min_new_records', 'min_new_bytes', 'min_interval_hours'] -%}
+    {%- set value = gate[key] -%}
+    {%- if value is not none and (value is boolean or value is not number or value < 0) -%}
+      {%- do errors.append("policy cost_gate: argument `" ~ key ~ "` is " ~ value
+            ~ "; expected a number >= 0 or none") -%}
+    {%- endif -%}
   {%- endfor -%}
   {{ return(errors) }}
 {% endmacro %}

@@ -7,6 +7,9 @@
     {%- do defaults.update({dbt_iceberg_maint._iceberg_maint_policy_section(operation):
           dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'defaults')()}) -%}
   {%- endfor -%}
+  {#- Cost gate (macros/health/cost_gate.sql): off until one of its keys is set. -#}
+  {%- do defaults.update({'cost_gate': {'enabled': true, 'skip_unchanged': false, 'min_new_records': none,
+        'min_new_bytes': none, 'min_interval_hours': none}}) -%}
   {{ return(defaults) }}
 {% endmacro %}
 

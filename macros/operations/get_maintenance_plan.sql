@@ -59,6 +59,15 @@
           as_of=as_of_text) -%}
   {%- endif -%}
 
+  {#- The cost gate (off by default; force ignores it like the thresholds): why a due operation
+      is skipped on a table nobody wrote to since its last maintenance. -#}
+  {%- set gate_reasons = {} -%}
+  {%- set policy_section = dbt_iceberg_maint._iceberg_maint_policy_section -%}
+  {%- for operation in requested if not force and resolved[policy_section(operation)].enabled -%}
+    {%- do gate_reasons.update({operation: dbt_iceberg_maint.iceberg_maint_cost_gate_reason(relation, operation,
+          resolved.cost_gate, resolved.compaction.cold_partitions_hours, as_of=instant.value)}) -%}
+  {%- endfor -%}
+  {%- set gated = gate_reasons.get -%}
   {%- set rewrites_planned = [] -%}
   {%- for operation in requested -%}
     {%- set section_name = dbt_iceberg_maint._iceberg_maint_policy_section(operation) -%}
@@ -84,6 +93,8 @@
     {%- if not section.enabled -%}
       {%- do steps.append(step(table, operation, 'skipped', 'disabled by meta.iceberg_maint.' ~ section_name
             ~ '.enabled: false')) -%}
+    {%- elif gated(operation) -%}
+      {%- do steps.append(step(table, operation, 'skipped', gated(operation))) -%}
     {%- elif not decision.due -%}
       {%- do steps.append(step(table, operation, 'skipped', decision.reason)) -%}
     {%- elif operation in ['expire_snapshots', 'remove_orphan_files']
