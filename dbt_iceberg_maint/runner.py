@@ -30,6 +30,7 @@ from typing import Any
 from dbt_iceberg_maint.conflicts import Classification, classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.idempotency import idempotency
+from dbt_iceberg_maint.landed import COMMIT_STATE_UNKNOWN, LandedVerdict, Statement, TableLog, verify_landed
 from dbt_iceberg_maint.invoke import (
     FAILED_STATUSES,
     DbtInvocation,
@@ -37,6 +38,13 @@ from dbt_iceberg_maint.invoke import (
     NodeResult,
     default_profiles_dir,
     invoke_dbt,
+)
+from dbt_iceberg_maint.snapshot_reader import (
+    CONTEXT_FLAGS,
+    DbtSnapshotReader,
+    SnapshotReader,
+    keep_flags,
+    verified_table,
 )
 
 # Only these end a node successfully. `partial success` (a microbatch model with failed
@@ -79,6 +87,11 @@ class RerunDecision:
     reason: str
     classification: Classification | None = None
     selector: str | None = None
+    landed: LandedVerdict | None = None
+    # The write landed and the failure left nothing undone (commit_state_unknown that landed).
+    resolved: bool = False
+    # dbt arguments that re-run the failed post-hook alone (the write landed, the hook is safe).
+    hook_rerun: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -184,29 +197,75 @@ def exact_selector(unique_id: str, nodes: Nodes, root_project: str | None = None
     return spec
 
 
-def _decide_failure(outcome: NodeOutcome, nodes: Nodes, root_project: str | None) -> RerunDecision:
+# A post-hook the runner may repeat alone when the model's write landed: this package's
+# maintain(), which `iceberg_maintenance` runs for the same model with the same policy.
+REPEATABLE_HOOKS = frozenset({"{{dbt_iceberg_maint.maintain()}}"})
+
+
+def hook_rerun_args(node: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+    """`dbt run-operation` arguments that repeat the node's post-hooks alone, or None when they
+    are not all known to be safe to repeat (see `REPEATABLE_HOOKS`)."""
+    if not node:
+        return None
+    config = node.get("config") or {}
+    hooks = config.get("post-hook") or config.get("post_hook") or []
+    sqls = ["".join(str(h.get("sql", "") if isinstance(h, Mapping) else h).split()) for h in hooks]
+    if not sqls or any(sql not in REPEATABLE_HOOKS for sql in sqls):
+        return None
+    name = f"{node.get('package_name')}.{node.get('name')}" if node.get("package_name") else str(node.get("name"))
+    return ("run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps({"select": [name]}))
+
+
+def _decide_failure(
+    outcome: NodeOutcome, nodes: Nodes, root_project: str | None, landed: LandedVerdict | None = None
+) -> RerunDecision:
     uid = outcome.unique_id
     verdict = classify(outcome.message or "")
+    kind = verdict.kind
 
     def refuse(reason: str) -> RerunDecision:
-        return RerunDecision(uid, False, reason, verdict)
+        return RerunDecision(uid, False, reason, verdict, landed=landed)
 
+    def rerun(reason: str) -> RerunDecision:
+        try:
+            spec = exact_selector(uid, nodes, root_project)
+        except NotSelectable as exc:
+            return refuse(f"{reason}, but the node cannot be selected exactly: {exc}")
+        return RerunDecision(uid, True, reason, verdict, spec, landed=landed)
+
+    undecided = f"whether its write landed cannot be decided: {landed.reason}" if landed else (
+        "its write was not verified (no snapshot record of its table)")
+    if kind == COMMIT_STATE_UNKNOWN:
+        if landed is None:  # today's answer
+            return refuse(f"{kind}: not a retryable Iceberg conflict; {verdict.summary}; {undecided}")
+        if landed.landed is None:
+            return refuse(f"{kind}: not re-run, {undecided}")
+        if landed.landed:
+            return RerunDecision(uid, False, f"write landed; commit failed: {kind}; counts as success "
+                                             f"({landed.reason})", verdict, landed=landed, resolved=True)
+        return rerun(f"{kind}: the write verifiably did not land ({landed.reason}); re-run")
     if not verdict.retryable:
-        return refuse(f"{verdict.kind}: not a retryable Iceberg conflict; {verdict.summary}")
+        return refuse(f"{kind}: not a retryable Iceberg conflict; {verdict.summary}")
     node = nodes.get(uid)
     if node is None:
-        return refuse(f"{verdict.kind} is retryable, but the node is not in the manifest: cannot judge idempotency")
+        return refuse(f"{kind} is retryable, but the node is not in the manifest: cannot judge idempotency")
     try:
         safe = idempotency(node)
     except UsageError as exc:  # a bad `meta.iceberg_maint.idempotent`: this node's problem, not the run's
-        return refuse(f"{verdict.kind} is retryable, but not re-run: {exc}")
-    if not safe.idempotent:
-        return refuse(f"{verdict.kind} is retryable, but the node is not idempotent ({safe.reason})")
-    try:
-        spec = exact_selector(uid, nodes, root_project)
-    except NotSelectable as exc:
-        return refuse(f"{verdict.kind} is retryable, but the node cannot be selected exactly: {exc}")
-    return RerunDecision(uid, True, f"{verdict.kind}: retryable and idempotent ({safe.reason})", verdict, spec)
+        return refuse(f"{kind} is retryable, but not re-run: {exc}")
+    if safe.idempotent:  # today's rule, whatever the snapshots say: a re-run cannot duplicate
+        return rerun(f"{kind}: retryable and idempotent ({safe.reason})")
+    if landed is None or landed.landed is None:
+        return refuse(f"{kind} is retryable, but the node is not idempotent ({safe.reason}) and {undecided}")
+    if not landed.landed:
+        return rerun(f"{kind}: retryable; the node is not idempotent ({safe.reason}) but its write verifiably "
+                     f"did not land ({landed.reason}); re-run")
+    hook = hook_rerun_args(node)
+    repeat = ("its post-hook (maintain()) is re-run alone" if hook else
+              "its post-hook is not re-run (only this package's maintain() hook is known to be safe to repeat)")
+    decision = refuse(f"write landed; post-hook failed: {kind}; the model is not re-run: the node is not "
+                      f"idempotent ({safe.reason}); {repeat} ({landed.reason})")
+    return RerunDecision(uid, False, decision.reason, verdict, landed=landed, hook_rerun=hook)
 
 
 def _decide_skipped(
@@ -227,27 +286,37 @@ def _decide_skipped(
     return RerunDecision(uid, True, f"{because}; re-run with it", selector=spec)
 
 
-def plan_reruns(outcomes: Sequence[NodeOutcome], nodes: Nodes, *, root_project: str | None = None) -> RerunPlan:
+def plan_reruns(
+    outcomes: Sequence[NodeOutcome],
+    nodes: Nodes,
+    *,
+    root_project: str | None = None,
+    landed: Mapping[str, LandedVerdict] | None = None,
+) -> RerunPlan:
     """Decide which nodes of one attempt to re-run (pure; conservative when in doubt).
 
     `nodes`: manifest nodes by unique_id (manifest.json `nodes` and `unit_tests`), ideally the
     whole project so that ancestry runs through ephemeral models. `root_project`: the manifest's
     `metadata.project_name` (see `exact_selector`). Every node that did not succeed gets a
-    decision; successful nodes get none.
+    decision; successful nodes get none. `landed`: landed verification per failed node
+    (`landed.verify_landed`): a node that is not idempotent, or failed with
+    `commit_state_unknown`, is re-run only when its write verifiably did not land.
     """
     decisions: dict[str, RerunDecision] = {}
     for outcome in outcomes:
         uid, status = outcome.unique_id, outcome.status
         if status in FAILED_STATUSES:
-            decisions[uid] = _decide_failure(outcome, nodes, root_project)
+            decisions[uid] = _decide_failure(outcome, nodes, root_project, (landed or {}).get(uid))
         elif status not in SUCCESS_STATUSES and status != SKIPPED_STATUS:
             reason = NOT_RERUN_STATUSES.get(status, f"status {status!r}: not a failure the runner re-runs")
             decisions[uid] = RerunDecision(uid, False, reason)
     rerun = tuple(uid for uid, decision in decisions.items() if decision.rerun)
     unsuccessful = set(decisions)
+    # A commit_state_unknown that landed is a success: its skipped children run again.
+    unblocked = set(rerun) | {uid for uid, decision in decisions.items() if decision.resolved}
     skipped = [o.unique_id for o in outcomes if o.status == SKIPPED_STATUS]
     for uid in skipped:
-        decisions[uid] = _decide_skipped(uid, nodes, root_project, unsuccessful, set(rerun))
+        decisions[uid] = _decide_skipped(uid, nodes, root_project, unsuccessful, unblocked)
     return RerunPlan(rerun, tuple(uid for uid in skipped if decisions[uid].rerun), decisions)
 
 
@@ -296,6 +365,19 @@ class AttemptRecord:
     status: str
     kind: str | None  # classification kind of a failure, None when the node did not fail
     message: str | None = field(default=None, repr=False)
+    landed: LandedVerdict | None = None  # landed verification of a failure, when it ran
+
+
+@dataclass(frozen=True)
+class HookRerun:
+    """The failed post-hook re-run alone (the model's write had landed)."""
+
+    args: tuple[str, ...]
+    success: bool
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": "dbt " + " ".join(self.args), "success": self.success, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -306,13 +388,24 @@ class NodeReport:
     final_status: str
     attempts: tuple[AttemptRecord, ...]
     not_rerun_reason: str | None
+    hook_rerun: HookRerun | None = None
 
     @property
     def succeeded(self) -> bool:
         return self.final_status in SUCCESS_STATUSES
 
+    @property
+    def failed_once(self) -> bool:
+        return any(record.status in FAILED_STATUSES for record in self.attempts)
+
+    @property
+    def landed(self) -> LandedVerdict | None:
+        """The verification of the last failed attempt."""
+        failed = [record for record in self.attempts if record.status in FAILED_STATUSES]
+        return failed[-1].landed if failed else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "unique_id": self.unique_id,
             "name": self.name,
             "resource_type": self.resource_type,
@@ -320,11 +413,22 @@ class NodeReport:
             "attempts": len(self.attempts),
             "kinds": [record.kind for record in self.attempts],
             "history": [
-                {"attempt": r.attempt, "status": r.status, "kind": r.kind, "message": r.message}
+                {"attempt": r.attempt, "status": r.status, "kind": r.kind, "message": r.message,
+                 **({"write_landed": r.landed.landed, "landed_evidence": r.landed.to_dict()} if r.landed else {})}
                 for r in self.attempts
             ],
             "not_rerun_reason": self.not_rerun_reason,
         }
+        if self.failed_once:
+            landed = self.landed
+            document["write_landed"] = landed.landed if landed else None
+            document["landed_evidence"] = landed.to_dict() if landed else {
+                "table": None, "recorded_snapshot_id": None, "snapshot_ids": [],
+                "why": "not verified: no snapshot record of the node's table (not an Iceberg table or "
+                       "incremental model, or its snapshots could not be read)"}
+        if self.hook_rerun is not None:
+            document["hook_rerun"] = self.hook_rerun.to_dict()
+        return document
 
 
 @dataclass(frozen=True)
@@ -377,14 +481,19 @@ class _ReportBuilder:
         self.history: dict[str, list[AttemptRecord]] = {}
         self.info: dict[str, NodeResult] = {}
         self.reasons: dict[str, str | None] = {}
+        self.resolved: set[str] = set()
+        self.hooks: dict[str, HookRerun] = {}
 
-    def record(self, attempt: int, results: Sequence[NodeResult], selected: Sequence[str] = ()) -> None:
+    def record(self, attempt: int, results: Sequence[NodeResult], selected: Sequence[str] = (),
+               landed: Mapping[str, LandedVerdict] | None = None) -> None:
         """`selected`: what this attempt re-runs; dbt not running one of them is reported too."""
         for result in results:
             kind = classify(result.message or "").kind if result.status in FAILED_STATUSES else None
             self.history.setdefault(result.unique_id, []).append(
-                AttemptRecord(attempt, result.status, kind, result.message)
+                AttemptRecord(attempt, result.status, kind, result.message, (landed or {}).get(result.unique_id))
             )
+            self.resolved.discard(result.unique_id)
+            self.hooks.pop(result.unique_id, None)
             self.info[result.unique_id] = result
             self.reasons[result.unique_id] = None
         ran = {result.unique_id for result in results}
@@ -396,6 +505,17 @@ class _ReportBuilder:
         for unique_id, decision in plan.decisions.items():
             if not decision.rerun:
                 self.reasons[unique_id] = decision.reason
+            if decision.resolved:
+                self.resolved.add(unique_id)
+
+    def hook(self, unique_id: str, rerun: HookRerun) -> None:
+        """The failed post-hook was re-run alone; its success completes the node."""
+        self.hooks[unique_id] = rerun
+        outcome = "succeeded" if rerun.success else f"failed: {rerun.message}"
+        self.reasons[unique_id] = f"{self.reasons.get(unique_id)}; hook re-run alone (dbt {' '.join(rerun.args)}) " \
+                                  f"{outcome}"
+        if rerun.success:
+            self.resolved.add(unique_id)
 
     def exhausted(self, plan: RerunPlan, max_attempts: int) -> None:
         for unique_id in plan.selected:
@@ -411,9 +531,12 @@ class _ReportBuilder:
                 unique_id=uid,
                 name=self.info[uid].name,
                 resource_type=self.info[uid].resource_type,
-                final_status=records[-1].status,
+                # A landed commit_state_unknown, or a landed write whose hook re-run alone
+                # succeeded, leaves nothing undone.
+                final_status="success" if uid in self.resolved else records[-1].status,
                 attempts=tuple(records),
                 not_rerun_reason=self.reasons.get(uid),
+                hook_rerun=self.hooks.get(uid),
             )
             for uid, records in self.history.items()
         )
@@ -433,14 +556,18 @@ def run_dbt_with_retries(
     backoff: Callable[[int], float] = exponential_backoff,
     sleep: Callable[[float], None] = time.sleep,
     invoke: Invoker | None = None,
+    snapshots: SnapshotReader | None = None,
+    verify_landed_writes: bool = True,
 ) -> RunReport:
-    """Run `dbt <command> <dbt_args>` in-process; re-run retryable, idempotent failures.
+    """Run `dbt <command> <dbt_args>` in-process; re-run retryable, idempotent failures, and
+    failures of other nodes whose write verifiably did not land (landed verification).
 
     The Python API behind `dbt-iceberg-maint run` (for Airflow, Dagster, ...). Returns the
     report; never raises for model failures (see `RunReport.success` / `exit_code`). Plans from
     the manifest.json dbt writes (the whole graph; without it, only the nodes that ran).
     `profiles_dir` defaults as in dbt: DBT_PROFILES_DIR, the project directory if it holds a
-    profiles.yml, else ~/.dbt.
+    profiles.yml, else ~/.dbt. `snapshots`: how snapshot logs are read (default: through dbt,
+    when dbt is not injected via `invoke`); `verify_landed_writes=False` turns verification off.
     """
     if command not in COMMANDS:
         raise UsageError(f"command {command!r} is not supported; expected one of {', '.join(COMMANDS)}")
@@ -458,6 +585,9 @@ def run_dbt_with_retries(
         return invoke_dbt(args, project_dir, profiles, env, read_manifest=True)
 
     call = invoke or default_invoke
+    reader = snapshots if snapshots is not None else (DbtSnapshotReader(call, dbt_args) if invoke is None else None)
+    if not verify_landed_writes:
+        reader = None
     report = _ReportBuilder()
     args: list[str] = [command, *dbt_args]
     attempt = 0
@@ -466,21 +596,29 @@ def run_dbt_with_retries(
     selected: tuple[str, ...] = ()
     while True:
         attempt += 1
+        watch = _SnapshotWatch(reader, reader.selected_nodes(dbt_args) if attempt == 1 else
+                               {uid: nodes[uid] for uid in selected if uid in nodes}) if reader else None
         invocation = call(args)
         if not invocation.nodes and not invocation.success:
             # dbt itself failed (bad arguments, project or profile error): nothing to re-run.
             return report.build(command, dbt_args, attempt, max_attempts,
                                 invocation.exception or "dbt failed before running any node",
                                 usage_error=invocation.usage_error)
-        report.record(attempt, invocation.nodes, selected)
+        landed = watch.verify(invocation) if watch else {}
+        report.record(attempt, invocation.nodes, selected, landed)
         nodes.update({n.unique_id: n.manifest_node for n in invocation.nodes if n.manifest_node})
         if invocation.manifest is not None:
             nodes.update(invocation.manifest.nodes)
             root_project = invocation.manifest.project_name
         outcomes = [NodeOutcome(n.unique_id, n.status, n.message) for n in invocation.nodes]
-        plan = plan_reruns(outcomes, nodes, root_project=root_project)
+        plan = plan_reruns(outcomes, nodes, root_project=root_project, landed=landed)
         report.decide(plan)
-        if not plan.rerun:
+        for uid, decision in plan.decisions.items():
+            if decision.hook_rerun:
+                hook_args = [*decision.hook_rerun, *keep_flags(dbt_args, CONTEXT_FLAGS)]
+                hook = call(hook_args)
+                report.hook(uid, HookRerun(tuple(hook_args), hook.success, hook.exception))
+        if not plan.selected:
             break
         if attempt >= max_attempts:
             report.exhausted(plan, max_attempts)
@@ -489,6 +627,39 @@ def run_dbt_with_retries(
         args = rerun_args(command, dbt_args, plan)
         selected = plan.selected
     return report.build(command, dbt_args, attempt, max_attempts, None)
+
+
+class _SnapshotWatch:
+    """One attempt's landed verification: the tables' current snapshots before, the verdicts after."""
+
+    def __init__(self, reader: SnapshotReader, candidates: Mapping[str, Mapping[str, Any]]) -> None:
+        self.reader = reader
+        self.tables = {uid: table for uid, node in candidates.items() if (table := verified_table(node))}
+        read = reader.read(sorted(set(self.tables.values())), {})
+        self.app_id = read.app_id
+        self.before: Mapping[str, TableLog] = read.tables
+
+    def verify(self, invocation: DbtInvocation) -> dict[str, LandedVerdict]:
+        failed = [n for n in invocation.nodes
+                  if n.status in FAILED_STATUSES and self.tables.get(n.unique_id) in self.before]
+        if not failed:
+            return {}
+        tables = sorted({self.tables[n.unique_id] for n in failed})
+        after = {t: current.snapshot_id for t in tables if (current := self.before[t].current) is not None}
+        read = self.reader.read(tables, after)
+        verdicts: dict[str, LandedVerdict] = {}
+        for node in failed:
+            table = self.tables[node.unique_id]
+            log = read.tables.get(table)
+            if log is None:
+                why = f"the snapshot log of {table} could not be read after the attempt: {read.error or 'missing'}"
+                verdicts[node.unique_id] = LandedVerdict(table, None, why)
+                continue
+            statements = tuple(Statement(start, end) for start, end in invocation.statements.get(node.unique_id, ()))
+            verdicts[node.unique_id] = verify_landed(
+                self.before[table], log, kind=classify(node.message or "").kind,
+                app_id=read.app_id or self.app_id, statements=statements)
+        return verdicts
 
 
 # ---------------------------------------------------------------------------------------------
