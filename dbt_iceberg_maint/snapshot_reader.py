@@ -77,7 +77,7 @@ class DbtSnapshotReader:
     def selected_nodes(self, dbt_args: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         selection = keep_flags(dbt_args, SELECTION_FLAGS)
         invocation = self.invoke(["ls", "--resource-type", "model", "--output", "json", "--output-keys",
-                                  "unique_id,name,resource_type,schema,alias,config", *selection, *self.context])
+                                  "unique_id name resource_type schema alias config", *selection, *self.context])
         nodes: dict[str, Mapping[str, Any]] = {}
         for line in invocation.listed:
             try:
