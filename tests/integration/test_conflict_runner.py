@@ -68,7 +68,7 @@ def scenario(
     gate = ConflictGate(tmp_path_factory.mktemp("gate"))
     gate.register(spark)
     dbt_project("build", "--select", "raw_events", *MODELS, "--vars", SCENARIO % 1)
-    for model in MODELS:
+    for model in SCENARIO_MODELS:
         # Several small files in every partition the MERGE touches, so that the compaction
         # really replaces files the MERGE reads.
         add_small_files(spark, dbt_project.table(model))
