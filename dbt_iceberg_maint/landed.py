@@ -139,7 +139,8 @@ def snapshot_from_row(row: Mapping[str, Any]) -> Snapshot:
             deleted_records=_int_or_none(row.get("deleted_records")),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise SnapshotLogError(f"snapshot row {dict(row)!r} lacks {exc}; expected snapshot_id, committed_at_ms") from exc
+        raise SnapshotLogError(
+            f"snapshot row {dict(row)!r} lacks {exc}; expected snapshot_id, committed_at_ms") from exc
 
 
 def parse_snapshot_lines(messages: Sequence[str]) -> tuple[str | None, dict[str, TableLog]]:

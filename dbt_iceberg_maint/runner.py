@@ -30,7 +30,6 @@ from typing import Any
 from dbt_iceberg_maint.conflicts import Classification, classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.idempotency import idempotency
-from dbt_iceberg_maint.landed import COMMIT_STATE_UNKNOWN, LandedVerdict, Statement, TableLog, verify_landed
 from dbt_iceberg_maint.invoke import (
     FAILED_STATUSES,
     DbtInvocation,
@@ -39,6 +38,7 @@ from dbt_iceberg_maint.invoke import (
     default_profiles_dir,
     invoke_dbt,
 )
+from dbt_iceberg_maint.landed import COMMIT_STATE_UNKNOWN, LandedVerdict, Statement, TableLog, verify_landed
 from dbt_iceberg_maint.snapshot_reader import (
     CONTEXT_FLAGS,
     DbtSnapshotReader,

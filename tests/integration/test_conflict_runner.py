@@ -81,7 +81,7 @@ def scenario(
         gate.arm(model)
         commits[model] = gate.commit_when_reached(model, maintenance, compaction_sql(dbt_project.table(model)))
     contested = dbt_project.table(CONTESTED)
-    appended = spark.sql(f"select count(*) from {contested} where loaded_batch = 1 and event_id % 5 = 0").collect()[0][0]
+    appended = spark.sql(f"select count(*) from {contested} where loaded_batch = 1 and event_id % 5 = 0").first()[0]
     gate.arm(CONTESTED)
     commits[CONTESTED] = gate.commit_when_reached(CONTESTED, maintenance, (
         f"insert into {contested} select event_id + 200000, user_id, event_type, event_ts, amount, 0 "
@@ -197,7 +197,8 @@ def test_undecidable_when_the_same_application_wrote_meanwhile_is_refused(
     assert str(appends[0][0]) in reason
     # Refused: the MERGE did not land and nothing of batch 2 is there; the other writer's rows are.
     assert spark.sql(f"select count(*) from {table} where loaded_batch = 2").collect()[0][0] == 0
-    assert spark.sql(f"select count(*) from {table} where loaded_batch = 0").collect()[0][0] == scenario.contested_append
+    appended = spark.sql(f"select count(*) from {table} where loaded_batch = 0").collect()[0][0]
+    assert appended == scenario.contested_append
 
 
 def test_sql_error_is_not_re_run_and_the_run_reports_failure(scenario: Scenario) -> None:

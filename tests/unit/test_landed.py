@@ -168,8 +168,10 @@ def test_snapshot_lines_among_other_log_lines() -> None:
     assert APPEND.added_records == 35 and APPEND.changes_data
 
 
-@pytest.mark.parametrize("bad", [f"{SNAPSHOTS_MARKER} {{not json", line({"tables": [{"table": "s.t", "exists": True,
-                                                                                     "snapshots": [{"operation": "x"}]}]})])
+NO_ID = {"tables": [{"table": "s.t", "exists": True, "snapshots": [{"operation": "x"}]}]}
+
+
+@pytest.mark.parametrize("bad", [f"{SNAPSHOTS_MARKER} {{not json", line(NO_ID)])
 def test_unreadable_snapshot_lines_raise(bad: str) -> None:
     with pytest.raises(SnapshotLogError):
         parse_snapshot_lines([bad])
