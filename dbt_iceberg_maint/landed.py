@@ -79,7 +79,9 @@ class TableLog:
 
     @property
     def current(self) -> Snapshot | None:
-        return max(self.snapshots, key=lambda s: (s.committed_at_ms, s.snapshot_id), default=None)
+        if not self.snapshots:
+            return None
+        return max(self.snapshots, key=lambda s: (s.committed_at_ms, s.snapshot_id))
 
     def find(self, snapshot_id: int) -> Snapshot | None:
         return next((s for s in self.snapshots if s.snapshot_id == snapshot_id), None)

@@ -671,15 +671,17 @@ def report_table(report: RunReport) -> Any:
     from rich.table import Table
 
     table = Table(title=f"dbt {report.command}: {report.attempts} attempt(s) of at most {report.max_attempts}")
-    for column in ("node", "final status", "attempts", "kind per attempt", "not re-run because"):
+    for column in ("node", "final status", "attempts", "kind per attempt", "write landed", "not re-run because"):
         table.add_column(column, overflow="fold")
     for node in report.nodes:
         if node.succeeded and len(node.attempts) == 1:
             continue  # succeeded at once: nothing to tell
         kinds = " -> ".join(record.kind or record.status for record in node.attempts)
         style = "green" if node.succeeded else "red"
+        landed = node.landed
+        verdict = "" if landed is None else {True: "yes", False: "no", None: "undecidable"}[landed.landed]
         table.add_row(node.name, f"[{style}]{node.final_status}[/{style}]", str(len(node.attempts)), kinds,
-                      node.not_rerun_reason or "")
+                      verdict, node.not_rerun_reason or "")
     ok = sum(1 for node in report.nodes if node.succeeded and len(node.attempts) == 1)
     table.caption = f"{ok} node(s) succeeded at the first attempt and are not listed"
     return table

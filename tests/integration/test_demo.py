@@ -48,6 +48,7 @@ def test_the_demo_builds_maintains_and_recovers_a_conflict(spark: SparkSession, 
     after = health_rows(output, "Iceberg table health before -> after maintenance")
     assert "->" in after["event_log"][1]  # compaction changed event_log's data files
     assert "conflict_merge: missing_files_to_delete -> re-run -> success" in output
-    assert re.search(r"conflict_merge_unsafe: \w+ -> not re-run: ", output)
+    assert re.search(r"conflict_merge_unsafe: \w+ -> write verified not landed -> re-run -> success; "
+                     r"(\d+) rows, \1 distinct event_ids; snapshot log: no data-changing snapshot", output)
     assert "no duplicates" in output
     assert "conflict_sql_error: not_iceberg_conflict -> not re-run: " in output
