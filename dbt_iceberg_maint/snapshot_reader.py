@@ -77,7 +77,8 @@ class DbtSnapshotReader:
     def selected_nodes(self, dbt_args: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         selection = keep_flags(dbt_args, SELECTION_FLAGS)
         invocation = self.invoke(["ls", "--resource-type", "model", "--output", "json", "--output-keys",
-                                  "unique_id name resource_type schema alias config", *selection, *self.context])
+                                  "unique_id name resource_type schema alias config", *selection, *self.context,
+                                  "--log-level", "none"])  # the list comes back as the result, not printed
         nodes: dict[str, Mapping[str, Any]] = {}
         for line in invocation.listed:
             try:
@@ -93,7 +94,7 @@ class DbtSnapshotReader:
             return SnapshotRead(None)
         args = json.dumps({"tables": list(tables), "after": dict(after)})
         invocation = self.invoke(["run-operation", "dbt_iceberg_maint.table_snapshots", "--args", args,
-                                  *self.context])
+                                  *self.context, "--quiet"])
         try:
             app_id, logs = parse_snapshot_lines(invocation.log_messages)
         except SnapshotLogError as exc:
