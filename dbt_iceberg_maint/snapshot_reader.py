@@ -16,6 +16,8 @@ from typing import Any, Protocol
 from dbt_iceberg_maint.invoke import Invoker
 from dbt_iceberg_maint.landed import SnapshotLogError, TableLog, parse_snapshot_lines
 
+# `after` value of `read` for a table that had no snapshot before: every snapshot it has now.
+EVERY_SNAPSHOT = -1
 # dbt flags that change what the project is (selection aside): kept for `ls` and `run-operation`.
 CONTEXT_FLAGS = frozenset({"--vars", "--target", "-t", "--profile", "--state", "--defer", "--no-defer",
                            "--favor-state", "--no-favor-state", "--defer-state"})

@@ -11,12 +11,20 @@ from typing import Any
 
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.invoke import FAILED_STATUSES, DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
+from dbt_iceberg_maint.invoke import (
+    FAILED_STATUSES,
+    DbtInvocation,
+    Invoker,
+    NodeResult,
+    default_profiles_dir,
+    invoke_dbt,
+)
 from dbt_iceberg_maint.landed import LandedVerdict, Statement, TableLog, verify_landed
 from dbt_iceberg_maint.runner.plan import COMMANDS, NodeOutcome, plan_reruns, rerun_args
 from dbt_iceberg_maint.runner.report import HookRerun, ReportBuilder, RunReport
 from dbt_iceberg_maint.snapshot_reader import (
     CONTEXT_FLAGS,
+    EVERY_SNAPSHOT,
     DbtSnapshotReader,
     SnapshotReader,
     keep_flags,
@@ -82,17 +90,19 @@ def run_dbt_with_retries(
     nodes: dict[str, Mapping[str, Any]] = {}
     root_project: str | None = None
     selected: tuple[str, ...] = ()
+    watch: _SnapshotWatch | None = None
     while True:
         attempt += 1
-        watch = _SnapshotWatch(reader, reader.selected_nodes(dbt_args) if attempt == 1 else
-                               {uid: nodes[uid] for uid in selected if uid in nodes}) if reader else None
+        if reader is not None:
+            watch = _SnapshotWatch(reader, reader.selected_nodes(dbt_args)) if watch is None else _SnapshotWatch(
+                reader, {uid: nodes[uid] for uid in selected if uid in nodes}, watch.latest, watch.app_id)
         invocation = call(args)
         if not invocation.nodes and not invocation.success:
             # dbt itself failed (bad arguments, project or profile error): nothing to re-run.
             return report.build(command, dbt_args, attempt, max_attempts,
                                 invocation.exception or "dbt failed before running any node",
                                 usage_error=invocation.usage_error)
-        landed = watch.verify(invocation) if watch else {}
+        landed = watch.verify(invocation) if watch is not None else {}
         report.record(attempt, invocation.nodes, selected, landed)
         nodes.update({n.unique_id: n.manifest_node for n in invocation.nodes if n.manifest_node})
         if invocation.manifest is not None:
@@ -118,23 +128,42 @@ def run_dbt_with_retries(
 
 
 class _SnapshotWatch:
-    """One attempt's landed verification: the tables' current snapshots before, the verdicts after."""
+    """One attempt's landed verification: the tables' current snapshots before, the verdicts after.
 
-    def __init__(self, reader: SnapshotReader, candidates: Mapping[str, Mapping[str, Any]]) -> None:
+    `known`: logs read after the previous attempt; a table found there is not read again (its
+    newest snapshot then is as good a starting point: whatever this application committed since
+    falls outside the node's statements and makes the verdict undecidable, never "not landed").
+    """
+
+    def __init__(self, reader: SnapshotReader, candidates: Mapping[str, Mapping[str, Any]],
+                 known: Mapping[str, TableLog] | None = None, app_id: str | None = None) -> None:
         self.reader = reader
         self.tables = {uid: table for uid, node in candidates.items() if (table := verified_table(node))}
-        read = reader.read(sorted(set(self.tables.values())), {})
-        self.app_id = read.app_id
-        self.before: Mapping[str, TableLog] = read.tables
+        known = known or {}
+        missing = sorted(set(self.tables.values()) - set(known))
+        read = reader.read(missing, {}) if missing else None
+        self.app_id = (read.app_id if read else None) or app_id
+        self.before: dict[str, TableLog] = {t: known[t] for t in set(self.tables.values()) & set(known)}
+        self.before.update(read.tables if read else {})
+        self.latest: dict[str, TableLog] = {}  # newest snapshot of each table read after the attempt
+
+    def tables_failed(self, failed: Sequence[NodeResult], table: str) -> bool:
+        return any(self.tables[n.unique_id] == table for n in failed)
 
     def verify(self, invocation: DbtInvocation) -> dict[str, LandedVerdict]:
+        """Verdicts for the failed nodes; also reads the skipped nodes' tables, for the next attempt."""
         failed = [n for n in invocation.nodes
                   if n.status in FAILED_STATUSES and self.tables.get(n.unique_id) in self.before]
         if not failed:
             return {}
-        tables = sorted({self.tables[n.unique_id] for n in failed})
-        after = {t: current.snapshot_id for t in tables if (current := self.before[t].current) is not None}
+        skipped = {self.tables[n.unique_id] for n in invocation.nodes
+                   if n.status == "skipped" and n.unique_id in self.tables}
+        tables = sorted({self.tables[n.unique_id] for n in failed} | skipped)
+        after = {t: current.snapshot_id if (current := self.before[t].current) is not None else EVERY_SNAPSHOT
+                 for t in tables if t in self.before and self.tables_failed(failed, t)}
         read = self.reader.read(tables, after)
+        self.latest = {t: TableLog(t, log.exists, (log.current,) if log.current else ())
+                       for t, log in read.tables.items()}
         verdicts: dict[str, LandedVerdict] = {}
         for node in failed:
             table = self.tables[node.unique_id]

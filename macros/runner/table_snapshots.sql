@@ -1,7 +1,8 @@
 {#- The snapshot log the runner's landed verification reads (dbt_iceberg_maint/landed.py), through
     SQL on the dbt connection so that it works over any connection method (session, thrift).
     `tables`: a list of 'schema.table' strings. `after`: {table: snapshot_id}; for a table named
-    there, that snapshot and every one committed at or after it, else only the current one.
+    there, that snapshot and every one committed at or after it (-1: every snapshot), else only
+    the current one.
     Logs one line `ICEBERG_MAINT_SNAPSHOTS {"app_id": ..., "tables": [{table, exists, snapshots}]}`
     and returns the same dict. Each snapshot: snapshot_id, committed_at_ms (epoch ms),
     operation, app_id (summary spark.app.id), added_records, deleted_records. -#}
@@ -46,7 +47,7 @@
 {% endmacro %}
 
 {#- The query behind table_snapshots for one relation: the current snapshot, or with
-    `after_snapshot_id` that snapshot and every one committed at or after it. -#}
+    `after_snapshot_id` that snapshot and every one committed at or after it (-1: every one). -#}
 {% macro get_table_snapshots_sql(relation, after_snapshot_id=none) %}
   {{ return(adapter.dispatch('get_table_snapshots_sql', 'dbt_iceberg_maint')(relation=relation, after_snapshot_id=after_snapshot_id)) }}
 {% endmacro %}
@@ -66,6 +67,8 @@
   {%- endset -%}
   {%- if after_snapshot_id is none -%}
     {{ return('select ' ~ columns ~ ' from ' ~ relation ~ '.snapshots order by committed_at desc, snapshot_id desc limit 1') }}
+  {%- elif after_snapshot_id == -1 -%}
+    {{ return('select ' ~ columns ~ ' from ' ~ relation ~ '.snapshots order by committed_at, snapshot_id') }}
   {%- else -%}
     {{ return('select ' ~ columns ~ ' from ' ~ relation ~ '.snapshots where snapshot_id = ' ~ after_snapshot_id
               ~ ' or committed_at >= (select max(committed_at) from ' ~ relation ~ '.snapshots where snapshot_id = '

@@ -164,18 +164,32 @@ def test_loop_re_runs_an_append_proven_not_landed_and_reports_the_evidence() -> 
     log = TableLog("analytics.event_log", True, (RECORDED_SNAPSHOT,))
     compacted = TableLog(log.table, True, (RECORDED_SNAPSHOT, Snapshot(12, 1_500, "replace", APP, 5)))
     reader = ReplayedSnapshots(nodes, log, compacted)
-    dbt = ReplayedDbt([{"event_log": ("error", MISSING_FILES.format(name="event_log"))},
-                       {"event_log": ("success", None)}], nodes)
+    conflict = ("error", MISSING_FILES.format(name="event_log"))
+    dbt = ReplayedDbt([{"event_log": conflict}, {"event_log": conflict}, {"event_log": ("success", None)}], nodes)
     report = run_dbt_with_retries(["--vars", "{batch: 2}"], invoke=dbt, snapshots=reader, sleep=lambda s: None)
-    assert report.success and report.attempts == 2
-    # Before attempt 1, after its failure (from the recorded snapshot on), before attempt 2.
-    assert reader.reads == [(["analytics.event_log"], {}), (["analytics.event_log"], {"analytics.event_log": 11}),
-                            (["analytics.event_log"], {})]
+    assert report.success and report.attempts == 3
+    # Before attempt 1; after each failure from the snapshot recorded before it. Attempt 2 starts
+    # from the newest snapshot read after attempt 1 (12), without reading again.
+    table = "analytics.event_log"
+    assert reader.reads == [([table], {}), ([table], {table: 11}), ([table], {table: 12})]
     node = report.node("event_log").to_dict()
     assert node["write_landed"] is False
-    assert node["landed_evidence"]["recorded_snapshot_id"] == 11
-    assert "1 rewrite snapshot(s) ignored (12 (replace" in node["landed_evidence"]["why"]
-    assert node["history"][0]["write_landed"] is False and "write_landed" not in node["history"][1]
+    assert node["landed_evidence"]["recorded_snapshot_id"] == 12
+    first = node["history"][0]["landed_evidence"]
+    assert first["recorded_snapshot_id"] == 11 and "1 rewrite snapshot(s) ignored (12 (replace" in first["why"]
+    assert [h.get("write_landed") for h in node["history"]] == [False, False, None]
+
+
+def test_loop_reads_every_snapshot_of_a_table_created_during_the_failed_attempt() -> None:
+    nodes = {LOG["unique_id"]: LOG}
+    created = TableLog("analytics.event_log", True, (Snapshot(12, 1_500, "append", APP, 5),))
+    reader = ReplayedSnapshots(nodes, TableLog("analytics.event_log", False), created)
+    dbt = ReplayedDbt([{"event_log": ("error", MISSING_FILES.format(name="event_log"))}], nodes)
+    report = run_dbt_with_retries([], invoke=dbt, snapshots=reader, sleep=lambda s: None)
+    assert reader.reads[1] == (["analytics.event_log"], {"analytics.event_log": -1})
+    node = report.node("event_log").to_dict()
+    assert node["write_landed"] is True and node["landed_evidence"]["snapshot_ids"] == [12]
+    assert report.attempts == 1 and "write landed; post-hook failed" in (node["not_rerun_reason"] or "")
 
 
 @pytest.mark.parametrize("hook_success", [True, False])
