@@ -11,15 +11,18 @@
 {% endmacro %}
 
 {% macro default__table_snapshots(tables, after=none) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.table_snapshots is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.table_snapshots is not implemented for adapter '"
+      ~ adapter.type() ~ "'; it supports spark") }}
 {% endmacro %}
 
 {% macro spark__table_snapshots(tables, after=none) %}
   {%- if tables is string or tables is mapping or tables is not iterable -%}
-    {{ exceptions.raise_compiler_error("table_snapshots: argument `tables` is " ~ tojson(tables) ~ "; expected a list of 'schema.table' strings") }}
+    {{ exceptions.raise_compiler_error("table_snapshots: argument `tables` is " ~ tojson(tables)
+        ~ "; expected a list of 'schema.table' strings") }}
   {%- endif -%}
   {%- if after is not none and after is not mapping -%}
-    {{ exceptions.raise_compiler_error("table_snapshots: argument `after` is " ~ tojson(after) ~ "; expected a mapping of 'schema.table' to a snapshot id") }}
+    {{ exceptions.raise_compiler_error("table_snapshots: argument `after` is " ~ tojson(after)
+        ~ "; expected a mapping of 'schema.table' to a snapshot id") }}
   {%- endif -%}
   {%- set after = after or {} -%}
   {%- set result = {'app_id': none, 'tables': []} -%}
@@ -28,7 +31,8 @@
   {%- for name in tables -%}
     {%- set parts = (name | string).split('.') -%}
     {%- if parts | length != 2 or not parts[0] or not parts[1] -%}
-      {{ exceptions.raise_compiler_error("table_snapshots: argument `tables` contains '" ~ name ~ "'; expected 'schema.table'") }}
+      {{ exceptions.raise_compiler_error("table_snapshots: argument `tables` contains '" ~ name
+          ~ "'; expected 'schema.table'") }}
     {%- endif -%}
     {%- set relation = adapter.get_relation(database=none, schema=parts[0], identifier=parts[1]) -%}
     {%- set entry = {'table': name, 'exists': relation is not none, 'snapshots': []} -%}
@@ -49,16 +53,20 @@
 {#- The query behind table_snapshots for one relation: the current snapshot, or with
     `after_snapshot_id` that snapshot and every one committed at or after it (-1: every one). -#}
 {% macro get_table_snapshots_sql(relation, after_snapshot_id=none) %}
-  {{ return(adapter.dispatch('get_table_snapshots_sql', 'dbt_iceberg_maint')(relation=relation, after_snapshot_id=after_snapshot_id)) }}
+  {{ return(adapter.dispatch('get_table_snapshots_sql', 'dbt_iceberg_maint')(
+      relation=relation, after_snapshot_id=after_snapshot_id)) }}
 {% endmacro %}
 
 {% macro default__get_table_snapshots_sql(relation, after_snapshot_id=none) %}
-  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_table_snapshots_sql is not implemented for adapter '" ~ adapter.type() ~ "'; it supports spark") }}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_table_snapshots_sql is not implemented for adapter '"
+      ~ adapter.type() ~ "'; it supports spark") }}
 {% endmacro %}
 
 {% macro spark__get_table_snapshots_sql(relation, after_snapshot_id=none) %}
-  {%- if after_snapshot_id is not none and (after_snapshot_id is boolean or after_snapshot_id is not integer) -%}
-    {{ exceptions.raise_compiler_error("get_table_snapshots_sql: argument `after_snapshot_id` is " ~ tojson(after_snapshot_id) ~ "; expected an integer snapshot id or none") }}
+  {%- if after_snapshot_id is not none
+        and (after_snapshot_id is boolean or after_snapshot_id is not integer) -%}
+    {{ exceptions.raise_compiler_error("get_table_snapshots_sql: argument `after_snapshot_id` is "
+        ~ tojson(after_snapshot_id) ~ "; expected an integer snapshot id, -1 (every snapshot) or none") }}
   {%- endif -%}
   {%- set columns -%}
     snapshot_id, unix_millis(committed_at) as committed_at_ms, operation,
@@ -66,7 +74,8 @@
     summary['added-records'] as added_records, summary['deleted-records'] as deleted_records
   {%- endset -%}
   {%- if after_snapshot_id is none -%}
-    {{ return('select ' ~ columns ~ ' from ' ~ relation ~ '.snapshots order by committed_at desc, snapshot_id desc limit 1') }}
+    {{ return('select ' ~ columns ~ ' from ' ~ relation
+              ~ '.snapshots order by committed_at desc, snapshot_id desc limit 1') }}
   {%- elif after_snapshot_id == -1 -%}
     {{ return('select ' ~ columns ~ ' from ' ~ relation ~ '.snapshots order by committed_at, snapshot_id') }}
   {%- else -%}
