@@ -110,6 +110,8 @@ def _dbt_wrapper_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--backoff-seconds", type=click.FloatRange(min=0), default=2.0, show_default=True,
               help="Wait before re-run n: a random time between half and all of "
                    "base * 2^(n-1), capped at 60 s (1-2 s, 2-4 s, 4-8 s ... for 2).")
+@click.option("--verify-landed/--no-verify-landed", default=True, show_default=True,
+              help="Read the snapshot log to decide whether a failed write landed (docs/landed-verification.md).")
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
 @handle_errors
 def run_command(
@@ -120,6 +122,7 @@ def run_command(
     project_dir: Path,
     profiles_dir: Path | None,
     backoff_seconds: float,
+    verify_landed: bool,
     dbt_args: tuple[str, ...],
 ) -> None:
     """Run dbt; re-run only the nodes that lost an Iceberg commit conflict and are idempotent.
@@ -138,6 +141,7 @@ def run_command(
         project_dir=project_dir,
         profiles_dir=profiles_dir,
         backoff=lambda attempt: exponential_backoff(attempt, base_seconds=backoff_seconds),
+        verify_landed_writes=verify_landed,
     )
 
     def text(out: Console) -> None:

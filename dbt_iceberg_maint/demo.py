@@ -184,7 +184,9 @@ def step_health_after(ctx: DemoContext) -> None:
 
 
 def step_conflict_recovery(ctx: DemoContext) -> None:
-    """A MERGE model loses to a compaction run by another job; only the safe re-run happens."""
+    """MERGE models lose to a compaction run by another job; only safe re-runs happen: the
+    idempotent one by its idempotency, the `idempotent: false` one because landed verification
+    proves from its snapshot log that its MERGE did not land."""
     from dbt_iceberg_maint._conflict_gate import SCENARIO_MODELS, ConflictGate, add_small_files, compaction_sql
     from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
     from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
@@ -215,20 +217,24 @@ def step_conflict_recovery(ctx: DemoContext) -> None:
     for model in SCENARIO_MODELS:
         gate.disarm(model)
     ctx.console.print(report_table(report))
-    merged = ctx.spark.sql(
-        f"select count(*) as n, count(distinct event_id) as ids from {tables['conflict_merge']}").collect()[0]
+    merged, verified = (ctx.spark.sql(
+        f"select count(*) as n, count(distinct event_id) as ids from {tables[model]}").collect()[0]
+        for model in SCENARIO_MODELS)
     recovered = report.node("conflict_merge")
-    refused = report.node("conflict_merge_unsafe")
+    unsafe = report.node("conflict_merge_unsafe")
     sql_error = report.node("conflict_sql_error")
+    landed = unsafe.landed
     if not (recovered.succeeded and len(recovered.attempts) == 2 and merged["n"] == merged["ids"]
-            and not refused.succeeded and refused.not_rerun_reason
+            and unsafe.succeeded and len(unsafe.attempts) == 2 and landed is not None
+            and landed.landed is False and verified["n"] == verified["ids"]
             and not sql_error.succeeded and len(sql_error.attempts) == 1):
         raise IcebergMaintError(f"the conflict scenario did not go as expected: {report.to_json()}")
     ctx.console.print(
         f"conflict_merge: {recovered.attempts[0].kind} -> re-run -> [green]success[/green]; "
         f"{merged['n']} rows, {merged['ids']} distinct event_ids (no duplicates)\n"
-        f"conflict_merge_unsafe: {refused.attempts[0].kind} -> [yellow]not re-run[/yellow]: "
-        f"{refused.not_rerun_reason}\n"
+        f"conflict_merge_unsafe: {unsafe.attempts[0].kind} -> write verified not landed -> re-run -> "
+        f"[green]success[/green]; {verified['n']} rows, {verified['ids']} distinct event_ids; snapshot log: "
+        f"{landed.reason}\n"
         f"conflict_sql_error: {sql_error.attempts[0].kind} -> [yellow]not re-run[/yellow]: {sql_error.not_rerun_reason}"
     )
 

@@ -18,10 +18,10 @@ from dbt_iceberg_maint.errors import UsageError
 
 INTEGRATION_PROJECT = Path(__file__).resolve().parent.parent / "integration_tests"
 # The manifest.json keys of a node that the re-run planner (runner.py) reads: idempotency
-# (resource_type, config, meta), ancestry (depends_on) and exact selection (fqn, package_name,
-# original_file_path).
+# (resource_type, config, meta), ancestry (depends_on), exact selection (fqn, package_name,
+# original_file_path), and landed verification (schema, alias: the table whose snapshots it reads).
 PLANNER_KEYS = ("unique_id", "name", "resource_type", "package_name", "fqn", "original_file_path",
-                "config", "meta", "depends_on")
+                "config", "meta", "depends_on", "schema", "alias")
 
 
 # dbt's node statuses of a failure (run_results.json); skipped and warn are not failures.
@@ -89,6 +89,11 @@ class DbtInvocation:
     manifest: ManifestGraph | None = field(default=None, repr=False)
     # The same messages as structured events (empty for invocations recorded as text only).
     events: tuple[LoggedEvent, ...] = field(default=(), repr=False)
+    # Per node unique_id, its SQL statements in order as (started, ended) epoch ms from dbt's
+    # SQLQuery / SQLQueryStatus events; ended is None for a statement that raised.
+    statements: Mapping[str, tuple[tuple[int, int | None], ...]] = field(default_factory=dict, repr=False)
+    # What `dbt ls` printed (one string per node), for `ls` invocations.
+    listed: tuple[str, ...] = field(default=(), repr=False)
 
     def failed_nodes(self) -> tuple[NodeResult, ...]:
         return tuple(node for node in self.nodes if node.status in FAILED_STATUSES)
@@ -131,6 +136,43 @@ def _read_manifest(path: Path | None) -> ManifestGraph | None:
     except (OSError, ValueError):
         return None
     return ManifestGraph.from_document(document) if isinstance(document, Mapping) else None
+
+
+def _epoch_ms(ts: Any) -> int | None:
+    """An event's timestamp (a protobuf Timestamp, or an ISO string) as epoch milliseconds."""
+    if hasattr(ts, "seconds") and hasattr(ts, "nanos"):
+        return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
+    if isinstance(ts, str) and ts:
+        from datetime import datetime, timezone
+
+        parsed = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        return int((parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+    return None
+
+
+class _StatementLog:
+    """Collects each node's statement times from dbt's SQLQuery / SQLQueryStatus events."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, list[list[int | None]]] = {}
+
+    def record(self, event: Any) -> None:
+        name = event.info.name
+        if name not in {"SQLQuery", "SQLQueryStatus"}:
+            return
+        node_info = getattr(event.data, "node_info", None)
+        unique_id = getattr(node_info, "unique_id", "") if node_info is not None else ""
+        ms = _epoch_ms(event.info.ts)
+        if not unique_id or ms is None:
+            return
+        statements = self.by_node.setdefault(unique_id, [])
+        if name == "SQLQuery":
+            statements.append([ms, None])
+        elif statements and statements[-1][1] is None:
+            statements[-1][1] = ms
+
+    def frozen(self) -> dict[str, tuple[tuple[int, int | None], ...]]:
+        return {uid: tuple((int(s[0] or 0), s[1]) for s in items) for uid, items in self.by_node.items()}
 
 
 def _node_results(result: Any) -> tuple[NodeResult, ...]:
@@ -186,10 +228,12 @@ def invoke_dbt(
     project = Path(project_dir).resolve()
     messages: list[str] = []
     artifacts: dict[str, str] = {}
+    statements = _StatementLog()
 
     events: list[LoggedEvent] = []
 
     def collect(event: Any) -> None:
+        statements.record(event)
         messages.append(event.info.msg)
         node_info = getattr(event.data, "node_info", None)
         events.append(LoggedEvent(event.info.name, event.info.msg, getattr(node_info, "unique_id", None) or None))
@@ -214,4 +258,6 @@ def invoke_dbt(
         usage_error=type(outcome.exception).__name__ == "DbtUsageException",
         manifest=_read_manifest(_manifest_path(artifacts)) if read_manifest else None,
         events=tuple(events),
+        statements=statements.frozen(),
+        listed=tuple(outcome.result) if isinstance(outcome.result, list) else (),
     )

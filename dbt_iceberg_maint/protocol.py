@@ -20,7 +20,9 @@ START_MARKER: Final = "ICEBERG_MAINT_START"
 # The tables iceberg_maintenance selected, logged before planning: what remains when the
 # planning of one table fails at run time.
 SELECTION_MARKER: Final = "ICEBERG_MAINT_SELECTION"
-MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER)
+# The table_snapshots macro's snapshot log of the selected tables (landed verification, landed.py).
+SNAPSHOTS_MARKER: Final = "ICEBERG_MAINT_SNAPSHOTS"
+MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER, SNAPSHOTS_MARKER)
 
 # Result statuses (the contract's result channel).
 SUCCESS: Final = "success"
@@ -81,7 +83,7 @@ def as_dict() -> dict[str, object]:
     """Everything the Jinja side must agree on, in the shape `_iceberg_maint_protocol()` returns."""
     return {
         "markers": {"result": RESULT_MARKER, "plan": PLAN_MARKER, "start": START_MARKER,
-                    "selection": SELECTION_MARKER},
+                    "selection": SELECTION_MARKER, "snapshots": SNAPSHOTS_MARKER},
         "statuses": list(STATUSES),
         "step_statuses": list(STEP_STATUSES),
         "step_keys": list(STEP_KEYS),

@@ -1,8 +1,10 @@
 """A post-hook that loses a REAL commit conflict after the model's own write committed.
 
 The runner applies the same rule as for the model's write: the idempotent model is re-run
-(model and hook), the append model is not, because its append already landed and a re-run would
-load the batch twice.
+(model and hook). For the append model, landed verification reads the table's snapshot log and
+proves that the append landed (its snapshot was committed inside a statement of the node that
+completed before the hook failed): the model is not re-run, because a re-run would load the
+batch twice, and the report says so with the snapshot id.
 """
 
 from __future__ import annotations
@@ -88,11 +90,24 @@ def test_append_model_whose_post_hook_lost_is_not_re_run(
     node = report.node("conflict_hooked_append")
     assert [a.status for a in node.attempts] == ["error"]
     assert [a.kind for a in node.attempts] == ["missing_files_to_delete"]
-    assert "not idempotent" in (node.not_rerun_reason or "") and "append" in (node.not_rerun_reason or "")
-    # dbt reported an error, yet the append had landed: batch 2 is there exactly once. A blind
-    # re-run (dbt retry) would have loaded it twice.
+    reason = node.not_rerun_reason or ""
+    assert "not idempotent" in reason and "append" in reason
+    assert reason.startswith("write landed; post-hook failed: missing_files_to_delete"), reason
+    # The hook is a MERGE of the project's own, not this package's maintain(): not repeated alone.
+    assert "its post-hook is not re-run" in reason and node.hook_rerun is None
+    # The evidence is the append's own snapshot: the newest of the table, with batch 2's rows.
     raw = dbt_project.table("raw_events")
     table = dbt_project.table("conflict_hooked_append")
+    document = node.to_dict()
+    assert document["write_landed"] is True
+    [newest] = spark.sql(f"select snapshot_id, operation, summary['added-records'] from {table}.snapshots "
+                         "order by committed_at desc limit 1").collect()
+    assert document["landed_evidence"]["snapshot_ids"] == [newest[0]]
+    assert newest[1] == "append"
+    assert int(newest[2]) == count(spark, f"select count(*) from {raw} where batch = 2")
+    assert f"snapshot {newest[0]} (append" in reason
+    # dbt reported an error, yet the append had landed: batch 2 is there exactly once. A blind
+    # re-run (dbt retry) would have loaded it twice.
     assert count(spark, f"select count(*) from {table} where loaded_batch = 2") == count(
         spark, f"select count(*) from {raw} where batch = 2")
     assert report.exit_code == 1

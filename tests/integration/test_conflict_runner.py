@@ -3,6 +3,10 @@
 A Python UDF in the models' source holds each MERGE between planning and commit until a
 compaction, run from a separate Spark session (another job, as users meet it), has replaced the
 files the MERGE read. Iceberg then aborts the MERGE with `Missing required files to delete`.
+Landed verification (dbt_iceberg_maint/landed.py) then proves from the snapshot log that the
+MERGE of the model declared not idempotent did not land, so it is re-run too; the contested
+model's MERGE loses to an append by another session of the same application, which makes the
+log undecidable, so it is refused.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-SCENARIO = "{conflict_scenario: true, batch: %d}"
-MODELS = SCENARIO_MODELS
+SCENARIO = "{conflict_scenario: true, conflict_contested: true, batch: %d}"
+CONTESTED = "conflict_merge_contested"
+MODELS = (*SCENARIO_MODELS, CONTESTED)
 
 
 def maintenance_session(spark: SparkSession, warehouse: Path) -> SparkSession:
@@ -49,6 +54,7 @@ class Scenario:
     commits: dict[str, ConcurrentCommit]
     snapshots_before: dict[str, list[int]]
     rows_before: dict[str, int]
+    contested_append: int  # rows the other writer appended to the contested model's table
 
 
 def snapshot_ids(spark: SparkSession, table: str) -> list[int]:
@@ -62,7 +68,7 @@ def scenario(
     gate = ConflictGate(tmp_path_factory.mktemp("gate"))
     gate.register(spark)
     dbt_project("build", "--select", "raw_events", *MODELS, "--vars", SCENARIO % 1)
-    for model in MODELS:
+    for model in SCENARIO_MODELS:
         # Several small files in every partition the MERGE touches, so that the compaction
         # really replaces files the MERGE reads.
         add_small_files(spark, dbt_project.table(model))
@@ -71,9 +77,15 @@ def scenario(
 
     maintenance = maintenance_session(spark, warehouse)
     commits = {}
-    for model in MODELS:
+    for model in SCENARIO_MODELS:
         gate.arm(model)
         commits[model] = gate.commit_when_reached(model, maintenance, compaction_sql(dbt_project.table(model)))
+    contested = dbt_project.table(CONTESTED)
+    appended = spark.sql(f"select count(*) from {contested} where loaded_batch = 1 and event_id % 5 = 0").first()[0]
+    gate.arm(CONTESTED)
+    commits[CONTESTED] = gate.commit_when_reached(CONTESTED, maintenance, (
+        f"insert into {contested} select event_id + 200000, user_id, event_type, event_ts, amount, 0 "
+        f"from {contested} where loaded_batch = 1 and event_id % 5 = 0"))
     waits: list[float] = []
     report = run_dbt_with_retries(
         ["--select", "path:models/conflicts", "--vars", SCENARIO % 2],
@@ -84,21 +96,41 @@ def scenario(
         backoff=lambda attempt: 0.2 * attempt,
         sleep=waits.append,
     )
-    for commit in commits.values():
+    for model, commit in commits.items():
         commit.join(timeout=60)
-    yield Scenario(report, commits, snapshots_before, rows_before)
+        assert not commit.thread.is_alive(), f"the concurrent commit on {model} did not end within 60 s"
+    yield Scenario(report, commits, snapshots_before, rows_before, appended)
     for model in MODELS:
         gate.disarm(model)
 
 
 def test_compactions_really_ran_concurrently(scenario: Scenario, spark: SparkSession, dbt_project: DbtProject) -> None:
-    for model, commit in scenario.commits.items():
+    for model in SCENARIO_MODELS:
+        commit = scenario.commits[model]
         assert commit.reached and commit.error is None, (model, commit.error)
         rewritten = commit.results[0][0]  # rewritten_data_files_count
         assert rewritten > 4
         operations = [r[0] for r in spark.sql(
             f"select operation from {dbt_project.table(model)}.snapshots order by committed_at").collect()]
         assert "replace" in operations
+
+
+def assert_merged_once(spark: SparkSession, dbt_project: DbtProject, model: str, rows_before: int) -> int:
+    """The data is what one clean run gives: batch 2 merged once, no duplicates. Returns the row count."""
+    table = dbt_project.table(model)
+    raw = dbt_project.table("raw_events")
+    row = spark.sql(f"select count(*) as n, count(distinct event_id) as ids from {table}").collect()[0]
+    new_ids = spark.sql(
+        f"select count(distinct event_id) from {raw} where batch = 2 and event_id not in "
+        f"(select event_id from {raw} where batch = 1)"
+    ).collect()[0][0]
+    assert row["n"] == row["ids"] == rows_before + new_ids
+    mismatched = spark.sql(
+        f"select r.event_id from {raw} r join {table} t on t.event_id = r.event_id "
+        "where r.batch = 2 and (t.amount <> r.amount or t.loaded_batch <> 2)"
+    ).collect()
+    assert mismatched == []
+    return int(row["n"])
 
 
 def test_idempotent_merge_is_classified_and_re_run_with_its_skipped_child(
@@ -113,40 +145,60 @@ def test_idempotent_merge_is_classified_and_re_run_with_its_skipped_child(
     child = scenario.report.node("conflict_merge_child")
     assert [a.status for a in child.attempts] == ["skipped", "success"]
 
-    # The data is what one clean run gives: batch 2 merged once, no duplicates.
-    table = dbt_project.table("conflict_merge")
-    raw = dbt_project.table("raw_events")
-    row = spark.sql(f"select count(*) as n, count(distinct event_id) as ids from {table}").collect()[0]
-    new_ids = spark.sql(
-        f"select count(distinct event_id) from {raw} where batch = 2 and event_id not in "
-        f"(select event_id from {raw} where batch = 1)"
-    ).collect()[0][0]
-    assert row["n"] == row["ids"] == scenario.rows_before["conflict_merge"] + new_ids
-    mismatched = spark.sql(
-        f"select r.event_id from {raw} r join {table} t on t.event_id = r.event_id "
-        "where r.batch = 2 and (t.amount <> r.amount or t.loaded_batch <> 2)"
-    ).collect()
-    assert mismatched == []
+    rows = assert_merged_once(spark, dbt_project, "conflict_merge", scenario.rows_before["conflict_merge"])
     child_row = spark.sql(f"select row_count, event_ids from {dbt_project.table('conflict_merge_child')}").collect()[0]
-    assert child_row["row_count"] == child_row["event_ids"] == row["n"]
+    assert child_row["row_count"] == child_row["event_ids"] == rows
 
 
-def test_same_conflict_on_a_non_idempotent_model_is_reported_not_re_run(
+def test_non_idempotent_merge_verified_not_landed_is_re_run_and_merged_once(
     scenario: Scenario, spark: SparkSession, dbt_project: DbtProject
 ) -> None:
     unsafe = scenario.report.node("conflict_merge_unsafe")
-    assert [a.status for a in unsafe.attempts] == ["error"]
-    assert [a.kind for a in unsafe.attempts] == ["missing_files_to_delete"]
-    assert "not idempotent" in (unsafe.not_rerun_reason or "")
-    assert "meta.iceberg_maint.idempotent: false" in (unsafe.not_rerun_reason or "")
-    # Nothing of the MERGE landed: the last commit is the compaction's, the rows are unchanged.
+    assert [a.status for a in unsafe.attempts] == ["error", "success"]
+    assert [a.kind for a in unsafe.attempts] == ["missing_files_to_delete", None]
+    assert unsafe.not_rerun_reason is None and unsafe.final_status == "success"
+    # The evidence: the snapshot current before the attempt, and since then only the compaction
+    # (a `replace` of the same application, which changes no rows).
+    document = unsafe.to_dict()
+    assert document["write_landed"] is False
+    evidence = document["landed_evidence"]
+    before = scenario.snapshots_before["conflict_merge_unsafe"]
+    assert evidence["recorded_snapshot_id"] == before[-1]
+    assert evidence["snapshot_ids"] == []
     table = dbt_project.table("conflict_merge_unsafe")
+    compaction = spark.sql(f"select snapshot_id from {table}.snapshots where operation = 'replace'").collect()
+    assert len(compaction) == 1
+    assert "no data-changing snapshot of this application" in evidence["why"]
+    assert f"{compaction[0][0]} (replace" in evidence["why"]
+    # Re-run once: the log is the old one, the compaction, then exactly one MERGE.
     snapshots = snapshot_ids(spark, table)
-    assert snapshots[: len(scenario.snapshots_before["conflict_merge_unsafe"])] == scenario.snapshots_before[
-        "conflict_merge_unsafe"
-    ]
-    assert len(snapshots) == len(scenario.snapshots_before["conflict_merge_unsafe"]) + 1  # the compaction
-    assert spark.sql(f"select count(*) from {table}").collect()[0][0] == scenario.rows_before["conflict_merge_unsafe"]
+    assert snapshots[: len(before)] == before and len(snapshots) == len(before) + 2
+    assert_merged_once(spark, dbt_project, "conflict_merge_unsafe", scenario.rows_before["conflict_merge_unsafe"])
+
+
+def test_undecidable_when_the_same_application_wrote_meanwhile_is_refused(
+    scenario: Scenario, spark: SparkSession, dbt_project: DbtProject
+) -> None:
+    commit = scenario.commits[CONTESTED]
+    assert commit.reached and commit.error is None, commit.error
+    node = scenario.report.node(CONTESTED)
+    assert [a.status for a in node.attempts] == ["error"]
+    [kind] = [a.kind for a in node.attempts]
+    assert kind == "conflicting_added_files", node.attempts[0].message
+    document = node.to_dict()
+    assert document["write_landed"] is None
+    table = dbt_project.table(CONTESTED)
+    appends = spark.sql(f"select snapshot_id from {table}.snapshots where operation = 'append' "
+                        f"and summary['added-records'] = '{scenario.contested_append}'").collect()
+    assert len(appends) == 1
+    assert document["landed_evidence"]["snapshot_ids"] == [appends[0][0]]
+    reason = node.not_rerun_reason or ""
+    assert "not idempotent" in reason and "cannot be decided" in reason, reason
+    assert str(appends[0][0]) in reason
+    # Refused: the MERGE did not land and nothing of batch 2 is there; the other writer's rows are.
+    assert spark.sql(f"select count(*) from {table} where loaded_batch = 2").collect()[0][0] == 0
+    appended = spark.sql(f"select count(*) from {table} where loaded_batch = 0").collect()[0][0]
+    assert appended == scenario.contested_append
 
 
 def test_sql_error_is_not_re_run_and_the_run_reports_failure(scenario: Scenario) -> None:
@@ -157,4 +209,5 @@ def test_sql_error_is_not_re_run_and_the_run_reports_failure(scenario: Scenario)
     assert scenario.report.attempts == 2
     assert scenario.report.exit_code == 1
     # Nodes that succeeded the first time are never re-run; only the selected ones ran again.
-    assert {n.name for n in scenario.report.nodes if len(n.attempts) > 1} == {"conflict_merge", "conflict_merge_child"}
+    assert {n.name for n in scenario.report.nodes if len(n.attempts) > 1} == {
+        "conflict_merge", "conflict_merge_child", "conflict_merge_unsafe"}

@@ -56,7 +56,8 @@ def test_the_demo_builds_maintains_and_recovers_a_conflict(spark: SparkSession, 
     assert cold and int(cold[2]) < int(cold[1]), output
     assert cold[3].endswith("(left alone)"), cold[3]
     assert "conflict_merge: missing_files_to_delete -> re-run -> success" in output
-    assert re.search(r"conflict_merge_unsafe: \w+ -> not re-run: ", output)
+    assert re.search(r"conflict_merge_unsafe: \w+ -> write verified not landed -> re-run -> success; "
+                     r"(\d+) rows, \1 distinct event_ids; snapshot log: no data-changing snapshot", output)
     assert "no duplicates" in output
     assert "conflict_sql_error: not_iceberg_conflict -> not re-run: " in output
     assert "info    merge_without_partition_predicate: incremental merge into Iceberg table" in output  # lint step

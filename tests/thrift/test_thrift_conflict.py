@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.invoke import DbtInvocation
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation
+from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
 from tests.thrift.conftest import ThriftSql, running_statements
 
 if TYPE_CHECKING:
@@ -120,4 +121,64 @@ def test_merge_over_thrift_loses_to_compaction_from_another_connection(
 
     # The model is an idempotent MERGE: re-running it (what the runner would do) is safe.
     thrift_project("run", "--select", "conflict_events", "--vars", scenario_vars(2))
+    assert thrift_sql.rows(f"select count(*), count(distinct event_id) from {target}") == [(150, 150)]
+
+
+def test_runner_verifies_over_thrift_that_a_non_idempotent_merge_did_not_land(
+    thrift_server: ThriftServer, thrift_project: ThriftDbtProject, thrift_sql: ThriftSql
+) -> None:
+    """Landed verification through the dbt connection: the runner reads the snapshot log over the
+    Thrift Server (dbt ls + run-operation table_snapshots), proves the MERGE did not land and
+    re-runs the model although it is declared not idempotent."""
+    model = "conflict_events_unsafe"
+    target = thrift_project.table(model)
+    thrift_project("seed", "--select", "raw_events")
+    thrift_project("run", "--select", model, "--vars", scenario_vars(1))
+    for round_ in (1, 2, 3):
+        thrift_sql.execute(
+            f"insert into {target} select event_id + {1000 * round_}, user_id, event_type, event_ts, "
+            f"amount, loaded_batch from {target} where event_id <= 30"
+        )
+    snapshots_before = [row[0] for row in thrift_sql.rows(f"select snapshot_id from {target}.snapshots "
+                                                          "order by committed_at")]
+    assert thrift_sql.scalar(f"select count(*) from {target}") == 120
+    assert not merge_is_executing(thrift_server)
+
+    reports: dict[str, RunReport] = {}
+
+    def run() -> None:
+        reports["run"] = run_dbt_with_retries(
+            ["--select", model, "--vars", scenario_vars(2, MERGE_WORK)], project_dir=INTEGRATION_PROJECT,
+            env=thrift_project.env, backoff=lambda attempt: 0.0, sleep=lambda seconds: None)
+
+    runner = threading.Thread(target=run, name="runner-merge")
+    runner.start()
+    maintenance = ThriftSql(thrift_server)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not merge_is_executing(thrift_server):
+            assert runner.is_alive(), "the runner ended before the server reported the MERGE executing"
+            assert time.monotonic() < deadline, f"the MERGE did not start within {START_TIMEOUT_S:.0f} s"
+            time.sleep(0.1)
+        maintenance.rows(f"CALL local.system.rewrite_data_files(table => '{target.removeprefix('local.')}', "
+                         "options => map('min-input-files', '2'))")
+        merge_still_running = runner.is_alive()
+    finally:
+        runner.join(timeout=600)
+        maintenance.close()
+    assert not runner.is_alive(), "the runner over thrift did not end within 600 s"
+    assert merge_still_running
+
+    report = reports["run"]
+    node = report.node(model)
+    assert [a.status for a in node.attempts] == ["error", "success"], node.to_dict()
+    assert node.attempts[0].kind == "missing_files_to_delete"
+    document = node.to_dict()
+    assert document["write_landed"] is False
+    assert document["landed_evidence"]["recorded_snapshot_id"] == snapshots_before[-1]
+    assert "no data-changing snapshot of this application" in document["landed_evidence"]["why"]
+    assert report.success and report.attempts == 2
+    # One compaction, then one MERGE: batch 2 merged exactly once.
+    operations = [row[0] for row in thrift_sql.rows(f"select operation from {target}.snapshots order by committed_at")]
+    assert operations[len(snapshots_before):] == ["replace", "overwrite"]
     assert thrift_sql.rows(f"select count(*), count(distinct event_id) from {target}") == [(150, 150)]

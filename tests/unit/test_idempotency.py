@@ -42,15 +42,9 @@ def model(materialized: str, meta: dict[str, Any] | None = None, **config: Any) 
         ({"resource_type": "snapshot", "config": {"strategy": "timestamp", "unique_key": "id"}}, True),
         ({"resource_type": "operation", "config": {}}, False),
     ],
-    ids=lambda value: (
-        str(
-            value.get("config", {}).get("incremental_strategy")
-            or value.get("config", {}).get("materialized")
-            or value.get("resource_type")
-        )
-        if isinstance(value, dict)
-        else str(value)
-    ),
+    ids=lambda value: str(
+        value.get("config", {}).get("incremental_strategy") or value.get("config", {}).get("materialized")
+        or value.get("resource_type")) if isinstance(value, dict) else str(value),
 )
 def test_inferred_from_materialization_and_strategy(node: dict[str, Any], expected: bool) -> None:
     verdict = idempotency(node)
@@ -96,7 +90,6 @@ def test_meta_without_idempotent_key_keeps_the_inference() -> None:
 
 def test_non_boolean_override_is_a_usage_error_naming_the_value() -> None:
     node = model("table", meta={"iceberg_maint": {"idempotent": "yes"}})
-    with pytest.raises(
-        UsageError, match=r"invalid meta.iceberg_maint.idempotent value 'yes' on 'model.proj.m' \(allowed: true/false\)"
-    ):
+    message = r"invalid meta.iceberg_maint.idempotent value 'yes' on 'model.proj.m' \(allowed: true/false\)"
+    with pytest.raises(UsageError, match=message):
         idempotency(node)

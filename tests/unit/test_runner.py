@@ -272,7 +272,8 @@ def test_an_invalid_idempotent_override_is_that_node_s_decision_not_a_usage_erro
 def test_partial_success_is_not_a_success_and_not_re_run() -> None:
     plan = plan_reruns(recorded({"hourly": ("partial success", "2 of 24 batches failed")}), NODES)
     assert plan.selected == ()
-    assert plan.decisions[uid("hourly")].reason.startswith("partial success: some batches of this microbatch model failed")
+    assert plan.decisions[uid("hourly")].reason.startswith(
+        "partial success: some batches of this microbatch model failed")
 
 
 # --- Exact selection ---------------------------------------------------------------------------
@@ -300,7 +301,8 @@ def test_exact_selector_of_a_test_and_of_a_file_name_with_glob_characters() -> N
         f"fqn:{PKG}.unique_events_event_id,resource_type:test,path:models/schema.yml"
     )
     # dbt globs `path:`; escaped, the pattern matches only the file itself.
-    assert exact_selector(uid("events"), nodes, PKG) == f"fqn:{PKG}.events,resource_type:model,path:models/events[[]v2].sql"
+    assert exact_selector(uid("events"), nodes, PKG) == (
+        f"fqn:{PKG}.events,resource_type:model,path:models/events[[]v2].sql")
 
 
 def package_model(name: str, folder: str = "") -> dict[str, Any]:
@@ -313,7 +315,8 @@ def test_a_package_node_is_narrowed_by_package_unless_another_node_extends_its_f
     # dbt resolves `path:` against the root project, so it cannot name a package's file.
     runs = package_model("dbt_runs")
     nodes = {**NODES, runs["unique_id"]: runs}
-    assert exact_selector(runs["unique_id"], nodes, PKG) == "fqn:elementary.dbt_runs,resource_type:model,package:elementary"
+    assert exact_selector(runs["unique_id"], nodes, PKG) == (
+        "fqn:elementary.dbt_runs,resource_type:model,package:elementary")
     extension = package_model("history", folder="dbt_runs")  # models/dbt_runs/history.sql
     nodes[extension["unique_id"]] = extension
     with pytest.raises(NotSelectable, match="fqn:elementary.dbt_runs also selects model.elementary.history"):
@@ -341,8 +344,8 @@ def test_backoff_doubles_caps_and_jitters() -> None:
     assert [exponential_backoff(n, 1.0, 5.0, rng=lambda: 1.0) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 5.0]
     assert exponential_backoff(3, 1.0, 5.0, rng=lambda: 0.0) == 2.0
     # The CLI's default base of 2 s: 1-2 s, then 2-4 s, then 4-8 s, ... at most 60 s.
-    assert [(exponential_backoff(n, rng=lambda: 0.0), exponential_backoff(n, rng=lambda: 1.0)) for n in (1, 2, 3, 7)] == [
-        (1.0, 2.0), (2.0, 4.0), (4.0, 8.0), (30.0, 60.0)]
+    bounds = [(exponential_backoff(n, rng=lambda: 0.0), exponential_backoff(n, rng=lambda: 1.0)) for n in (1, 2, 3, 7)]
+    assert bounds == [(1.0, 2.0), (2.0, 4.0), (4.0, 8.0), (30.0, 60.0)]
 
 
 # --- The loop ----------------------------------------------------------------------------------
