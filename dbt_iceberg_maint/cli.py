@@ -5,6 +5,9 @@ Commands parse options and call the library; everything they print goes through
 usage errors and 1 for failures). Heavy modules (dbt, pyspark, a report's rich tables) are
 imported inside the command that needs them, so `--help` and `classify` start fast and work
 without the `[embedded]` extra.
+
+Over 300 lines because it holds every command's options and help text: each command is one
+function that only parses, calls the library and renders.
 """
 
 from __future__ import annotations

@@ -1,11 +1,15 @@
 """Pure maintenance decisions, mirroring the macros line by line (no I/O).
 
 The macros are the reference: `_iceberg_maint_policy_defaults` / `_iceberg_maint_resolved_policy`
-(macros/internal/policy.sql), `_iceberg_maint_due` and `_iceberg_maint_compaction_options`
-(macros/internal/decisions.sql), `spark__maintain` and `_iceberg_maint_planned_sql`
-(macros/operations/maintain.sql), the `get_*_sql` procedure macros (macros/procedures/) and
-`get_partition_range_sql` (macros/health/). Reason texts are copied verbatim so that
-`dbt-iceberg-maint plan` and `maintain(dry_run=true)` print the same decisions.
+(macros/internal/policy.sql), `_iceberg_maint_due` and `_iceberg_maint_planned_sql`
+(macros/internal/decisions.sql, dispatching to each operation's own rules in macros/procedures/),
+`spark__get_maintenance_plan` (macros/operations/get_maintenance_plan.sql), the `get_*_sql`
+procedure macros (macros/procedures/) and `get_partition_range_sql` (macros/health/). Reason texts
+are copied verbatim so that `dbt-iceberg-maint plan` and `maintain(dry_run=true)` print the same
+decisions.
+
+Over 300 lines because it mirrors every operation's policy defaults, checks, due rule and SQL in
+one place: splitting it would separate each rule from the others the equality test holds together.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Health records and maintenance plans from metadata: the I/O shell around decisions.py."""
+"""Health records and maintenance plans from metadata: the I/O shell around decisions.py.
+
+Slightly over 300 lines: the tiered reader's lazy tiers and the plan loop read the same table
+state, so they share one module.
+"""
 
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ node that did not succeed gets the reason it is not re-run.
 
 A re-run selects exactly the planned nodes (`exact_selector`), never a neighbour whose name
 happens to extend theirs.
+
+Over 300 lines because the re-run decision and the exact selector it emits must stay together.
 """
 
 from __future__ import annotations

@@ -39,8 +39,10 @@ def newest_commit(spark: SparkSession, table: str) -> int:
 
 
 def files_per_day(spark: SparkSession, table: str, column: str) -> dict[str, int]:
-    rows = spark.sql(f"select cast(to_date({column}) as string) as day from "
-                     f"(select input_file_name() as f, {column} from {table}) group by day, f").collect()
+    rows = spark.sql(
+        f"select cast(to_date({column}) as string) as day from "
+        f"(select input_file_name() as f, {column} from {table}) group by day, f"
+    ).collect()
     return dict(Counter(row["day"] for row in rows))
 
 
@@ -53,11 +55,20 @@ def data_files_by_partition(spark: SparkSession, table: str) -> dict[str, int]:
 def tables(spark: SparkSession, dbt_project: DbtProject) -> dict[str, Any]:
     schema = f"local.{dbt_project.schema}_cold"
     spark.sql(f"create namespace if not exists {schema}")
-    t = {name: f"{schema}.{name}" for name in ("by_day", "by_identity", "by_bucket", "by_evolved", "unpartitioned_old", "unpartitioned_new")}
-    spark.sql(f"create table {t['by_day']} (id bigint, event_ts timestamp, v string) using iceberg partitioned by (days(event_ts))")
-    spark.sql(f"create table {t['by_identity']} (id bigint, event_date date, country string) using iceberg "
-              "partitioned by (event_date, country)")
-    spark.sql(f"create table {t['by_bucket']} (id bigint, event_ts timestamp) using iceberg partitioned by (days(event_ts), bucket(2, id))")
+    t = {
+        name: f"{schema}.{name}"
+        for name in ("by_day", "by_identity", "by_bucket", "by_evolved", "unpartitioned_old", "unpartitioned_new")
+    }
+    spark.sql(
+        f"create table {t['by_day']} (id bigint, event_ts timestamp, v string) using iceberg partitioned by (days(event_ts))"
+    )
+    spark.sql(
+        f"create table {t['by_identity']} (id bigint, event_date date, country string) using iceberg "
+        "partitioned by (event_date, country)"
+    )
+    spark.sql(
+        f"create table {t['by_bucket']} (id bigint, event_ts timestamp) using iceberg partitioned by (days(event_ts), bucket(2, id))"
+    )
     spark.sql(f"create table {t['unpartitioned_old']} (id bigint) using iceberg")
     spark.sql(f"create table {t['unpartitioned_new']} (id bigint) using iceberg")
 
@@ -69,7 +80,9 @@ def tables(spark: SparkSession, dbt_project: DbtProject) -> dict[str, Any]:
     spark.sql(f"insert into {t['unpartitioned_old']} values (1)")
     # Partition evolution: old days written under spec 0 (days), later ones under spec 1
     # (days, identity v): rows of the old spec cannot be mapped onto the current fields.
-    spark.sql(f"create table {t['by_evolved']} (id bigint, event_ts timestamp, v string) using iceberg partitioned by (days(event_ts))")
+    spark.sql(
+        f"create table {t['by_evolved']} (id bigint, event_ts timestamp, v string) using iceberg partitioned by (days(event_ts))"
+    )
     insert_rows(spark, t["by_evolved"], OLD_DAYS[:1], day_row)
     spark.sql(f"alter table {t['by_evolved']} add partition field v")
     insert_rows(spark, t["by_evolved"], OLD_DAYS[1:], day_row)
@@ -77,25 +90,48 @@ def tables(spark: SparkSession, dbt_project: DbtProject) -> dict[str, Any]:
     insert_rows(spark, t["by_day"], RECENT_DAYS, day_row)
     insert_rows(spark, t["by_identity"], RECENT_DAYS, "({id}, date '{day}', 'DE')")
     spark.sql(f"insert into {t['unpartitioned_new']} values (1)")
-    recent = [r[0] for table in (t["by_day"], t["by_identity"], t["unpartitioned_new"]) for r in spark.sql(
-        f"select unix_micros(committed_at) from {table}.snapshots where unix_micros(committed_at) > {old_done}").collect()]
+    recent = [
+        r[0]
+        for table in (t["by_day"], t["by_identity"], t["unpartitioned_new"])
+        for r in spark.sql(
+            f"select unix_micros(committed_at) from {table}.snapshots where unix_micros(committed_at) > {old_done}"
+        ).collect()
+    ]
     assert len(recent) == 2 * FILES_PER_PARTITION + 1 and min(recent) > old_done  # commits are sequential
     # Coldness as of a fixed time an hour after the last commit; the cut-off sits in the middle of the gap.
     as_of = max(recent) + 3600 * 10**6
     quiet_hours = (as_of - (old_done + min(recent)) / 2) / 3600e6
     as_of_text = datetime.fromtimestamp(as_of / 1e6, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
-    cases = [{"id": name, "macro": "cold_partitions_where",
-              "kwargs": {"relation": table, "quiet_hours": quiet_hours, "as_of": as_of_text}}
-             for name, table in t.items()]
+    cases = [
+        {
+            "id": name,
+            "macro": "cold_partitions_where",
+            "kwargs": {"relation": table, "quiet_hours": quiet_hours, "as_of": as_of_text},
+        }
+        for name, table in t.items()
+    ]
     # Without as_of the reference time is now.
-    cases.append({"id": "nothing_cold", "macro": "cold_partitions_where",
-                  "kwargs": {"relation": t["by_day"], "quiet_hours": 1000}})
-    cases.append({"id": "everything_cold_now", "macro": "cold_partitions_where",
-                  "kwargs": {"relation": t["unpartitioned_new"], "quiet_hours": 0.0001}})
+    cases.append(
+        {
+            "id": "nothing_cold",
+            "macro": "cold_partitions_where",
+            "kwargs": {"relation": t["by_day"], "quiet_hours": 1000},
+        }
+    )
+    cases.append(
+        {
+            "id": "everything_cold_now",
+            "macro": "cold_partitions_where",
+            "kwargs": {"relation": t["unpartitioned_new"], "quiet_hours": 0.0001},
+        }
+    )
     invocation = dbt_project("run-operation", "hp_test_render", "--args", json.dumps({"cases": cases}))
     prefix = "HP_CASE "
-    results = {c["id"]: c["result"] for c in (json.loads(m[len(prefix):]) for m in invocation.log_messages if m.startswith(prefix))}
+    results = {
+        c["id"]: c["result"]
+        for c in (json.loads(m[len(prefix) :]) for m in invocation.log_messages if m.startswith(prefix))
+    }
     return {"tables": t, "where": results}
 
 
@@ -110,19 +146,30 @@ def test_day_partitions_become_utc_ranges_of_only_the_old_days(tables: dict[str,
     }
 
 
-def test_compaction_with_the_predicate_rewrites_only_cold_partitions(spark: SparkSession, tables: dict[str, Any]) -> None:
+def test_compaction_with_the_predicate_rewrites_only_cold_partitions(
+    spark: SparkSession, tables: dict[str, Any]
+) -> None:
     table = tables["tables"]["by_day"]
     where = tables["where"]["by_day"]
     assert files_per_day(spark, table, "event_ts") == {day: FILES_PER_PARTITION for day in OLD_DAYS + RECENT_DAYS}
-    selected = {r["d"] for r in spark.sql(f"select distinct cast(to_date(event_ts) as string) as d from {table} where {where}").collect()}
+    selected = {
+        r["d"]
+        for r in spark.sql(
+            f"select distinct cast(to_date(event_ts) as string) as d from {table} where {where}"
+        ).collect()
+    }
     assert selected == set(OLD_DAYS)
 
     where_sql = where.replace("'", "\\'")
-    row = spark.sql(f"call local.system.rewrite_data_files(table => '{table}', where => '{where_sql}', "
-                    "options => map('min-input-files', '2'))").collect()[0]
+    row = spark.sql(
+        f"call local.system.rewrite_data_files(table => '{table}', where => '{where_sql}', "
+        "options => map('min-input-files', '2'))"
+    ).collect()[0]
     assert (row["rewritten_data_files_count"], row["added_data_files_count"]) == (2 * FILES_PER_PARTITION, 2)
     assert files_per_day(spark, table, "event_ts") == {
-        **{day: 1 for day in OLD_DAYS}, **{day: FILES_PER_PARTITION for day in RECENT_DAYS}}
+        **{day: 1 for day in OLD_DAYS},
+        **{day: FILES_PER_PARTITION for day in RECENT_DAYS},
+    }
 
 
 def test_identity_partitions_including_null_values(spark: SparkSession, tables: dict[str, Any]) -> None:
@@ -134,12 +181,13 @@ def test_identity_partitions_including_null_values(spark: SparkSession, tables: 
     }
     before = data_files_by_partition(spark, table)
     where_sql = where.replace("'", "\\'")
-    spark.sql(f"call local.system.rewrite_data_files(table => '{table}', where => '{where_sql}', "
-              "options => map('min-input-files', '2'))").collect()
+    spark.sql(
+        f"call local.system.rewrite_data_files(table => '{table}', where => '{where_sql}', "
+        "options => map('min-input-files', '2'))"
+    ).collect()
     after = data_files_by_partition(spark, table)
     assert len(before) == 4 and set(before.values()) == {FILES_PER_PARTITION}
-    assert after == {
-        p: (1 if any(day in p for day in OLD_DAYS) else FILES_PER_PARTITION) for p in before}
+    assert after == {p: (1 if any(day in p for day in OLD_DAYS) else FILES_PER_PARTITION) for p in before}
 
 
 def test_bucket_partitions_are_left_out_not_widened(tables: dict[str, Any]) -> None:
@@ -149,7 +197,8 @@ def test_bucket_partitions_are_left_out_not_widened(tables: dict[str, Any]) -> N
 def test_partitions_of_an_older_spec_are_left_out(tables: dict[str, Any]) -> None:
     assert tables["where"]["by_evolved"] == (
         "((event_ts >= timestamp '2026-11-02 00:00:00+00:00' and event_ts < timestamp '2026-11-03 00:00:00+00:00')"
-        " and v = 'x')")
+        " and v = 'x')"
+    )
 
 
 def test_unpartitioned_table_is_one_partition(tables: dict[str, Any]) -> None:

@@ -47,8 +47,12 @@ def built(spark: SparkSession, dbt_project: DbtProject) -> DbtProject:
     for batch in (1, 2, 3):
         dbt_project("run", "--vars", f"{{batch: {batch}}}", "--select", "events", "event_log")
     # event_log declares commit_retry.num_retries 20; reconcile it as a maintenance job would.
-    dbt_project("run-operation", "dbt_iceberg_maint.apply_table_properties",
-                "--args", json.dumps({"relation": f"{dbt_project.schema}.event_log"}))
+    dbt_project(
+        "run-operation",
+        "dbt_iceberg_maint.apply_table_properties",
+        "--args",
+        json.dumps({"relation": f"{dbt_project.schema}.event_log"}),
+    )
     props = dict(spark.sql(f"show tblproperties {dbt_project.table('event_log')}").collect())
     assert props.get("commit.retry.num-retries") == "20"
     return dbt_project
@@ -65,7 +69,9 @@ def test_dry_run_prints_the_plan_and_changes_nothing(spark: SparkSession, built:
     event_log = by_table(results, "event_log")
     assert list(event_log) == ORDER
     assert {r.status for r in event_log.values()} == {"dry_run"}
-    assert event_log["rewrite_data_files"].sql.startswith(f"CALL system.rewrite_data_files(table => '{built.schema}.event_log'")
+    assert event_log["rewrite_data_files"].sql.startswith(
+        f"CALL system.rewrite_data_files(table => '{built.schema}.event_log'"
+    )
     assert "'partial-progress.max-failed-commits', '0'" in event_log["rewrite_data_files"].sql
     assert "'target-file-size-bytes', '67108864'" in event_log["rewrite_data_files"].sql
     # events compacts only cold partitions, and nothing is cold yet.
@@ -94,7 +100,9 @@ def test_thresholds_decide_what_runs_and_the_data_survives(spark: SparkSession, 
     assert done["rewrite_data_files"].status == "success"
     assert done["rewrite_data_files"].metrics["rewritten_data_files_count"] > 0
     assert spark.sql(f"select count(*) from {event_log}.data_files").collect()[0][0] < files_before
-    assert tuple(spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect()[0]) == tuple(rows)
+    assert tuple(
+        spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect()[0]
+    ) == tuple(rows)
     # Snapshots are minutes old, the policy expires after 1 h.
     assert done["expire_snapshots"].status == "skipped"
     assert "not older than 1 h" in done["expire_snapshots"].reason
@@ -108,15 +116,27 @@ def test_thresholds_decide_what_runs_and_the_data_survives(spark: SparkSession, 
 def test_expire_snapshots_runs_when_due(spark: SparkSession, built: DbtProject) -> None:
     event_log = built.table("event_log")
     rows = spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect()
-    newest = [r[0] for r in spark.sql(f"select snapshot_id from {event_log}.snapshots order by committed_at desc").collect()]
+    newest = [
+        r[0] for r in spark.sql(f"select snapshot_id from {event_log}.snapshots order by committed_at desc").collect()
+    ]
     assert len(newest) > 2
     # Judged as of an hour from now: every snapshot is then older than 0.5 h, however fast the
     # machine runs dbt (no sleep).
     as_of = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
-        "relation": f"{built.schema}.event_log", "operations": ["expire_snapshots"], "as_of": as_of,
-        "policy": {"expire_snapshots": {"older_than_hours": 0.5}}}))
+    invocation = built(
+        "run-operation",
+        "dbt_iceberg_maint.maintain",
+        "--args",
+        json.dumps(
+            {
+                "relation": f"{built.schema}.event_log",
+                "operations": ["expire_snapshots"],
+                "as_of": as_of,
+                "policy": {"expire_snapshots": {"older_than_hours": 0.5}},
+            }
+        ),
+    )
 
     [result] = parse_result_lines(invocation.log_messages)
     assert (result.operation, result.status) == ("expire_snapshots", "success"), result.reason
@@ -125,7 +145,9 @@ def test_expire_snapshots_runs_when_due(spark: SparkSession, built: DbtProject) 
     assert f"older_than => TIMESTAMP '{cutoff}Z'" in result.sql  # the cut-off is fixed by as_of
     assert result.metrics["deleted_manifest_lists_count"] == len(newest) - 2
     # The model's retain_last 2 keeps the two newest.
-    assert [r[0] for r in spark.sql(f"select snapshot_id from {event_log}.snapshots order by committed_at desc").collect()] == newest[:2]
+    assert [
+        r[0] for r in spark.sql(f"select snapshot_id from {event_log}.snapshots order by committed_at desc").collect()
+    ] == newest[:2]
     assert spark.sql(f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}").collect() == rows
 
 
@@ -155,7 +177,9 @@ def test_a_failing_operation_does_not_stop_the_following_ones(spark: SparkSessio
 
 def test_kill_switch_var_skips_everything(spark: SparkSession, built: DbtProject) -> None:
     before = current_snapshot(spark, built.table("event_log"))
-    _, results = maintenance(built, vars="{dbt_iceberg_maint_enabled: false}", select=["event_log", "events"], force=True)
+    _, results = maintenance(
+        built, vars="{dbt_iceberg_maint_enabled: false}", select=["event_log", "events"], force=True
+    )
     assert len(results) == 8
     assert {r.status for r in results} == {"skipped"}
     assert {r.reason for r in results} == {"maintenance disabled by var dbt_iceberg_maint_enabled: false"}
@@ -174,8 +198,14 @@ def test_unknown_selection_or_operation_is_refused(spark: SparkSession, built: D
 
 @pytest.mark.parametrize("relation", ["{schema}.not_built_yet", "no_such_schema.events"])
 def test_a_missing_table_in_a_named_catalog_is_skipped(built: DbtProject, relation: str) -> None:
-    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--vars", "{dbt_iceberg_maint_catalog: local}",
-                       "--args", json.dumps({"relation": relation.format(schema=built.schema)}))
+    invocation = built(
+        "run-operation",
+        "dbt_iceberg_maint.maintain",
+        "--vars",
+        "{dbt_iceberg_maint_catalog: local}",
+        "--args",
+        json.dumps({"relation": relation.format(schema=built.schema)}),
+    )
     results = parse_result_lines(invocation.log_messages)
     assert [r.operation for r in results] == ORDER
     assert {(r.status, r.reason) for r in results} == {("skipped", "table does not exist (model not built yet?)")}
@@ -189,7 +219,9 @@ def test_maintain_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None
     assert all(r.table.endswith(".event_log") for r in results)
     assert {r.status for r in results} <= {"success", "skipped"}
     assert results[0].status == "success"  # batch 4 added small files to compact
-    assert spark.sql(f"select count(*) from {built.table('event_log')}").collect()[0][0] == 137  # + the two inserted above
+    assert (
+        spark.sql(f"select count(*) from {built.table('event_log')}").collect()[0][0] == 137
+    )  # + the two inserted above
 
 
 def test_a_procedure_macro_and_table_health_as_post_hooks(spark: SparkSession, built: DbtProject) -> None:
@@ -207,7 +239,8 @@ def test_a_procedure_macro_and_table_health_as_post_hooks(spark: SparkSession, b
 
 
 def test_cold_scoped_compaction_is_due_only_for_small_files_in_cold_partitions(
-        spark: SparkSession, built: DbtProject) -> None:
+    spark: SparkSession, built: DbtProject
+) -> None:
     """Small files only in a partition writers still touch: compaction is not due (its `where`
     could not select them); once that partition has gone quiet too, it is."""
     table = built.table("cold_scope")
@@ -223,9 +256,19 @@ def test_cold_scoped_compaction_is_due_only_for_small_files_in_cold_partitions(
         return datetime.fromtimestamp(micros / 1e6, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
     def maintain_compaction(reference: str) -> MaintenanceResult:
-        invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
-            "relation": f"{built.schema}.cold_scope", "operations": ["compaction"], "policy": quiet_for_1_h,
-            "as_of": reference}))
+        invocation = built(
+            "run-operation",
+            "dbt_iceberg_maint.maintain",
+            "--args",
+            json.dumps(
+                {
+                    "relation": f"{built.schema}.cold_scope",
+                    "operations": ["compaction"],
+                    "policy": quiet_for_1_h,
+                    "as_of": reference,
+                }
+            ),
+        )
         [result] = parse_result_lines(invocation.log_messages)
         return result
 
@@ -242,7 +285,8 @@ def test_cold_scoped_compaction_is_due_only_for_small_files_in_cold_partitions(
 
 
 def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
-        spark: SparkSession, built: DbtProject) -> None:
+    spark: SparkSession, built: DbtProject
+) -> None:
     """Default policy and Iceberg's default 4 commit retries, 10 partitions x 6 small files.
 
     Iceberg commits partial-progress groups from its rewrite threads; on a Hadoop catalog those
@@ -252,13 +296,19 @@ def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
     table = built.table("hadoop_compaction")
     spark.sql(f"create table {table} (id bigint, ts timestamp) using iceberg partitioned by (days(ts))")
     for batch in range(6):
-        spark.sql(f"insert into {table} select id, timestamp'2026-11-01 00:00:00' + make_interval(0, 0, 0, "
-                  f"cast(id % 10 as int)) from range({batch * 100}, {batch * 100 + 100})")
+        spark.sql(
+            f"insert into {table} select id, timestamp'2026-11-01 00:00:00' + make_interval(0, 0, 0, "
+            f"cast(id % 10 as int)) from range({batch * 100}, {batch * 100 + 100})"
+        )
     checksum = f"select count(*), sum(id), sum(unix_seconds(ts)) from {table}"
     before = spark.sql(checksum).collect()
 
-    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(
-        {"relation": f"{built.schema}.hadoop_compaction", "operations": ["rewrite_data_files"]}))
+    invocation = built(
+        "run-operation",
+        "dbt_iceberg_maint.maintain",
+        "--args",
+        json.dumps({"relation": f"{built.schema}.hadoop_compaction", "operations": ["rewrite_data_files"]}),
+    )
 
     [result] = parse_result_lines(invocation.log_messages)
     assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
@@ -269,7 +319,8 @@ def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
 
 
 def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
-        spark: SparkSession, built: DbtProject) -> None:
+    spark: SparkSession, built: DbtProject
+) -> None:
     """Spark rejects event_log's compaction at run time (a codec Parquet does not know), which
     stops the run-operation: dbt's Jinja cannot catch it. `dbt-iceberg-maint maintain` records
     that step as failed and replays the rest of the LOGGED plan as recorded, even though the
@@ -299,27 +350,37 @@ def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
     plan = MaintenancePlan.from_log(invocations[0].log_messages)
     assert plan is not None
     done = [(r.table.rsplit(".", 1)[-1], r.operation, r.status) for r in report.results]
-    assert done == [(s.table.rsplit(".", 1)[-1], s.operation, "failed" if i == 0 else
-                     {"planned": "success"}.get(s.status, s.status)) for i, s in enumerate(plan.steps)]
+    assert done == [
+        (
+            s.table.rsplit(".", 1)[-1],
+            s.operation,
+            "failed" if i == 0 else {"planned": "success"}.get(s.status, s.status),
+        )
+        for i, s in enumerate(plan.steps)
+    ]
     assert done[0] == ("event_log", "rewrite_data_files", "failed")
     assert ("event_log", "rewrite_manifests", "skipped") in done  # as logged, although 4 manifests exist now
     # Every replayed step ran the SQL the plan recorded, with the plan's reason.
     for result, step in zip(report.results[1:], plan.steps[1:], strict=True):
         assert (result.sql, result.reason) == (step.sql, step.reason)
-    assert [i.args[1] for i in invocations] == ["dbt_iceberg_maint.iceberg_maintenance",
-                                                "dbt_iceberg_maint.execute_maintenance_steps"]
+    assert [i.args[1] for i in invocations] == [
+        "dbt_iceberg_maint.iceberg_maintenance",
+        "dbt_iceberg_maint.execute_maintenance_steps",
+    ]
     # Under partial progress (the policy's default) Iceberg reports a group that failed to
     # rewrite as a failed commit; the codec error itself is only in the driver log.
     failed = report.results[0]
     assert failed.reason.startswith("stopped the run-operation at run time (rewrite_commit_conflict): ")
-    assert re.search(r"RuntimeException: partial-progress\.enabled is true but \d+ rewrite commits failed",
-                     failed.metrics["error"]), failed.metrics["error"][:600]
+    assert re.search(
+        r"RuntimeException: partial-progress\.enabled is true but \d+ rewrite commits failed", failed.metrics["error"]
+    ), failed.metrics["error"][:600]
     assert (report.invocations, report.exit_code) == (2, 1)  # the failed run, the replay
     assert rows[0][0] == spark.sql(f"select count(*) from {event_log}").collect()[0][0]
 
 
 def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapshots(
-        spark: SparkSession, built: DbtProject) -> None:
+    spark: SparkSession, built: DbtProject
+) -> None:
     """The plan is made before the compaction commits, yet expiry (older_than_hours 0: no age
     limit) runs after it and leaves only the newest retain_last snapshots, the compaction's
     commits included: snapshot counts do not grow after maintenance."""
@@ -329,10 +390,21 @@ def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapsh
         spark.sql(f"insert into {table} values ({batch}, 'a'), ({batch + 10}, 'b'), ({batch + 20}, 'c')")
     before = spark.sql(f"select count(*), sum(id) from {table}").collect()
 
-    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
-        "relation": f"{built.schema}.compact_then_expire", "operations": ["compaction", "expire_snapshots"],
-        "policy": {"compaction": {"min_input_files": 3},
-                   "expire_snapshots": {"older_than_hours": 0, "retain_last": 3}}}))
+    invocation = built(
+        "run-operation",
+        "dbt_iceberg_maint.maintain",
+        "--args",
+        json.dumps(
+            {
+                "relation": f"{built.schema}.compact_then_expire",
+                "operations": ["compaction", "expire_snapshots"],
+                "policy": {
+                    "compaction": {"min_input_files": 3},
+                    "expire_snapshots": {"older_than_hours": 0, "retain_last": 3},
+                },
+            }
+        ),
+    )
 
     compaction, expiry = parse_result_lines(invocation.log_messages)
     assert (compaction.status, expiry.status) == ("success", "success"), (compaction.reason, expiry.reason)
@@ -340,8 +412,10 @@ def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapsh
     # the expiry due. Partial progress commits each of the 3 partition groups on its own
     # (Iceberg: one group per commit when there are fewer groups than max-commits 10), so
     # 3 + 3 snapshots exist when the expiry runs: the 3 older ones go, the compaction's stay.
-    assert expiry.reason == ("3 snapshots plus those rewrite_data_files commits first "
-                             "(older_than_hours 0: only the newest retain_last 3 stay)")
+    assert expiry.reason == (
+        "3 snapshots plus those rewrite_data_files commits first "
+        "(older_than_hours 0: only the newest retain_last 3 stay)"
+    )
     assert compaction.metrics["rewritten_data_files_count"] == 9
     assert expiry.metrics["deleted_manifest_lists_count"] == 3
     assert [row[0] for row in spark.sql(f"select operation from {table}.snapshots").collect()] == ["replace"] * 3

@@ -31,9 +31,7 @@ def call(dbt_project: DbtProject, macro: str, expect_success: bool = True, vars:
         args += ["--vars", vars]
     invocation = dbt_project(*args, expect_success=expect_success)
     returned = [
-        json.loads(m.split(" ", 1)[1])["value"]
-        for m in invocation.log_messages
-        if m.startswith("ICEBERG_MAINT_CASE ")
+        json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")
     ]
     return invocation, parse_result_lines(invocation.log_messages), (returned[0] if returned else None)
 
@@ -69,14 +67,20 @@ def small_files_table(spark: SparkSession, name: str, inserts_per_part: int, par
     return name
 
 
-def test_rewrite_data_files_merges_small_files_and_keeps_the_data(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+def test_rewrite_data_files_merges_small_files_and_keeps_the_data(
+    spark: SparkSession, dbt_project: DbtProject, schema: str
+) -> None:
     table = small_files_table(spark, f"local.{schema}.compact", 6, parts=("a", "b"))
     before = fingerprint(spark, table)
     assert data_files(spark, table) == 12
 
     # Only partition a (the where literal needs quotes escaped inside the CALL's string).
     _, results, returned = call(
-        dbt_project, "rewrite_data_files", relation=f"{schema}.compact", where="part = 'a'", options={"min-input-files": 2}
+        dbt_project,
+        "rewrite_data_files",
+        relation=f"{schema}.compact",
+        where="part = 'a'",
+        options={"min-input-files": 2},
     )
 
     (result,) = results
@@ -87,24 +91,39 @@ def test_rewrite_data_files_merges_small_files_and_keeps_the_data(spark: SparkSe
     assert "where => 'part = \\'a\\''" in result.sql
     assert returned["rewritten_data_files_count"] == 6 and returned["status"] == "success"
     assert returned["sql"] == result.sql and returned["duration_ms"] >= 0
-    assert set(returned) >= {"added_data_files_count", "rewritten_bytes_count", "failed_data_files_count", "removed_delete_files_count"}
+    assert set(returned) >= {
+        "added_data_files_count",
+        "rewritten_bytes_count",
+        "failed_data_files_count",
+        "removed_delete_files_count",
+    }
     files_by_part = dict(spark.sql(f"select partition.part, count(*) from {table}.data_files group by 1").collect())
     assert files_by_part == {"a": 1, "b": 6}
     assert fingerprint(spark, table) == before
 
 
-def test_rewrite_data_files_sort_strategy_and_dry_run(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+def test_rewrite_data_files_sort_strategy_and_dry_run(
+    spark: SparkSession, dbt_project: DbtProject, schema: str
+) -> None:
     table = small_files_table(spark, f"local.{schema}.sorted", 3)
     snapshot = current_snapshot(spark, table)
 
-    _, results, returned = call(dbt_project, "rewrite_data_files", relation=f"{schema}.sorted", sort_order="id DESC NULLS LAST", dry_run=True)
+    _, results, returned = call(
+        dbt_project, "rewrite_data_files", relation=f"{schema}.sorted", sort_order="id DESC NULLS LAST", dry_run=True
+    )
     assert [(r.status, r.operation) for r in results] == [("dry_run", "rewrite_data_files")]
     assert "strategy => 'sort', sort_order => 'id DESC NULLS LAST'" in results[0].sql
     assert returned["status"] == "dry_run"
     assert current_snapshot(spark, table) == snapshot  # nothing ran
 
-    _, results, _ = call(dbt_project, "rewrite_data_files", relation=f"{schema}.sorted", strategy="sort",
-                         sort_order="zorder(id, part)", options={"rewrite-all": True})
+    _, results, _ = call(
+        dbt_project,
+        "rewrite_data_files",
+        relation=f"{schema}.sorted",
+        strategy="sort",
+        sort_order="zorder(id, part)",
+        options={"rewrite-all": True},
+    )
     assert results[0].status == "success" and results[0].metrics["rewritten_data_files_count"] == 3
     assert data_files(spark, table) == 1
 
@@ -117,7 +136,9 @@ def utc_text(micros: int) -> str:
     return datetime.fromtimestamp(micros / 1e6, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def test_expire_snapshots_honours_age_and_retain_last(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+def test_expire_snapshots_honours_age_and_retain_last(
+    spark: SparkSession, dbt_project: DbtProject, schema: str
+) -> None:
     by_age = small_files_table(spark, f"local.{schema}.history_age", 4)
     by_count = small_files_table(spark, f"local.{schema}.history_count", 4)
     for table in (by_age, by_count):
@@ -128,11 +149,15 @@ def test_expire_snapshots_honours_age_and_retain_last(spark: SparkSession, dbt_p
     commits = commit_micros(spark, by_age)
     assert len(commits) == 6 and commits[3] < commits[4]
     cutoff = utc_text((commits[3] + commits[4]) // 2 | 1)  # odd: the SQL shows its microseconds
-    young = {r[0] for r in spark.sql(f"select snapshot_id from {by_age}.snapshots order by committed_at desc limit 2").collect()}
+    young = {
+        r[0]
+        for r in spark.sql(f"select snapshot_id from {by_age}.snapshots order by committed_at desc limit 2").collect()
+    }
 
     # retain_last 1, but the two young snapshots are not older than the cut-off: both stay.
-    _, results, returned = call(dbt_project, "expire_snapshots", relation=f"{schema}.history_age", older_than=cutoff,
-                                retain_last=1)
+    _, results, returned = call(
+        dbt_project, "expire_snapshots", relation=f"{schema}.history_age", older_than=cutoff, retain_last=1
+    )
 
     assert results[0].status == "success"
     assert f"older_than => TIMESTAMP '{cutoff[:10]} {cutoff[11:26]}Z', retain_last => 1" in results[0].sql
@@ -142,14 +167,21 @@ def test_expire_snapshots_honours_age_and_retain_last(spark: SparkSession, dbt_p
 
     # older_than_hours 0 means now: retain_last 3 keeps the newest three, whatever their age,
     # even those committed moments ago.
-    newest_three = {r[0] for r in spark.sql(f"select snapshot_id from {by_count}.snapshots order by committed_at desc limit 3").collect()}
-    _, results, _ = call(dbt_project, "expire_snapshots", relation=f"{schema}.history_count", older_than_hours=0, retain_last=3)
+    newest_three = {
+        r[0]
+        for r in spark.sql(f"select snapshot_id from {by_count}.snapshots order by committed_at desc limit 3").collect()
+    }
+    _, results, _ = call(
+        dbt_project, "expire_snapshots", relation=f"{schema}.history_count", older_than_hours=0, retain_last=3
+    )
     assert "older_than => TIMESTAMP '9999-12-31 23:59:59Z', retain_last => 3" in results[0].sql
     assert {r[0] for r in spark.sql(f"select snapshot_id from {by_count}.snapshots").collect()} == newest_three
     assert scalar(spark, f"select count(*) from {by_count}") == 6
 
 
-def test_remove_orphan_files_deletes_only_orphans_older_than_the_window(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+def test_remove_orphan_files_deletes_only_orphans_older_than_the_window(
+    spark: SparkSession, dbt_project: DbtProject, schema: str
+) -> None:
     table = small_files_table(spark, f"local.{schema}.orphans", 2)
     data_dir = Path(scalar(spark, f"select file_path from {table}.data_files limit 1").removeprefix("file:")).parent
     old_orphan = data_dir / "old-orphan.parquet"
@@ -187,7 +219,9 @@ def test_rewrite_manifests_consolidates_manifests(spark: SparkSession, dbt_proje
     assert scalar(spark, f"select count(*) from {table}.manifests") == 1
 
 
-def test_rewrite_position_delete_files_compacts_deletes(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+def test_rewrite_position_delete_files_compacts_deletes(
+    spark: SparkSession, dbt_project: DbtProject, schema: str
+) -> None:
     table = f"local.{schema}.deletes"
     spark.sql(
         f"create or replace table {table} (id bigint, part string) using iceberg partitioned by (part) "
@@ -201,8 +235,13 @@ def test_rewrite_position_delete_files_compacts_deletes(spark: SparkSession, dbt
         spark.sql(f"delete from {table} where id = {i}")
     assert scalar(spark, f"select count(*) from {table}.delete_files") == 3
 
-    _, results, returned = call(dbt_project, "rewrite_position_delete_files", relation=f"{schema}.deletes",
-                                where="part = 'a'", options={"min-input-files": 2})
+    _, results, returned = call(
+        dbt_project,
+        "rewrite_position_delete_files",
+        relation=f"{schema}.deletes",
+        where="part = 'a'",
+        options={"min-input-files": 2},
+    )
 
     assert results[0].status == "success"
     assert returned["rewritten_delete_files_count"] == 3
@@ -212,18 +251,28 @@ def test_rewrite_position_delete_files_compacts_deletes(spark: SparkSession, dbt
 
 
 def test_the_less_common_arguments_reach_iceberg_as_it_expects_them(
-        spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
+    spark: SparkSession, dbt_project: DbtProject, schema: str
+) -> None:
     """Every argument group Iceberg 1.10 accepts, run for real (not only rendered)."""
     table = small_files_table(spark, f"local.{schema}.arguments", 4)
     relation = f"{schema}.arguments"
     history = [r[0] for r in spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at").collect()]
 
     # snapshot_ids (array<bigint>), clean_expired_metadata, stream_results, max_concurrent_deletes.
-    _, results, returned = call(dbt_project, "expire_snapshots", relation=relation, snapshot_ids=[history[0]],
-                                clean_expired_metadata=True, stream_results=True, max_concurrent_deletes=2)
+    _, results, returned = call(
+        dbt_project,
+        "expire_snapshots",
+        relation=relation,
+        snapshot_ids=[history[0]],
+        clean_expired_metadata=True,
+        stream_results=True,
+        max_concurrent_deletes=2,
+    )
     assert results[0].status == "success", results[0].reason
     assert returned["deleted_manifest_lists_count"] == 1
-    assert [r[0] for r in spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at").collect()] == history[1:]
+    assert [
+        r[0] for r in spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at").collect()
+    ] == history[1:]
 
     # location, prefix_mismatch_mode, equal_schemes/equal_authorities, prefix_listing (dry run).
     data_dir = Path(scalar(spark, f"select file_path from {table}.data_files limit 1").removeprefix("file:")).parent
@@ -233,20 +282,31 @@ def test_the_less_common_arguments_reach_iceberg_as_it_expects_them(
     for path in data_dir.parent.rglob("*"):
         if path.is_file():
             os.utime(path, (four_days_ago, four_days_ago))
-    _, results, returned = call(dbt_project, "remove_orphan_files", relation=relation, dry_run=True,
-                                location=f"file:{data_dir}", prefix_mismatch_mode="ERROR", max_concurrent_deletes=2,
-                                equal_schemes={"file": "file"}, equal_authorities={"localhost": "localhost"},
-                                prefix_listing=True)
+    _, results, returned = call(
+        dbt_project,
+        "remove_orphan_files",
+        relation=relation,
+        dry_run=True,
+        location=f"file:{data_dir}",
+        prefix_mismatch_mode="ERROR",
+        max_concurrent_deletes=2,
+        equal_schemes={"file": "file"},
+        equal_authorities={"localhost": "localhost"},
+        prefix_listing=True,
+    )
     assert results[0].status == "dry_run", results[0].reason
     assert [Path(p).name for p in returned["orphan_file_location"]] == ["listed-orphan.parquet"]
 
     # file_list_view: the caller's own listing instead of Iceberg's (Iceberg keeps the entries
     # under the table location, written as the table writes it).
     location = next(r[1] for r in spark.sql(f"describe table extended {table}").collect() if r[0] == "Location")
-    spark.createDataFrame([(f"{location}/data/part=a/{orphan.name}", datetime.fromtimestamp(four_days_ago))],
-                          "file_path string, last_modified timestamp").createOrReplaceTempView("arguments_listing")
-    _, results, returned = call(dbt_project, "remove_orphan_files", relation=relation, dry_run=True,
-                                file_list_view="arguments_listing")
+    spark.createDataFrame(
+        [(f"{location}/data/part=a/{orphan.name}", datetime.fromtimestamp(four_days_ago))],
+        "file_path string, last_modified timestamp",
+    ).createOrReplaceTempView("arguments_listing")
+    _, results, returned = call(
+        dbt_project, "remove_orphan_files", relation=relation, dry_run=True, file_list_view="arguments_listing"
+    )
     assert results[0].status == "dry_run", results[0].reason
     assert [Path(p).name for p in returned["orphan_file_location"]] == ["listed-orphan.parquet"]
     assert orphan.exists()
@@ -261,17 +321,22 @@ def test_the_less_common_arguments_reach_iceberg_as_it_expects_them(
 
 def test_catalog_var_targets_the_named_catalog(spark: SparkSession, dbt_project: DbtProject, schema: str) -> None:
     table = small_files_table(spark, f"local.{schema}.catalogued", 3)
-    _, results, _ = call(dbt_project, "rewrite_manifests", vars="{dbt_iceberg_maint_catalog: local}", relation=f"{schema}.catalogued")
+    _, results, _ = call(
+        dbt_project, "rewrite_manifests", vars="{dbt_iceberg_maint_catalog: local}", relation=f"{schema}.catalogued"
+    )
     assert results[0].sql.startswith("CALL local.system.rewrite_manifests(table => ")
     assert results[0].table == f"local.{schema}.catalogued" and results[0].status == "success"
     # A three-part name picks its catalog too.
-    _, results, _ = call(dbt_project, "rewrite_data_files", relation=f"local.{schema}.catalogued", options={"min-input-files": 2})
+    _, results, _ = call(
+        dbt_project, "rewrite_data_files", relation=f"local.{schema}.catalogued", options={"min-input-files": 2}
+    )
     assert results[0].sql.startswith("CALL local.system.rewrite_data_files(") and results[0].status == "success"
     assert data_files(spark, table) == 1
 
 
-def test_catalog_var_sends_the_call_to_another_catalog(spark: SparkSession, dbt_project: DbtProject,
-                                                      tmp_path: Path) -> None:
+def test_catalog_var_sends_the_call_to_another_catalog(
+    spark: SparkSession, dbt_project: DbtProject, tmp_path: Path
+) -> None:
     """A second Iceberg catalog beside the default one: the var, not the current catalog, decides."""
     other = CatalogSpec(warehouse=str(tmp_path / "other_warehouse"), name="other")
     prepare_warehouse(other)
@@ -282,17 +347,29 @@ def test_catalog_var_sends_the_call_to_another_catalog(spark: SparkSession, dbt_
     table = small_files_table(spark, "other.lake.elsewhere", 3)
     assert not spark.catalog.tableExists("local.lake.elsewhere")
 
-    _, results, returned = call(dbt_project, "rewrite_manifests", vars="{dbt_iceberg_maint_catalog: other}",
-                                relation="lake.elsewhere")
+    _, results, returned = call(
+        dbt_project, "rewrite_manifests", vars="{dbt_iceberg_maint_catalog: other}", relation="lake.elsewhere"
+    )
     assert results[0].sql == "CALL other.system.rewrite_manifests(table => 'lake.elsewhere')"
     assert (results[0].table, results[0].status) == ("other.lake.elsewhere", "success")
     assert returned["rewritten_manifests_count"] == 3
     assert scalar(spark, f"select count(*) from {table}.manifests") == 1
 
     # maintain() too: existence checked in that catalog, the policy's due operations run there.
-    invocation = dbt_project("run-operation", "dbt_iceberg_maint.maintain", "--vars", "{dbt_iceberg_maint_catalog: other}",
-                             "--args", json.dumps({"relation": "lake.elsewhere", "operations": ["compaction"],
-                                                   "policy": {"compaction": {"min_input_files": 2}}}))
+    invocation = dbt_project(
+        "run-operation",
+        "dbt_iceberg_maint.maintain",
+        "--vars",
+        "{dbt_iceberg_maint_catalog: other}",
+        "--args",
+        json.dumps(
+            {
+                "relation": "lake.elsewhere",
+                "operations": ["compaction"],
+                "policy": {"compaction": {"min_input_files": 2}},
+            }
+        ),
+    )
     [result] = parse_result_lines(invocation.log_messages)
     assert (result.table, result.operation, result.status) == ("other.lake.elsewhere", "rewrite_data_files", "success")
     assert result.sql.startswith("CALL other.system.rewrite_data_files(table => 'lake.elsewhere'")
@@ -302,10 +379,22 @@ def test_catalog_var_sends_the_call_to_another_catalog(spark: SparkSession, dbt_
 @pytest.mark.parametrize(
     ("macro", "kwargs", "message"),
     [
-        ("rewrite_data_files", {"where": "part = 'a'; drop table x"}, "argument `where` is \"part = 'a'; drop table x\""),
+        (
+            "rewrite_data_files",
+            {"where": "part = 'a'; drop table x"},
+            "argument `where` is \"part = 'a'; drop table x\"",
+        ),
         ("rewrite_data_files", {"where": "part = 'a' -- everything"}, "must not contain a SQL comment"),
-        ("rewrite_data_files", {"strategy": "zorder"}, "argument `strategy` is 'zorder'; allowed values: binpack, sort"),
-        ("expire_snapshots", {"retain_last": 0}, "argument `retain_last` is 0; it must be a whole number of at least 1"),
+        (
+            "rewrite_data_files",
+            {"strategy": "zorder"},
+            "argument `strategy` is 'zorder'; allowed values: binpack, sort",
+        ),
+        (
+            "expire_snapshots",
+            {"retain_last": 0},
+            "argument `retain_last` is 0; it must be a whole number of at least 1",
+        ),
         ("remove_orphan_files", {"older_than_hours": 23}, "argument `older_than_hours` is 23; it must be at least 24"),
     ],
 )

@@ -15,8 +15,10 @@ from dbt_iceberg_maint.maintenance import MaintenancePlan, PlanStep, SelectedTab
 from dbt_iceberg_maint.results import MaintenanceResult
 
 OPS = ("rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests")
-TABLES = [{"model": "iceberg_maint_integration_tests.event_log", "table": "analytics.event_log"},
-          {"model": "iceberg_maint_integration_tests.events", "table": "analytics.events"}]
+TABLES = [
+    {"model": "iceberg_maint_integration_tests.event_log", "table": "analytics.event_log"},
+    {"model": "iceberg_maint_integration_tests.events", "table": "analytics.events"},
+]
 
 
 def step(table: str, operation: str, status: str = "planned") -> dict[str, Any]:
@@ -27,9 +29,11 @@ def step(table: str, operation: str, status: str = "planned") -> dict[str, Any]:
 SKIPPED = ("analytics.events", "rewrite_data_files")
 STEPS = [step(t["table"], op, "skipped" if (t["table"], op) == SKIPPED else "planned") for t in TABLES for op in OPS]
 PLAN = {"tables": TABLES, "operations": list(OPS), "as_of": None, "steps": STEPS}
-CODEC_ERROR = ("Encountered an error while running operation: Runtime Error\n"
-               "  An error occurred while calling o48.sql.\n"
-               "  : java.lang.IllegalArgumentException: Unsupported compression codec: nope")
+CODEC_ERROR = (
+    "Encountered an error while running operation: Runtime Error\n"
+    "  An error occurred while calling o48.sql.\n"
+    "  : java.lang.IllegalArgumentException: Unsupported compression codec: nope"
+)
 
 
 def marker(name: str, payload: object) -> str:
@@ -37,8 +41,18 @@ def marker(name: str, payload: object) -> str:
 
 
 def result_line(table: str, operation: str, status: str = "success") -> str:
-    return marker("RESULT", {"table": table, "operation": operation, "status": status, "reason": None, "sql": None,
-                             "metrics": {}, "duration_ms": 1})
+    return marker(
+        "RESULT",
+        {
+            "table": table,
+            "operation": operation,
+            "status": status,
+            "reason": None,
+            "sql": None,
+            "metrics": {},
+            "duration_ms": 1,
+        },
+    )
 
 
 def start_line(table: str, operation: str | None) -> str:
@@ -65,11 +79,18 @@ class Recorder:
 def test_the_plan_line_is_read_back() -> None:
     plan = MaintenancePlan.from_log(["iceberg_maintenance: 2 Iceberg model(s)", marker("PLAN", PLAN)])
     assert plan is not None
-    assert plan.tables == (SelectedTable("iceberg_maint_integration_tests.event_log", "analytics.event_log"),
-                           SelectedTable("iceberg_maint_integration_tests.events", "analytics.events"))
+    assert plan.tables == (
+        SelectedTable("iceberg_maint_integration_tests.event_log", "analytics.event_log"),
+        SelectedTable("iceberg_maint_integration_tests.events", "analytics.events"),
+    )
     assert plan.operations == OPS
-    assert plan.steps[0] == PlanStep("analytics.event_log", "rewrite_data_files", "planned", "due",
-                                     "CALL system.rewrite_data_files(table => 'analytics.event_log')")
+    assert plan.steps[0] == PlanStep(
+        "analytics.event_log",
+        "rewrite_data_files",
+        "planned",
+        "due",
+        "CALL system.rewrite_data_files(table => 'analytics.event_log')",
+    )
     assert [s.to_dict() for s in plan.steps] == STEPS
     assert MaintenancePlan.from_log(["Compilation Error: invalid arguments"]) is None
 
@@ -78,43 +99,65 @@ def test_settle_removes_reported_steps() -> None:
     plan = MaintenancePlan.from_log([marker("PLAN", PLAN)])
     assert plan is not None
     reported = [MaintenanceResult("analytics.event_log", op, "success") for op in OPS] + [
-        MaintenanceResult("analytics.events", "rewrite_data_files", "skipped")]
+        MaintenanceResult("analytics.events", "rewrite_data_files", "skipped")
+    ]
     assert settle(plan.steps, reported) == plan.steps[5:]
 
 
 def test_replay_executes_the_recorded_steps() -> None:
     plan = MaintenancePlan.from_log([marker("PLAN", PLAN)])
     assert plan is not None
-    assert replay(plan.steps[6:]) == ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
-                                      json.dumps({"steps": STEPS[6:]})]
+    assert replay(plan.steps[6:]) == [
+        "run-operation",
+        "dbt_iceberg_maint.execute_maintenance_steps",
+        "--args",
+        json.dumps({"steps": STEPS[6:]}),
+    ]
 
 
 def test_a_run_time_failure_is_recorded_and_the_logged_plan_is_replayed() -> None:
     dbt = Recorder(
         # compaction of event_log stops the run-operation: no result line for it, no summary
-        invocation(marker("SELECTION", {"tables": TABLES, "operations": list(OPS)}),
-                   *(start_line(t["table"], None) for t in TABLES), marker("PLAN", PLAN),
-                   "1 of 7 analytics.event_log rewrite_data_files",
-                   start_line("analytics.event_log", "rewrite_data_files"), CODEC_ERROR,
-                   "  at org.apache.spark.sql.SparkSession.sql(SparkSession.scala:638)\n" * 100,
-                   "Flushing usage events", success=False),
+        invocation(
+            marker("SELECTION", {"tables": TABLES, "operations": list(OPS)}),
+            *(start_line(t["table"], None) for t in TABLES),
+            marker("PLAN", PLAN),
+            "1 of 7 analytics.event_log rewrite_data_files",
+            start_line("analytics.event_log", "rewrite_data_files"),
+            CODEC_ERROR,
+            "  at org.apache.spark.sql.SparkSession.sql(SparkSession.scala:638)\n" * 100,
+            "Flushing usage events",
+            success=False,
+        ),
         # the rest of the plan, replayed as logged (no new decisions)
-        invocation(*(result_line(s["table"], s["operation"], "skipped" if s["status"] == "skipped" else "success")
-                     for s in STEPS[1:]), success=True),
+        invocation(
+            *(
+                result_line(s["table"], s["operation"], "skipped" if s["status"] == "skipped" else "success")
+                for s in STEPS[1:]
+            ),
+            success=True,
+        ),
     )
 
     report = run_maintenance(select=["tag:maintained"], force=True, as_of="2026-11-01 00:00:00", invoke=dbt)
 
-    assert [call[0] for call in dbt.calls] == ["dbt_iceberg_maint.iceberg_maintenance",
-                                               "dbt_iceberg_maint.execute_maintenance_steps"]
-    assert dbt.calls[0][1] == {"select": ["tag:maintained"], "dry_run": False, "force": True,
-                               "as_of": "2026-11-01 00:00:00"}
+    assert [call[0] for call in dbt.calls] == [
+        "dbt_iceberg_maint.iceberg_maintenance",
+        "dbt_iceberg_maint.execute_maintenance_steps",
+    ]
+    assert dbt.calls[0][1] == {
+        "select": ["tag:maintained"],
+        "dry_run": False,
+        "force": True,
+        "as_of": "2026-11-01 00:00:00",
+    }
     assert dbt.calls[1][1] == {"steps": STEPS[1:]}
     assert [(r.table, r.operation, r.status) for r in report.results] == [
         ("analytics.event_log", "rewrite_data_files", "failed"),
         *(("analytics.event_log", op, "success") for op in OPS[1:]),
         ("analytics.events", "rewrite_data_files", "skipped"),
-        *(("analytics.events", op, "success") for op in OPS[1:])]
+        *(("analytics.events", op, "success") for op in OPS[1:]),
+    ]
     failed = report.results[0]
     assert failed.reason is not None
     assert failed.reason.startswith("stopped the run-operation at run time (not_iceberg_conflict): ")
@@ -142,10 +185,19 @@ def test_a_replayed_step_that_fails_again_is_recorded_and_the_replay_continues()
 
 def test_a_failure_of_the_last_step_ends_the_run() -> None:
     plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
-    dbt = Recorder(invocation(marker("PLAN", plan),
-                              *(line for op in OPS[:3] for line in (start_line("analytics.event_log", op),
-                                                                    result_line("analytics.event_log", op))),
-                              start_line("analytics.event_log", OPS[3]), CODEC_ERROR, success=False))
+    dbt = Recorder(
+        invocation(
+            marker("PLAN", plan),
+            *(
+                line
+                for op in OPS[:3]
+                for line in (start_line("analytics.event_log", op), result_line("analytics.event_log", op))
+            ),
+            start_line("analytics.event_log", OPS[3]),
+            CODEC_ERROR,
+            success=False,
+        )
+    )
     report = run_maintenance(invoke=dbt)
     assert len(dbt.calls) == 1
     assert [r.status for r in report.results] == ["success", "success", "success", "failed"]
@@ -156,15 +208,17 @@ def test_a_completed_run_is_not_resumed_even_when_operations_failed() -> None:
     plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
     statuses = {op: "failed" if op == "expire_snapshots" else "success" for op in OPS}
     lines = [result_line("analytics.event_log", op, statuses[op]) for op in OPS]
-    dbt = Recorder(invocation(marker("PLAN", plan), *lines, "iceberg_maintenance: 1 operation(s) failed",
-                              success=False))
+    dbt = Recorder(
+        invocation(marker("PLAN", plan), *lines, "iceberg_maintenance: 1 operation(s) failed", success=False)
+    )
     report = run_maintenance(invoke=dbt)
     assert (len(dbt.calls), report.exit_code, len(report.failed)) == (1, 1, 1)
 
 
 def test_bad_input_is_a_usage_error_and_nothing_is_resumed() -> None:
-    dbt = Recorder(invocation("Compilation Error: dbt_iceberg_maint: argument `operations` contains 'vacuum'",
-                              success=False))
+    dbt = Recorder(
+        invocation("Compilation Error: dbt_iceberg_maint: argument `operations` contains 'vacuum'", success=False)
+    )
     with pytest.raises(UsageError, match="argument `operations` contains 'vacuum'"):
         run_maintenance(operations=["vacuum"], invoke=dbt)
     assert len(dbt.calls) == 1
@@ -180,21 +234,32 @@ def test_a_table_whose_planning_fails_costs_one_invocation_not_one_per_operation
     """Planning event_log failed at run time (existence, properties or health): no plan was
     logged; all its operations failed, and the other tables are planned again without it."""
     dbt = Recorder(
-        invocation(marker("SELECTION", {"tables": TABLES, "operations": list(OPS)}),
-                   start_line("analytics.event_log", None), CODEC_ERROR, success=False),
-        invocation(marker("SELECTION", {"tables": TABLES[1:], "operations": list(OPS)}),
-                   marker("PLAN", {**PLAN, "tables": TABLES[1:], "steps": STEPS[4:]}),
-                   *(result_line("analytics.events", op) for op in OPS), success=True),
+        invocation(
+            marker("SELECTION", {"tables": TABLES, "operations": list(OPS)}),
+            start_line("analytics.event_log", None),
+            CODEC_ERROR,
+            success=False,
+        ),
+        invocation(
+            marker("SELECTION", {"tables": TABLES[1:], "operations": list(OPS)}),
+            marker("PLAN", {**PLAN, "tables": TABLES[1:], "steps": STEPS[4:]}),
+            *(result_line("analytics.events", op) for op in OPS),
+            success=True,
+        ),
     )
-    report = run_maintenance(operations=["compaction", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"],
-                             invoke=dbt)
+    report = run_maintenance(
+        operations=["compaction", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"], invoke=dbt
+    )
     assert [call[1].get("select") for call in dbt.calls] == [None, ["iceberg_maint_integration_tests.events"]]
     assert dbt.calls[1][1]["operations"] == list(OPS)
     assert [(r.table, r.operation, r.status) for r in report.results] == [
-        *(("analytics.event_log", op, "failed") for op in OPS), *(("analytics.events", op, "success") for op in OPS)]
+        *(("analytics.event_log", op, "failed") for op in OPS),
+        *(("analytics.events", op, "success") for op in OPS),
+    ]
     assert report.results[0].reason is not None
     assert report.results[0].reason.startswith(
-        "the table's checks before its first operation failed at run time (not_iceberg_conflict): ")
+        "the table's checks before its first operation failed at run time (not_iceberg_conflict): "
+    )
 
 
 def test_an_unreadable_plan_or_a_package_without_one_is_an_error() -> None:
@@ -212,11 +277,13 @@ def test_markers_and_the_error_come_from_dbts_structured_events() -> None:
     message quoting a result line is not a result; the error text is the error event's."""
     plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:4]}
     quoted = CODEC_ERROR + "\n  in a statement near " + result_line("analytics.event_log", OPS[0])
-    events = (LoggedEvent("JinjaLogInfo", marker("PLAN", plan)),
-              LoggedEvent("JinjaLogDebug", start_line("analytics.event_log", OPS[0])),
-              LoggedEvent("SQLQuery", "select 1"),
-              LoggedEvent("RunningOperationUncaughtError", quoted),
-              LoggedEvent("MainEncounteredError", "Flushing usage events"))
+    events = (
+        LoggedEvent("JinjaLogInfo", marker("PLAN", plan)),
+        LoggedEvent("JinjaLogDebug", start_line("analytics.event_log", OPS[0])),
+        LoggedEvent("SQLQuery", "select 1"),
+        LoggedEvent("RunningOperationUncaughtError", quoted),
+        LoggedEvent("MainEncounteredError", "Flushing usage events"),
+    )
     first = DbtInvocation(args=(), success=False, nodes=(), log_messages=tuple(e.msg for e in events), events=events)
     dbt = Recorder(first, invocation(*(result_line("analytics.event_log", op) for op in OPS[1:]), success=True))
 

@@ -17,127 +17,480 @@ import pytest
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
-HEALTH = {"max_small_files_in_partition": 3, "delete_files": 0, "snapshots": 8,
-          "oldest_snapshot_age_hours": 200.5, "data_manifests": 3}
+HEALTH = {
+    "max_small_files_in_partition": 3,
+    "delete_files": 0,
+    "snapshots": 8,
+    "oldest_snapshot_age_hours": 200.5,
+    "data_manifests": 3,
+}
 
 CASES: list[dict[str, Any]] = [
     # --- SQL ---------------------------------------------------------------------------------
     {"id": "rdf_minimal", "procedure": "rewrite_data_files", "kwargs": {"relation": "analytics.events"}},
-    {"id": "rdf_full", "procedure": "rewrite_data_files", "kwargs": {
-        "relation": "analytics.events", "where": "event_date < '2026-01-01'", "strategy": "BINPACK",
-        "options": {"partial-progress.enabled": True, "min-input-files": 2}}},
-    {"id": "rdf_sort_only", "procedure": "rewrite_data_files", "kwargs": {"relation": "events", "sort_order": "id DESC NULLS LAST, ts"}},
-    {"id": "rdf_zorder", "procedure": "rewrite_data_files", "kwargs": {"relation": "cat.analytics.events", "strategy": "sort", "sort_order": "zorder(user_id, event_ts)"}},
-    {"id": "rdf_escape", "procedure": "rewrite_data_files", "kwargs": {"relation": "analytics.events", "where": "note = 'it\\'s' or path like 'a\\\\b'"}},
-    {"id": "exp_full", "procedure": "expire_snapshots", "kwargs": {
-        "relation": "analytics.events", "older_than_hours": 168, "retain_last": 5, "max_concurrent_deletes": 4,
-        "stream_results": True, "snapshot_ids": [11, 12], "clean_expired_metadata": False}},
+    {
+        "id": "rdf_full",
+        "procedure": "rewrite_data_files",
+        "kwargs": {
+            "relation": "analytics.events",
+            "where": "event_date < '2026-01-01'",
+            "strategy": "BINPACK",
+            "options": {"partial-progress.enabled": True, "min-input-files": 2},
+        },
+    },
+    {
+        "id": "rdf_sort_only",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"relation": "events", "sort_order": "id DESC NULLS LAST, ts"},
+    },
+    {
+        "id": "rdf_zorder",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"relation": "cat.analytics.events", "strategy": "sort", "sort_order": "zorder(user_id, event_ts)"},
+    },
+    {
+        "id": "rdf_escape",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"relation": "analytics.events", "where": "note = 'it\\'s' or path like 'a\\\\b'"},
+    },
+    {
+        "id": "exp_full",
+        "procedure": "expire_snapshots",
+        "kwargs": {
+            "relation": "analytics.events",
+            "older_than_hours": 168,
+            "retain_last": 5,
+            "max_concurrent_deletes": 4,
+            "stream_results": True,
+            "snapshot_ids": [11, 12],
+            "clean_expired_metadata": False,
+        },
+    },
     {"id": "exp_minimal", "procedure": "expire_snapshots", "kwargs": {"relation": "analytics.events"}},
     {"id": "rof_default", "procedure": "remove_orphan_files", "kwargs": {"relation": "analytics.events"}},
-    {"id": "rof_full", "procedure": "remove_orphan_files", "kwargs": {
-        "relation": "analytics.events", "older_than_hours": 24, "dry_run": True, "location": "s3://bucket/it's",
-        "max_concurrent_deletes": 8, "file_list_view": "tmp.listing", "equal_schemes": {"s3a": "s3", "s3n": "s3"},
-        "equal_authorities": {"a.example": "b.example"}, "prefix_mismatch_mode": "ignore", "prefix_listing": True}},
-    {"id": "rm_full", "procedure": "rewrite_manifests", "kwargs": {"relation": "analytics.events", "use_caching": True, "spec_id": 0}},
-    {"id": "rpd_full", "procedure": "rewrite_position_delete_files", "kwargs": {"relation": "analytics.events", "where": "d = 1", "options": {"rewrite-all": "true"}}},
+    {
+        "id": "rof_full",
+        "procedure": "remove_orphan_files",
+        "kwargs": {
+            "relation": "analytics.events",
+            "older_than_hours": 24,
+            "dry_run": True,
+            "location": "s3://bucket/it's",
+            "max_concurrent_deletes": 8,
+            "file_list_view": "tmp.listing",
+            "equal_schemes": {"s3a": "s3", "s3n": "s3"},
+            "equal_authorities": {"a.example": "b.example"},
+            "prefix_mismatch_mode": "ignore",
+            "prefix_listing": True,
+        },
+    },
+    {
+        "id": "rm_full",
+        "procedure": "rewrite_manifests",
+        "kwargs": {"relation": "analytics.events", "use_caching": True, "spec_id": 0},
+    },
+    {
+        "id": "rpd_full",
+        "procedure": "rewrite_position_delete_files",
+        "kwargs": {"relation": "analytics.events", "where": "d = 1", "options": {"rewrite-all": "true"}},
+    },
     # --- validation messages -----------------------------------------------------------------
-    {"id": "v_rdf", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"where": "a = 1; drop table t", "strategy": "fast", "options": ["x"]}},
-    {"id": "v_rdf_comment", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"where": "a = 1 /* all */"}},
-    {"id": "v_rdf_sort_binpack", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"strategy": "binpack", "sort_order": "id"}},
-    {"id": "v_rdf_bad_sort", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"sort_order": "id, zorder(a, b)"}},
-    {"id": "v_exp", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {
-        "older_than_hours": -1, "retain_last": 0, "max_concurrent_deletes": -1, "stream_results": "yes", "snapshot_ids": []}},
-    {"id": "v_exp_cutoffs", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {
-        "older_than_hours": 0, "older_than": "2026-01-02 03:04:05"}},
-    {"id": "v_exp_older_than", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than": "yesterday"}},
-    {"id": "v_exp_older_than_zone", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than": "2026-01-02T03:04:05+02:00"}},
+    {
+        "id": "v_rdf",
+        "kind": "errors",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"where": "a = 1; drop table t", "strategy": "fast", "options": ["x"]},
+    },
+    {
+        "id": "v_rdf_comment",
+        "kind": "errors",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"where": "a = 1 /* all */"},
+    },
+    {
+        "id": "v_rdf_sort_binpack",
+        "kind": "errors",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"strategy": "binpack", "sort_order": "id"},
+    },
+    {
+        "id": "v_rdf_bad_sort",
+        "kind": "errors",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"sort_order": "id, zorder(a, b)"},
+    },
+    {
+        "id": "v_exp",
+        "kind": "errors",
+        "procedure": "expire_snapshots",
+        "kwargs": {
+            "older_than_hours": -1,
+            "retain_last": 0,
+            "max_concurrent_deletes": -1,
+            "stream_results": "yes",
+            "snapshot_ids": [],
+        },
+    },
+    {
+        "id": "v_exp_cutoffs",
+        "kind": "errors",
+        "procedure": "expire_snapshots",
+        "kwargs": {"older_than_hours": 0, "older_than": "2026-01-02 03:04:05"},
+    },
+    {
+        "id": "v_exp_older_than",
+        "kind": "errors",
+        "procedure": "expire_snapshots",
+        "kwargs": {"older_than": "yesterday"},
+    },
+    {
+        "id": "v_exp_older_than_zone",
+        "kind": "errors",
+        "procedure": "expire_snapshots",
+        "kwargs": {"older_than": "2026-01-02T03:04:05+02:00"},
+    },
     {"id": "v_exp_hours_text", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": "24"}},
-    {"id": "v_exp_now", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 0, "retain_last": 1}},
-    {"id": "exp_now", "procedure": "expire_snapshots", "kwargs": {"relation": "analytics.events", "older_than_hours": 0, "retain_last": 3}},
-    {"id": "exp_fraction", "procedure": "expire_snapshots", "kwargs": {"relation": "analytics.events", "older_than_hours": 0.25}},
-    {"id": "exp_absolute", "procedure": "expire_snapshots", "kwargs": {"relation": "analytics.events", "older_than": "2026-01-02T03:04:05.5Z"}},
-    {"id": "v_rof", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {
-        "older_than_hours": 23, "prefix_mismatch_mode": "NONE", "file_list_view": "x; drop", "equal_schemes": "s3"}},
+    {
+        "id": "v_exp_now",
+        "kind": "errors",
+        "procedure": "expire_snapshots",
+        "kwargs": {"older_than_hours": 0, "retain_last": 1},
+    },
+    {
+        "id": "exp_now",
+        "procedure": "expire_snapshots",
+        "kwargs": {"relation": "analytics.events", "older_than_hours": 0, "retain_last": 3},
+    },
+    {
+        "id": "exp_fraction",
+        "procedure": "expire_snapshots",
+        "kwargs": {"relation": "analytics.events", "older_than_hours": 0.25},
+    },
+    {
+        "id": "exp_absolute",
+        "procedure": "expire_snapshots",
+        "kwargs": {"relation": "analytics.events", "older_than": "2026-01-02T03:04:05.5Z"},
+    },
+    {
+        "id": "v_rof",
+        "kind": "errors",
+        "procedure": "remove_orphan_files",
+        "kwargs": {
+            "older_than_hours": 23,
+            "prefix_mismatch_mode": "NONE",
+            "file_list_view": "x; drop",
+            "equal_schemes": "s3",
+        },
+    },
     {"id": "v_rof_negative", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": -5}},
     {"id": "v_rm", "kind": "errors", "procedure": "rewrite_manifests", "kwargs": {"use_caching": 1, "spec_id": -1}},
-    {"id": "v_rpd", "kind": "errors", "procedure": "rewrite_position_delete_files", "kwargs": {"where": "x -- y", "options": {"k": ["v"]}}},
-    {"id": "v_rdf_sort_shape", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"sort_order": "id sideways"}},
-    {"id": "v_rdf_sort_separator", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"sort_order": "id; drop"}},
+    {
+        "id": "v_rpd",
+        "kind": "errors",
+        "procedure": "rewrite_position_delete_files",
+        "kwargs": {"where": "x -- y", "options": {"k": ["v"]}},
+    },
+    {
+        "id": "v_rdf_sort_shape",
+        "kind": "errors",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"sort_order": "id sideways"},
+    },
+    {
+        "id": "v_rdf_sort_separator",
+        "kind": "errors",
+        "procedure": "rewrite_data_files",
+        "kwargs": {"sort_order": "id; drop"},
+    },
     {"id": "v_rdf_empty_where", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"where": "  "}},
     {"id": "v_rdf_where_not_text", "kind": "errors", "procedure": "rewrite_data_files", "kwargs": {"where": 5}},
-    {"id": "v_exp_types", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {
-        "retain_last": 2.5, "snapshot_ids": ["a", 7], "clean_expired_metadata": "yes"}},
-    {"id": "v_rof_more", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {
-        "location": "", "prefix_listing": "yes", "dry_run": "no", "max_concurrent_deletes": 0, "equal_authorities": "x"}},
-    {"id": "v_policy_typos", "kind": "policy_errors", "kwargs": {"policy": {
-        "compaction": {"min_input_file": 2}, "expire_snapshot": {"retain_last": 3}, "remove_orphan_files": 72,
-        "enabled": "no", "rewrite_manifests": {"enabled": "sometimes"}}}},
-    {"id": "v_policy_numbers", "kind": "policy_errors", "kwargs": {"policy": {
-        "compaction": {"min_input_files": 0, "target_file_size_mb": -1, "cold_partitions_hours": 0,
-                       "max_failed_commits": -1, "partial_progress": "yes"},
-        "rewrite_position_delete_files": {"min_input_files": 1.5}, "rewrite_manifests": {"min_manifests": 0}}}},
+    {
+        "id": "v_exp_types",
+        "kind": "errors",
+        "procedure": "expire_snapshots",
+        "kwargs": {"retain_last": 2.5, "snapshot_ids": ["a", 7], "clean_expired_metadata": "yes"},
+    },
+    {
+        "id": "v_rof_more",
+        "kind": "errors",
+        "procedure": "remove_orphan_files",
+        "kwargs": {
+            "location": "",
+            "prefix_listing": "yes",
+            "dry_run": "no",
+            "max_concurrent_deletes": 0,
+            "equal_authorities": "x",
+        },
+    },
+    {
+        "id": "v_policy_typos",
+        "kind": "policy_errors",
+        "kwargs": {
+            "policy": {
+                "compaction": {"min_input_file": 2},
+                "expire_snapshot": {"retain_last": 3},
+                "remove_orphan_files": 72,
+                "enabled": "no",
+                "rewrite_manifests": {"enabled": "sometimes"},
+            }
+        },
+    },
+    {
+        "id": "v_policy_numbers",
+        "kind": "policy_errors",
+        "kwargs": {
+            "policy": {
+                "compaction": {
+                    "min_input_files": 0,
+                    "target_file_size_mb": -1,
+                    "cold_partitions_hours": 0,
+                    "max_failed_commits": -1,
+                    "partial_progress": "yes",
+                },
+                "rewrite_position_delete_files": {"min_input_files": 1.5},
+                "rewrite_manifests": {"min_manifests": 0},
+            }
+        },
+    },
     {"id": "v_policy_not_a_mapping", "kind": "policy_errors", "kwargs": {"policy": ["compaction"]}},
     {"id": "v_policy_false", "kind": "policy_errors", "kwargs": {"policy": False}},
     {"id": "policy_false", "kind": "policy", "kwargs": {"policy": False, "overrides": {"rewrite_manifests": False}}},
-    {"id": "v_policy_ok", "kind": "policy_errors", "kwargs": {"policy": {
-        "idempotent": True, "isolation_level": "snapshot", "commit_retry": {"num_retries": 10},
-        "properties": {"write.target-file-size-bytes": "268435456"},
-        "compaction": {"cold_partitions_hours": 6, "min_input_files": 5, "target_file_size_mb": 256, "strategy": "binpack",
-                       "partial_progress": True, "where": None, "options": {}},
-        "expire_snapshots": {"older_than_hours": 168, "retain_last": 5}, "remove_orphan_files": {"older_than_hours": 72},
-        "rewrite_manifests": {"min_manifests": 5}, "rewrite_position_delete_files": False,
-        "lint_ignore": {"compaction_not_cold_scoped": "compacted only while no writer runs"}}}},
-    {"id": "v_ok", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 0.5, "retain_last": 1}},
+    {
+        "id": "v_policy_ok",
+        "kind": "policy_errors",
+        "kwargs": {
+            "policy": {
+                "idempotent": True,
+                "isolation_level": "snapshot",
+                "commit_retry": {"num_retries": 10},
+                "properties": {"write.target-file-size-bytes": "268435456"},
+                "compaction": {
+                    "cold_partitions_hours": 6,
+                    "min_input_files": 5,
+                    "target_file_size_mb": 256,
+                    "strategy": "binpack",
+                    "partial_progress": True,
+                    "where": None,
+                    "options": {},
+                },
+                "expire_snapshots": {"older_than_hours": 168, "retain_last": 5},
+                "remove_orphan_files": {"older_than_hours": 72},
+                "rewrite_manifests": {"min_manifests": 5},
+                "rewrite_position_delete_files": False,
+                "lint_ignore": {"compaction_not_cold_scoped": "compacted only while no writer runs"},
+            }
+        },
+    },
+    {
+        "id": "v_ok",
+        "kind": "errors",
+        "procedure": "expire_snapshots",
+        "kwargs": {"older_than_hours": 0.5, "retain_last": 1},
+    },
     # --- names, policy, decisions ------------------------------------------------------------
     {"id": "names_2", "kind": "names", "kwargs": {"relation": "analytics.events"}},
     {"id": "names_1", "kind": "names", "kwargs": {"relation": "events"}},
     {"id": "names_3", "kind": "names", "kwargs": {"relation": "glue.analytics.events"}},
     {"id": "due_compaction", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": HEALTH}},
-    {"id": "due_compaction_low", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": HEALTH, "policy": {"compaction": {"min_input_files": 3}}}},
-    {"id": "due_compaction_cold", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": {
-        **HEALTH, "max_small_files_in_partition": 9, "cold_scope": {"where": "d = 1", "max_small_files": 5}}}},
-    {"id": "due_compaction_only_hot", "kind": "due", "kwargs": {"operation": "rewrite_data_files", "health": {
-        **HEALTH, "max_small_files_in_partition": 9, "cold_scope": {"where": "d = 1", "max_small_files": 1}}}},
-    {"id": "due_compaction_nothing_cold", "kind": "due", "kwargs": {"operation": "rewrite_data_files",
-        "policy": {"compaction": {"cold_partitions_hours": 6}},
-        "health": {**HEALTH, "cold_scope": {"where": None, "max_small_files": 0}}}},
+    {
+        "id": "due_compaction_low",
+        "kind": "due",
+        "kwargs": {
+            "operation": "rewrite_data_files",
+            "health": HEALTH,
+            "policy": {"compaction": {"min_input_files": 3}},
+        },
+    },
+    {
+        "id": "due_compaction_cold",
+        "kind": "due",
+        "kwargs": {
+            "operation": "rewrite_data_files",
+            "health": {
+                **HEALTH,
+                "max_small_files_in_partition": 9,
+                "cold_scope": {"where": "d = 1", "max_small_files": 5},
+            },
+        },
+    },
+    {
+        "id": "due_compaction_only_hot",
+        "kind": "due",
+        "kwargs": {
+            "operation": "rewrite_data_files",
+            "health": {
+                **HEALTH,
+                "max_small_files_in_partition": 9,
+                "cold_scope": {"where": "d = 1", "max_small_files": 1},
+            },
+        },
+    },
+    {
+        "id": "due_compaction_nothing_cold",
+        "kind": "due",
+        "kwargs": {
+            "operation": "rewrite_data_files",
+            "policy": {"compaction": {"cold_partitions_hours": 6}},
+            "health": {**HEALTH, "cold_scope": {"where": None, "max_small_files": 0}},
+        },
+    },
     {"id": "due_expire", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH}},
-    {"id": "due_expire_few", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH, "policy": {"expire_snapshots": {"retain_last": 8}}}},
-    {"id": "due_expire_young", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": HEALTH, "policy": {"expire_snapshots": {"older_than_hours": 300}}}},
-    {"id": "due_expire_now", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": {**HEALTH, "oldest_snapshot_age_hours": 0.01},
-        "policy": {"expire_snapshots": {"older_than_hours": 0}}}},
-    {"id": "due_expire_now_after_rewrite", "kind": "due", "kwargs": {"operation": "expire_snapshots",
-        "health": {**HEALTH, "rewrites_planned": ["rewrite_data_files"]}, "policy": {"expire_snapshots": {"older_than_hours": 0, "retain_last": 8}}}},
-    {"id": "due_expire_after_rewrite_with_age", "kind": "due", "kwargs": {"operation": "expire_snapshots",
-        "health": {**HEALTH, "rewrites_planned": ["rewrite_data_files"]}, "policy": {"expire_snapshots": {"retain_last": 8}}}},
-    {"id": "due_expire_absolute", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": {**HEALTH, "hours_since_older_than": 100},
-        "policy": {"expire_snapshots": {"older_than": "2026-01-01 00:00:00"}}}},
-    {"id": "due_expire_absolute_young", "kind": "due", "kwargs": {"operation": "expire_snapshots", "health": {**HEALTH, "hours_since_older_than": 300},
-        "policy": {"expire_snapshots": {"older_than": "2026-01-01 00:00:00"}}}},
-    {"id": "v_policy_expire_cutoffs", "kind": "policy_errors", "kwargs": {"policy": {"expire_snapshots": {"older_than_hours": -2}}}},
-    {"id": "v_policy_expire_absolute", "kind": "policy_errors", "kwargs": {"policy": {"expire_snapshots": {"older_than": "2026-01-01"}}}},
+    {
+        "id": "due_expire_few",
+        "kind": "due",
+        "kwargs": {
+            "operation": "expire_snapshots",
+            "health": HEALTH,
+            "policy": {"expire_snapshots": {"retain_last": 8}},
+        },
+    },
+    {
+        "id": "due_expire_young",
+        "kind": "due",
+        "kwargs": {
+            "operation": "expire_snapshots",
+            "health": HEALTH,
+            "policy": {"expire_snapshots": {"older_than_hours": 300}},
+        },
+    },
+    {
+        "id": "due_expire_now",
+        "kind": "due",
+        "kwargs": {
+            "operation": "expire_snapshots",
+            "health": {**HEALTH, "oldest_snapshot_age_hours": 0.01},
+            "policy": {"expire_snapshots": {"older_than_hours": 0}},
+        },
+    },
+    {
+        "id": "due_expire_now_after_rewrite",
+        "kind": "due",
+        "kwargs": {
+            "operation": "expire_snapshots",
+            "health": {**HEALTH, "rewrites_planned": ["rewrite_data_files"]},
+            "policy": {"expire_snapshots": {"older_than_hours": 0, "retain_last": 8}},
+        },
+    },
+    {
+        "id": "due_expire_after_rewrite_with_age",
+        "kind": "due",
+        "kwargs": {
+            "operation": "expire_snapshots",
+            "health": {**HEALTH, "rewrites_planned": ["rewrite_data_files"]},
+            "policy": {"expire_snapshots": {"retain_last": 8}},
+        },
+    },
+    {
+        "id": "due_expire_absolute",
+        "kind": "due",
+        "kwargs": {
+            "operation": "expire_snapshots",
+            "health": {**HEALTH, "hours_since_older_than": 100},
+            "policy": {"expire_snapshots": {"older_than": "2026-01-01 00:00:00"}},
+        },
+    },
+    {
+        "id": "due_expire_absolute_young",
+        "kind": "due",
+        "kwargs": {
+            "operation": "expire_snapshots",
+            "health": {**HEALTH, "hours_since_older_than": 300},
+            "policy": {"expire_snapshots": {"older_than": "2026-01-01 00:00:00"}},
+        },
+    },
+    {
+        "id": "v_policy_expire_cutoffs",
+        "kind": "policy_errors",
+        "kwargs": {"policy": {"expire_snapshots": {"older_than_hours": -2}}},
+    },
+    {
+        "id": "v_policy_expire_absolute",
+        "kind": "policy_errors",
+        "kwargs": {"policy": {"expire_snapshots": {"older_than": "2026-01-01"}}},
+    },
     {"id": "due_manifests", "kind": "due", "kwargs": {"operation": "rewrite_manifests", "health": HEALTH}},
     {"id": "due_orphans", "kind": "due", "kwargs": {"operation": "remove_orphan_files", "health": HEALTH}},
     {"id": "due_deletes", "kind": "due", "kwargs": {"operation": "rewrite_position_delete_files", "health": HEALTH}},
-    {"id": "policy", "kind": "policy", "kwargs": {"policy": {"compaction": {"min_input_files": 2}, "remove_orphan_files": False},
-                                                   "overrides": {"expire_snapshots": {"retain_last": 9}}}},
-    {"id": "planned_procedure_arguments", "kind": "planned", "kwargs": {"relation": "analytics.events", "operation": "remove_orphan_files",
-        "policy": {"remove_orphan_files": {"older_than_hours": 96, "equal_schemes": {"s3a": "s3"}, "prefix_mismatch_mode": "IGNORE"}}}},
-    {"id": "planned_expire_arguments", "kind": "planned", "kwargs": {"relation": "analytics.events", "operation": "expire_snapshots",
-        "policy": {"expire_snapshots": {"clean_expired_metadata": True, "stream_results": True}}}},
-    {"id": "planned_manifests_arguments", "kind": "planned", "kwargs": {"relation": "analytics.events", "operation": "rewrite_manifests",
-        "policy": {"rewrite_manifests": {"use_caching": False}}}},
-    {"id": "v_policy_procedure_arguments", "kind": "policy_errors", "kwargs": {"policy": {
-        "remove_orphan_files": {"prefix_mismatch_mode": "skip"}, "expire_snapshots": {"stream_results": "yes"},
-        "rewrite_manifests": {"use_caching": 1}}}},
+    {
+        "id": "policy",
+        "kind": "policy",
+        "kwargs": {
+            "policy": {"compaction": {"min_input_files": 2}, "remove_orphan_files": False},
+            "overrides": {"expire_snapshots": {"retain_last": 9}},
+        },
+    },
+    {
+        "id": "planned_procedure_arguments",
+        "kind": "planned",
+        "kwargs": {
+            "relation": "analytics.events",
+            "operation": "remove_orphan_files",
+            "policy": {
+                "remove_orphan_files": {
+                    "older_than_hours": 96,
+                    "equal_schemes": {"s3a": "s3"},
+                    "prefix_mismatch_mode": "IGNORE",
+                }
+            },
+        },
+    },
+    {
+        "id": "planned_expire_arguments",
+        "kind": "planned",
+        "kwargs": {
+            "relation": "analytics.events",
+            "operation": "expire_snapshots",
+            "policy": {"expire_snapshots": {"clean_expired_metadata": True, "stream_results": True}},
+        },
+    },
+    {
+        "id": "planned_manifests_arguments",
+        "kind": "planned",
+        "kwargs": {
+            "relation": "analytics.events",
+            "operation": "rewrite_manifests",
+            "policy": {"rewrite_manifests": {"use_caching": False}},
+        },
+    },
+    {
+        "id": "v_policy_procedure_arguments",
+        "kind": "policy_errors",
+        "kwargs": {
+            "policy": {
+                "remove_orphan_files": {"prefix_mismatch_mode": "skip"},
+                "expire_snapshots": {"stream_results": "yes"},
+                "rewrite_manifests": {"use_caching": 1},
+            }
+        },
+    },
     {"id": "options_default", "kind": "compaction_options"},
     {"id": "options_hadoop", "kind": "compaction_options", "kwargs": {"serial_group_commits": True}},
-    {"id": "options_hadoop_explicit", "kind": "compaction_options", "kwargs": {"serial_group_commits": True, "policy": {
-        "compaction": {"options": {"max-concurrent-file-group-rewrites": "4"}}}}},
-    {"id": "options_hadoop_no_partial_progress", "kind": "compaction_options", "kwargs": {
-        "serial_group_commits": True, "policy": {"compaction": {"partial_progress": False}}}},
-    {"id": "options_custom", "kind": "compaction_options", "kwargs": {"policy": {"compaction": {
-        "target_file_size_mb": 256, "partial_progress": False, "options": {"min-input-files": "9"}}}}},
+    {
+        "id": "options_hadoop_explicit",
+        "kind": "compaction_options",
+        "kwargs": {
+            "serial_group_commits": True,
+            "policy": {"compaction": {"options": {"max-concurrent-file-group-rewrites": "4"}}},
+        },
+    },
+    {
+        "id": "options_hadoop_no_partial_progress",
+        "kind": "compaction_options",
+        "kwargs": {"serial_group_commits": True, "policy": {"compaction": {"partial_progress": False}}},
+    },
+    {
+        "id": "options_custom",
+        "kind": "compaction_options",
+        "kwargs": {
+            "policy": {
+                "compaction": {
+                    "target_file_size_mb": 256,
+                    "partial_progress": False,
+                    "options": {"min-input-files": "9"},
+                }
+            }
+        },
+    },
     {"id": "select_all", "kind": "selection"},
     {"id": "select_tag", "kind": "selection", "kwargs": {"select": "tag:maintained"}},
     {"id": "select_mixed", "kind": "selection", "kwargs": {"select": ["user_summary", "tag:maintained", "events"]}},
@@ -194,9 +547,7 @@ def test_rewrite_data_files_sql(rendered: dict[str, dict[str, Any]]) -> None:
 
 def test_quotes_and_backslashes_are_escaped_spark_style(rendered: dict[str, dict[str, Any]]) -> None:
     # where = note = 'it\'s' or path like 'a\\b'  ->  every \ doubled, every ' preceded by \
-    assert sql(rendered, "rdf_escape").endswith(
-        "where => 'note = \\'it\\\\\\'s\\' or path like \\'a\\\\\\\\b\\'')"
-    )
+    assert sql(rendered, "rdf_escape").endswith("where => 'note = \\'it\\\\\\'s\\' or path like \\'a\\\\\\\\b\\'')")
     assert "location => 's3://bucket/it\\'s'" in sql(rendered, "rof_full")
 
 
@@ -216,11 +567,13 @@ def test_expire_snapshots_sql(rendered: dict[str, dict[str, Any]]) -> None:
     # for snapshots committed after the SQL was rendered (a plan's step runs later).
     assert sql(rendered, "exp_now") == (
         "CALL system.expire_snapshots(table => 'analytics.events', older_than => TIMESTAMP '9999-12-31 23:59:59Z', "
-        "retain_last => 3)")
+        "retain_last => 3)"
+    )
     quarter = older_than(sql(rendered, "exp_fraction"))
     assert abs((quarter - (rendered["_started"]["value"] - timedelta(minutes=15))).total_seconds()) < 120
     assert sql(rendered, "exp_absolute") == (
-        "CALL system.expire_snapshots(table => 'analytics.events', older_than => TIMESTAMP '2026-01-02 03:04:05.500000Z')")
+        "CALL system.expire_snapshots(table => 'analytics.events', older_than => TIMESTAMP '2026-01-02 03:04:05.500000Z')"
+    )
 
 
 def test_remove_orphan_files_sql(rendered: dict[str, dict[str, Any]]) -> None:
@@ -229,7 +582,8 @@ def test_remove_orphan_files_sql(rendered: dict[str, dict[str, Any]]) -> None:
     assert abs((cutoff - (rendered["_started"]["value"] - timedelta(hours=72))).total_seconds()) < 120
     assert default == (
         "CALL system.remove_orphan_files(table => 'analytics.events', older_than => TIMESTAMP '"
-        + cutoff.strftime("%Y-%m-%d %H:%M:%S") + "Z')"
+        + cutoff.strftime("%Y-%m-%d %H:%M:%S")
+        + "Z')"
     )
     full = sql(rendered, "rof_full")
     assert full.endswith(
@@ -240,7 +594,10 @@ def test_remove_orphan_files_sql(rendered: dict[str, dict[str, Any]]) -> None:
 
 
 def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str, Any]]) -> None:
-    assert sql(rendered, "rm_full") == "CALL system.rewrite_manifests(table => 'analytics.events', use_caching => true, spec_id => 0)"
+    assert (
+        sql(rendered, "rm_full")
+        == "CALL system.rewrite_manifests(table => 'analytics.events', use_caching => true, spec_id => 0)"
+    )
     assert sql(rendered, "rpd_full") == (
         "CALL system.rewrite_position_delete_files(table => 'analytics.events', options => map('rewrite-all', 'true'), where => 'd = 1')"
     )
@@ -249,86 +606,174 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
 @pytest.mark.parametrize(
     ("case", "messages"),
     [
-        ("v_rdf", [
-            "rewrite_data_files: argument `where` is \"a = 1; drop table t\"; it must not contain ';' (a statement separator: only one predicate/expression is allowed)",
-            "rewrite_data_files: argument `strategy` is 'fast'; allowed values: binpack, sort",
-            "rewrite_data_files: argument `options` is ['x']; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
-        ]),
-        ("v_rdf_comment", ["rewrite_data_files: argument `where` is \"a = 1 /* all */\"; it must not contain a SQL comment (--, /* or */)"]),
-        ("v_rdf_sort_binpack", ["rewrite_data_files: argument `sort_order` is 'id' but `strategy` is 'binpack'; a sort order needs strategy 'sort' (or no strategy, which means sort)"]),
-        ("v_rdf_bad_sort", ["rewrite_data_files: argument `sort_order` is 'id, zorder(a, b)'; a z-order must be exactly 'zorder(col1, col2, ...)' and cannot be mixed with other sort columns"]),
-        ("v_exp", [
-            "expire_snapshots: argument `older_than_hours` is -1; it must be 0 or more (0 means now: every snapshot but the newest retain_last)",
-            "expire_snapshots: argument `retain_last` is 0; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)",
-            "expire_snapshots: argument `max_concurrent_deletes` is -1; it must be greater than 0",
-            "expire_snapshots: argument `stream_results` is yes; expected true or false",
-            "expire_snapshots: argument `snapshot_ids` is []; expected a non-empty list of snapshot ids",
-        ]),
-        ("v_rof", [
-            "remove_orphan_files: argument `older_than_hours` is 23; it must be at least 24: removing files younger than a day can delete the files of a write still in progress and corrupt the table",
-            "remove_orphan_files: argument `prefix_mismatch_mode` is 'NONE'; allowed values: ERROR, IGNORE, DELETE",
-            "remove_orphan_files: argument `equal_schemes` is s3; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
-            "remove_orphan_files: argument `file_list_view` is 'x; drop'; expected a view name (letters, digits, underscores, dots) with columns file_path string and last_modified timestamp",
-        ]),
+        (
+            "v_rdf",
+            [
+                "rewrite_data_files: argument `where` is \"a = 1; drop table t\"; it must not contain ';' (a statement separator: only one predicate/expression is allowed)",
+                "rewrite_data_files: argument `strategy` is 'fast'; allowed values: binpack, sort",
+                "rewrite_data_files: argument `options` is ['x']; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
+            ],
+        ),
+        (
+            "v_rdf_comment",
+            [
+                'rewrite_data_files: argument `where` is "a = 1 /* all */"; it must not contain a SQL comment (--, /* or */)'
+            ],
+        ),
+        (
+            "v_rdf_sort_binpack",
+            [
+                "rewrite_data_files: argument `sort_order` is 'id' but `strategy` is 'binpack'; a sort order needs strategy 'sort' (or no strategy, which means sort)"
+            ],
+        ),
+        (
+            "v_rdf_bad_sort",
+            [
+                "rewrite_data_files: argument `sort_order` is 'id, zorder(a, b)'; a z-order must be exactly 'zorder(col1, col2, ...)' and cannot be mixed with other sort columns"
+            ],
+        ),
+        (
+            "v_exp",
+            [
+                "expire_snapshots: argument `older_than_hours` is -1; it must be 0 or more (0 means now: every snapshot but the newest retain_last)",
+                "expire_snapshots: argument `retain_last` is 0; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)",
+                "expire_snapshots: argument `max_concurrent_deletes` is -1; it must be greater than 0",
+                "expire_snapshots: argument `stream_results` is yes; expected true or false",
+                "expire_snapshots: argument `snapshot_ids` is []; expected a non-empty list of snapshot ids",
+            ],
+        ),
+        (
+            "v_rof",
+            [
+                "remove_orphan_files: argument `older_than_hours` is 23; it must be at least 24: removing files younger than a day can delete the files of a write still in progress and corrupt the table",
+                "remove_orphan_files: argument `prefix_mismatch_mode` is 'NONE'; allowed values: ERROR, IGNORE, DELETE",
+                "remove_orphan_files: argument `equal_schemes` is s3; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
+                "remove_orphan_files: argument `file_list_view` is 'x; drop'; expected a view name (letters, digits, underscores, dots) with columns file_path string and last_modified timestamp",
+            ],
+        ),
         ("v_rof_negative", ["remove_orphan_files: argument `older_than_hours` is -5; it must be greater than 0"]),
-        ("v_rm", [
-            "rewrite_manifests: argument `use_caching` is 1; expected true or false",
-            "rewrite_manifests: argument `spec_id` is -1; expected a partition spec id, a whole number >= 0",
-        ]),
-        ("v_rpd", [
-            "rewrite_position_delete_files: argument `where` is \"x -- y\"; it must not contain a SQL comment (--, /* or */)",
-            "rewrite_position_delete_files: argument `options` has entry k: ['v']; keys must be non-empty strings and values strings, numbers or booleans",
-        ]),
+        (
+            "v_rm",
+            [
+                "rewrite_manifests: argument `use_caching` is 1; expected true or false",
+                "rewrite_manifests: argument `spec_id` is -1; expected a partition spec id, a whole number >= 0",
+            ],
+        ),
+        (
+            "v_rpd",
+            [
+                'rewrite_position_delete_files: argument `where` is "x -- y"; it must not contain a SQL comment (--, /* or */)',
+                "rewrite_position_delete_files: argument `options` has entry k: ['v']; keys must be non-empty strings and values strings, numbers or booleans",
+            ],
+        ),
         ("v_ok", []),
         ("v_exp_now", []),
-        ("v_exp_cutoffs", ["expire_snapshots: arguments `older_than` (2026-01-02 03:04:05) and `older_than_hours` (0) are both given; give one cut-off"]),
-        ("v_exp_older_than", ["expire_snapshots: argument `older_than` is \"yesterday\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"]),
-        ("v_exp_older_than_zone", ["expire_snapshots: argument `older_than` is \"2026-01-02T03:04:05+02:00\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"]),
-        ("v_exp_hours_text", ["expire_snapshots: argument `older_than_hours` is 24; expected a number of hours >= 0 (0 means now: every snapshot but the newest retain_last)"]),
-        ("v_rdf_sort_shape", ["rewrite_data_files: argument `sort_order` is 'id sideways'; expected 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(col1, col2, ...)'"]),
-        ("v_rdf_sort_separator", ["rewrite_data_files: argument `sort_order` is \"id; drop\"; it must not contain ';' (a statement separator: only one predicate/expression is allowed)"]),
+        (
+            "v_exp_cutoffs",
+            [
+                "expire_snapshots: arguments `older_than` (2026-01-02 03:04:05) and `older_than_hours` (0) are both given; give one cut-off"
+            ],
+        ),
+        (
+            "v_exp_older_than",
+            [
+                "expire_snapshots: argument `older_than` is \"yesterday\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"
+            ],
+        ),
+        (
+            "v_exp_older_than_zone",
+            [
+                "expire_snapshots: argument `older_than` is \"2026-01-02T03:04:05+02:00\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"
+            ],
+        ),
+        (
+            "v_exp_hours_text",
+            [
+                "expire_snapshots: argument `older_than_hours` is 24; expected a number of hours >= 0 (0 means now: every snapshot but the newest retain_last)"
+            ],
+        ),
+        (
+            "v_rdf_sort_shape",
+            [
+                "rewrite_data_files: argument `sort_order` is 'id sideways'; expected 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(col1, col2, ...)'"
+            ],
+        ),
+        (
+            "v_rdf_sort_separator",
+            [
+                "rewrite_data_files: argument `sort_order` is \"id; drop\"; it must not contain ';' (a statement separator: only one predicate/expression is allowed)"
+            ],
+        ),
         ("v_rdf_empty_where", ["rewrite_data_files: argument `where` is '  '; expected a non-empty SQL string"]),
         ("v_rdf_where_not_text", ["rewrite_data_files: argument `where` is '5'; expected a non-empty SQL string"]),
-        ("v_exp_types", [
-            "expire_snapshots: argument `retain_last` is 2.5; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)",
-            "expire_snapshots: argument `clean_expired_metadata` is yes; expected true or false",
-            "expire_snapshots: argument `snapshot_ids` contains a; snapshot ids are whole numbers",
-        ]),
-        ("v_rof_more", [
-            "remove_orphan_files: argument `dry_run` is no; expected true or false",
-            "remove_orphan_files: argument `prefix_listing` is yes; expected true or false",
-            "remove_orphan_files: argument `max_concurrent_deletes` is 0; it must be greater than 0",
-            "remove_orphan_files: argument `equal_authorities` is x; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
-            "remove_orphan_files: argument `location` is ''; expected a non-empty path or URI",
-        ]),
-        ("v_policy_typos", [
-            "meta.iceberg_maint.compaction has unknown key `min_input_file`; allowed keys: enabled, min_input_files, "
-            "target_file_size_mb, strategy, sort_order, partial_progress, max_failed_commits, cold_partitions_hours, where, options",
-            "meta.iceberg_maint has unknown key `expire_snapshot`; allowed keys: enabled, compaction, rewrite_position_delete_files, "
-            "expire_snapshots, remove_orphan_files, rewrite_manifests, cost_gate, idempotent, isolation_level, commit_retry, properties, "
-            "lint_ignore",
-            "meta.iceberg_maint.remove_orphan_files is 72; expected a mapping of settings or true/false",
-            "meta.iceberg_maint: argument `enabled` is no; expected true or false",
-            "meta.iceberg_maint.rewrite_manifests: argument `enabled` is sometimes; expected true or false",
-        ]),
-        ("v_policy_numbers", [
-            "policy compaction: argument `min_input_files` is 0; it must be greater than 0",
-            "policy compaction: argument `target_file_size_mb` is -1; it must be greater than 0",
-            "policy compaction: argument `cold_partitions_hours` is 0; it must be greater than 0",
-            "policy compaction: argument `max_failed_commits` is -1; expected a whole number >= 0",
-            "policy compaction: argument `partial_progress` is yes; expected true or false",
-            "policy rewrite_position_delete_files: argument `min_input_files` is 1.5; expected a whole number greater than 0",
-            "policy rewrite_manifests: argument `min_manifests` is 0; it must be greater than 0",
-        ]),
-        ("v_policy_procedure_arguments", [
-            "expire_snapshots: argument `stream_results` is yes; expected true or false",
-            "remove_orphan_files: argument `prefix_mismatch_mode` is 'skip'; allowed values: ERROR, IGNORE, DELETE",
-            "rewrite_manifests: argument `use_caching` is 1; expected true or false",
-        ]),
-        ("v_policy_not_a_mapping", ["meta.iceberg_maint is ['compaction']; expected a mapping, or true/false to switch maintenance on/off"]),
+        (
+            "v_exp_types",
+            [
+                "expire_snapshots: argument `retain_last` is 2.5; it must be a whole number of at least 1 (Iceberg always keeps the current snapshot)",
+                "expire_snapshots: argument `clean_expired_metadata` is yes; expected true or false",
+                "expire_snapshots: argument `snapshot_ids` contains a; snapshot ids are whole numbers",
+            ],
+        ),
+        (
+            "v_rof_more",
+            [
+                "remove_orphan_files: argument `dry_run` is no; expected true or false",
+                "remove_orphan_files: argument `prefix_listing` is yes; expected true or false",
+                "remove_orphan_files: argument `max_concurrent_deletes` is 0; it must be greater than 0",
+                "remove_orphan_files: argument `equal_authorities` is x; expected a mapping of string keys to string values, e.g. {'key': 'value'}",
+                "remove_orphan_files: argument `location` is ''; expected a non-empty path or URI",
+            ],
+        ),
+        (
+            "v_policy_typos",
+            [
+                "meta.iceberg_maint.compaction has unknown key `min_input_file`; allowed keys: enabled, min_input_files, "
+                "target_file_size_mb, strategy, sort_order, partial_progress, max_failed_commits, cold_partitions_hours, where, options",
+                "meta.iceberg_maint has unknown key `expire_snapshot`; allowed keys: enabled, compaction, rewrite_position_delete_files, "
+                "expire_snapshots, remove_orphan_files, rewrite_manifests, cost_gate, idempotent, isolation_level, commit_retry, properties, "
+                "lint_ignore",
+                "meta.iceberg_maint.remove_orphan_files is 72; expected a mapping of settings or true/false",
+                "meta.iceberg_maint: argument `enabled` is no; expected true or false",
+                "meta.iceberg_maint.rewrite_manifests: argument `enabled` is sometimes; expected true or false",
+            ],
+        ),
+        (
+            "v_policy_numbers",
+            [
+                "policy compaction: argument `min_input_files` is 0; it must be greater than 0",
+                "policy compaction: argument `target_file_size_mb` is -1; it must be greater than 0",
+                "policy compaction: argument `cold_partitions_hours` is 0; it must be greater than 0",
+                "policy compaction: argument `max_failed_commits` is -1; expected a whole number >= 0",
+                "policy compaction: argument `partial_progress` is yes; expected true or false",
+                "policy rewrite_position_delete_files: argument `min_input_files` is 1.5; expected a whole number greater than 0",
+                "policy rewrite_manifests: argument `min_manifests` is 0; it must be greater than 0",
+            ],
+        ),
+        (
+            "v_policy_procedure_arguments",
+            [
+                "expire_snapshots: argument `stream_results` is yes; expected true or false",
+                "remove_orphan_files: argument `prefix_mismatch_mode` is 'skip'; allowed values: ERROR, IGNORE, DELETE",
+                "rewrite_manifests: argument `use_caching` is 1; expected true or false",
+            ],
+        ),
+        (
+            "v_policy_not_a_mapping",
+            ["meta.iceberg_maint is ['compaction']; expected a mapping, or true/false to switch maintenance on/off"],
+        ),
         ("v_policy_false", []),
-        ("v_policy_expire_cutoffs", ["expire_snapshots: argument `older_than_hours` is -2; it must be 0 or more (0 means now: every snapshot but the newest retain_last)"]),
-        ("v_policy_expire_absolute", ["expire_snapshots: argument `older_than` is \"2026-01-01\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"]),
+        (
+            "v_policy_expire_cutoffs",
+            [
+                "expire_snapshots: argument `older_than_hours` is -2; it must be 0 or more (0 means now: every snapshot but the newest retain_last)"
+            ],
+        ),
+        (
+            "v_policy_expire_absolute",
+            [
+                "expire_snapshots: argument `older_than` is \"2026-01-01\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and an optional Z)"
+            ],
+        ),
         ("v_policy_ok", []),
     ],
 )
@@ -345,12 +790,20 @@ def test_relation_names(rendered: dict[str, dict[str, Any]]) -> None:
 def test_ref_and_source_relations(target: Path) -> None:
     invocation = render(["run-operation", "iceberg_maint_render_relation_cases"], target)
     assert invocation.success, invocation.exception
-    cases = {c["id"]: c["sql"] for c in map(json.loads, (m.split(" ", 1)[1] for m in invocation.log_messages
-                                                          if m.startswith("ICEBERG_MAINT_CASE ")))}
+    cases = {
+        c["id"]: c["sql"]
+        for c in map(
+            json.loads, (m.split(" ", 1)[1] for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE "))
+        )
+    }
     for case, table in (("ref", "analytics.events"), ("source", "analytics.raw_events")):
         assert [statement.split("(", 1)[0] for statement in cases[case]] == [
-            "CALL system.rewrite_data_files", "CALL system.expire_snapshots", "CALL system.remove_orphan_files",
-            "CALL system.rewrite_manifests", "CALL system.rewrite_position_delete_files"]
+            "CALL system.rewrite_data_files",
+            "CALL system.expire_snapshots",
+            "CALL system.remove_orphan_files",
+            "CALL system.rewrite_manifests",
+            "CALL system.rewrite_position_delete_files",
+        ]
         assert all(f"(table => '{table}'" in statement for statement in cases[case])
 
 
@@ -359,22 +812,44 @@ def test_thresholds(rendered: dict[str, dict[str, Any]]) -> None:
     assert value("due_compaction") == {"due": False, "reason": "no partition has >= 5 small files (largest: 3)"}
     assert value("due_compaction_low") == {"due": True, "reason": "a partition has 3 small files, >= min_input_files 3"}
     # With a cold scope (maintain() with cold_partitions_hours) only the cold partitions count.
-    assert value("due_compaction_cold") == {"due": True, "reason": "a cold partition has 5 small files, >= min_input_files 5"}
-    assert value("due_compaction_only_hot") == {"due": False, "reason": "no cold partition has >= 5 small files (largest: 1)"}
+    assert value("due_compaction_cold") == {
+        "due": True,
+        "reason": "a cold partition has 5 small files, >= min_input_files 5",
+    }
+    assert value("due_compaction_only_hot") == {
+        "due": False,
+        "reason": "no cold partition has >= 5 small files (largest: 1)",
+    }
     assert value("due_compaction_nothing_cold") == {
-        "due": False, "reason": "no partition has been quiet for 6 h (cold_partitions_hours), nothing cold to compact"}
+        "due": False,
+        "reason": "no partition has been quiet for 6 h (cold_partitions_hours), nothing cold to compact",
+    }
     assert value("due_expire") == {"due": True, "reason": "8 snapshots (> retain_last 5), oldest 200.5 h old (> 168 h)"}
     assert value("due_expire_few") == {"due": False, "reason": "only 8 snapshots, not more than retain_last 8"}
     assert value("due_expire_young") == {"due": False, "reason": "oldest snapshot is 200.5 h old, not older than 300 h"}
     # older_than_hours 0: no age limit; a rewrite planned first makes expiry due at retain_last.
-    assert value("due_expire_now") == {"due": True, "reason": "8 snapshots (> retain_last 5), older_than_hours 0: no age limit"}
-    assert value("due_expire_now_after_rewrite") == {"due": True, "reason": (
-        "8 snapshots plus those rewrite_data_files commits first (older_than_hours 0: only the newest retain_last 8 stay)")}
-    assert value("due_expire_after_rewrite_with_age") == {"due": False, "reason": "only 8 snapshots, not more than retain_last 8"}
-    assert value("due_expire_absolute") == {"due": True, "reason": (
-        "8 snapshots (> retain_last 5), oldest 200.5 h old (> older_than 2026-01-01 00:00:00)")}
-    assert value("due_expire_absolute_young") == {"due": False, "reason": (
-        "oldest snapshot is 200.5 h old, not older than older_than 2026-01-01 00:00:00")}
+    assert value("due_expire_now") == {
+        "due": True,
+        "reason": "8 snapshots (> retain_last 5), older_than_hours 0: no age limit",
+    }
+    assert value("due_expire_now_after_rewrite") == {
+        "due": True,
+        "reason": (
+            "8 snapshots plus those rewrite_data_files commits first (older_than_hours 0: only the newest retain_last 8 stay)"
+        ),
+    }
+    assert value("due_expire_after_rewrite_with_age") == {
+        "due": False,
+        "reason": "only 8 snapshots, not more than retain_last 8",
+    }
+    assert value("due_expire_absolute") == {
+        "due": True,
+        "reason": ("8 snapshots (> retain_last 5), oldest 200.5 h old (> older_than 2026-01-01 00:00:00)"),
+    }
+    assert value("due_expire_absolute_young") == {
+        "due": False,
+        "reason": ("oldest snapshot is 200.5 h old, not older than older_than 2026-01-01 00:00:00"),
+    }
     assert value("due_manifests") == {"due": False, "reason": "only 3 data manifests, below threshold of 5"}
     assert value("due_orphans")["due"] is True
     assert value("due_deletes") == {"due": False, "reason": "only 0 delete files, below threshold of 5"}
@@ -385,21 +860,39 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
     assert policy["compaction"]["min_input_files"] == 2
     assert policy["compaction"]["partial_progress"] is True
     assert policy["remove_orphan_files"] == {
-        "enabled": False, "older_than_hours": 72, "location": None, "max_concurrent_deletes": None,
-        "equal_schemes": None, "equal_authorities": None, "prefix_mismatch_mode": None, "prefix_listing": None}
-    assert policy["expire_snapshots"] == {"enabled": True, "older_than_hours": 168, "older_than": None, "retain_last": 9,
-                                          "clean_expired_metadata": None, "max_concurrent_deletes": None,
-                                          "stream_results": None}
+        "enabled": False,
+        "older_than_hours": 72,
+        "location": None,
+        "max_concurrent_deletes": None,
+        "equal_schemes": None,
+        "equal_authorities": None,
+        "prefix_mismatch_mode": None,
+        "prefix_listing": None,
+    }
+    assert policy["expire_snapshots"] == {
+        "enabled": True,
+        "older_than_hours": 168,
+        "older_than": None,
+        "retain_last": 9,
+        "clean_expired_metadata": None,
+        "max_concurrent_deletes": None,
+        "stream_results": None,
+    }
     assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5, "use_caching": None}
     # `iceberg_maint: false` switches the model's maintenance off, like `enabled: false`.
     assert rendered["policy_false"]["value"]["enabled"] is False
     assert rendered["policy_false"]["value"]["rewrite_manifests"]["enabled"] is False
     assert rendered["options_default"]["value"] == {
-        "min-input-files": "5", "partial-progress.enabled": "true", "partial-progress.max-failed-commits": "0"}
+        "min-input-files": "5",
+        "partial-progress.enabled": "true",
+        "partial-progress.max-failed-commits": "0",
+    }
     assert rendered["options_custom"]["value"] == {"min-input-files": "9", "target-file-size-bytes": "268435456"}
     # On a Hadoop catalog partial-progress group commits are serialised unless options say otherwise.
     assert rendered["options_hadoop"]["value"] == {
-        **rendered["options_default"]["value"], "max-concurrent-file-group-rewrites": "1"}
+        **rendered["options_default"]["value"],
+        "max-concurrent-file-group-rewrites": "1",
+    }
     assert rendered["options_hadoop_explicit"]["value"]["max-concurrent-file-group-rewrites"] == "4"
     assert rendered["options_hadoop_no_partial_progress"]["value"] == {"min-input-files": "5"}
 
@@ -410,9 +903,11 @@ def test_policy_sections_carry_the_procedures_arguments(rendered: dict[str, dict
     assert orphans.endswith("equal_schemes => map('s3a', 's3'), prefix_mismatch_mode => 'IGNORE')")
     assert older_than(orphans) < datetime.now(timezone.utc) - timedelta(hours=95)
     assert rendered["planned_expire_arguments"]["sql"].endswith(
-        "retain_last => 5, stream_results => true, clean_expired_metadata => true)")
+        "retain_last => 5, stream_results => true, clean_expired_metadata => true)"
+    )
     assert rendered["planned_manifests_arguments"]["sql"] == (
-        "CALL system.rewrite_manifests(table => 'analytics.events', use_caching => false)")
+        "CALL system.rewrite_manifests(table => 'analytics.events', use_caching => false)"
+    )
 
 
 def test_model_selection(rendered: dict[str, dict[str, Any]]) -> None:
@@ -429,9 +924,21 @@ def test_run_operation_context_is_a_macro(rendered: dict[str, dict[str, Any]]) -
 @pytest.mark.parametrize(
     ("macro", "args", "message"),
     [
-        ("dbt_iceberg_maint.get_rewrite_data_files_sql", {"relation": "a.b", "where": "x = 1; select 1"}, "argument `where` is \"x = 1; select 1\""),
-        ("dbt_iceberg_maint.get_remove_orphan_files_sql", {"relation": "a.b", "older_than_hours": 1}, "argument `older_than_hours` is 1; it must be at least 24"),
-        ("dbt_iceberg_maint.get_rewrite_manifests_sql", {"relation": "a.b-c"}, "argument `relation` is 'a.b-c'; expected 'table', 'schema.table' or 'catalog.schema.table'"),
+        (
+            "dbt_iceberg_maint.get_rewrite_data_files_sql",
+            {"relation": "a.b", "where": "x = 1; select 1"},
+            'argument `where` is "x = 1; select 1"',
+        ),
+        (
+            "dbt_iceberg_maint.get_remove_orphan_files_sql",
+            {"relation": "a.b", "older_than_hours": 1},
+            "argument `older_than_hours` is 1; it must be at least 24",
+        ),
+        (
+            "dbt_iceberg_maint.get_rewrite_manifests_sql",
+            {"relation": "a.b-c"},
+            "argument `relation` is 'a.b-c'; expected 'table', 'schema.table' or 'catalog.schema.table'",
+        ),
     ],
 )
 def test_get_sql_raises_a_compiler_error(target: Path, macro: str, args: dict[str, Any], message: str) -> None:

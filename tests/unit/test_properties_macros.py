@@ -21,8 +21,16 @@ CASE_PREFIX = "HP_CASE "
 def run_operation(target: Path, macro: str, args: Mapping[str, Any]) -> DbtInvocation:
     """One `dbt run-operation` on the integration project, with its own target/log paths."""
     return invoke_dbt(
-        ["run-operation", macro, "--args", json.dumps(args),
-         "--target-path", str(target / "target"), "--log-path", str(target / "logs")],
+        [
+            "run-operation",
+            macro,
+            "--args",
+            json.dumps(args),
+            "--target-path",
+            str(target / "target"),
+            "--log-path",
+            str(target / "logs"),
+        ],
         env={"DBT_ICEBERG_MAINT_SCHEMA": "hp_unit"},
     )
 
@@ -30,11 +38,12 @@ def run_operation(target: Path, macro: str, args: Mapping[str, Any]) -> DbtInvoc
 def render_cases(target: Path, cases: Sequence[tuple[str, str, Mapping[str, Any]]]) -> dict[str, Any]:
     """Render (id, package macro, kwargs) cases in one invocation; {id: returned value}."""
     invocation = run_operation(
-        target, "hp_test_render",
+        target,
+        "hp_test_render",
         {"cases": [{"id": case_id, "macro": macro, "kwargs": kwargs} for case_id, macro, kwargs in cases]},
     )
     assert invocation.success, invocation.exception
-    rendered = [json.loads(m[len(CASE_PREFIX):]) for m in invocation.log_messages if m.startswith(CASE_PREFIX)]
+    rendered = [json.loads(m[len(CASE_PREFIX) :]) for m in invocation.log_messages if m.startswith(CASE_PREFIX)]
     return {case["id"]: case["result"] for case in rendered}
 
 
@@ -44,59 +53,120 @@ def dbt_target(tmp_path_factory: pytest.TempPathFactory, installed_package: None
 
 
 ERROR_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
-    "bad_level": ({"isolation_level": "read_committed"},
-                  ["isolation_level = 'read_committed' is not allowed; expected one of serializable, snapshot "
-                   "(or a mapping of delete/update/merge to one of them)"]),
-    "bad_level_type": ({"isolation_level": 3},
-                       ["isolation_level = 3 is not allowed; expected one of serializable, snapshot or a mapping "
-                        "of delete/update/merge to one of them"]),
-    "unknown_operation": ({"isolation_level": {"insert": "snapshot"}},
-                          ["isolation_level.insert is not an operation; expected keys delete, update, merge"]),
-    "bad_operation_level": ({"isolation_level": {"merge": "none"}},
-                            ["isolation_level.merge = \"none\" is not allowed; expected one of serializable, snapshot"]),
-    "unknown_retry_key": ({"commit_retry": {"retries": 3}},
-                          ["commit_retry.retries is not a commit retry setting; expected keys num_retries, "
-                           "min_wait_ms, max_wait_ms, total_timeout_ms"]),
-    "zero_retries": ({"commit_retry": {"num_retries": 0}},
-                     ["commit_retry.num_retries = 0 is not allowed; expected a positive integer"]),
-    "negative_wait": ({"commit_retry": {"min_wait_ms": -5}},
-                      ["commit_retry.min_wait_ms = -5 is not allowed; expected a positive integer"]),
-    "text_timeout": ({"commit_retry": {"total_timeout_ms": "60000"}},
-                     ["commit_retry.total_timeout_ms = \"60000\" is not allowed; expected a positive integer"]),
-    "retry_not_mapping": ({"commit_retry": 10},
-                          ["commit_retry = 10 is not allowed; expected a mapping with keys num_retries, "
-                           "min_wait_ms, max_wait_ms, total_timeout_ms"]),
-    "properties_not_mapping": ({"properties": ["a"]},
-                               ["properties = [\"a\"] is not allowed; expected a mapping of property name to value"]),
-    "nested_property": ({"properties": {"write.format.default": {"x": 1}}},
-                        ["properties.write.format.default = {\"x\": 1} is not allowed; expected a string, number "
-                         "or boolean"]),
-    "contradiction": ({"isolation_level": "snapshot", "properties": {"write.merge.isolation-level": "serializable"}},
-                      ["properties.write.merge.isolation-level = \"serializable\" contradicts 'snapshot' declared by "
-                       "isolation_level/commit_retry; declare it once"]),
-    "several": ({"isolation_level": "weak", "commit_retry": {"num_retries": 0}},
-                ["isolation_level = 'weak' is not allowed; expected one of serializable, snapshot (or a mapping of "
-                 "delete/update/merge to one of them)",
-                 "commit_retry.num_retries = 0 is not allowed; expected a positive integer"]),
+    "bad_level": (
+        {"isolation_level": "read_committed"},
+        [
+            "isolation_level = 'read_committed' is not allowed; expected one of serializable, snapshot "
+            "(or a mapping of delete/update/merge to one of them)"
+        ],
+    ),
+    "bad_level_type": (
+        {"isolation_level": 3},
+        [
+            "isolation_level = 3 is not allowed; expected one of serializable, snapshot or a mapping "
+            "of delete/update/merge to one of them"
+        ],
+    ),
+    "unknown_operation": (
+        {"isolation_level": {"insert": "snapshot"}},
+        ["isolation_level.insert is not an operation; expected keys delete, update, merge"],
+    ),
+    "bad_operation_level": (
+        {"isolation_level": {"merge": "none"}},
+        ['isolation_level.merge = "none" is not allowed; expected one of serializable, snapshot'],
+    ),
+    "unknown_retry_key": (
+        {"commit_retry": {"retries": 3}},
+        [
+            "commit_retry.retries is not a commit retry setting; expected keys num_retries, "
+            "min_wait_ms, max_wait_ms, total_timeout_ms"
+        ],
+    ),
+    "zero_retries": (
+        {"commit_retry": {"num_retries": 0}},
+        ["commit_retry.num_retries = 0 is not allowed; expected a positive integer"],
+    ),
+    "negative_wait": (
+        {"commit_retry": {"min_wait_ms": -5}},
+        ["commit_retry.min_wait_ms = -5 is not allowed; expected a positive integer"],
+    ),
+    "text_timeout": (
+        {"commit_retry": {"total_timeout_ms": "60000"}},
+        ['commit_retry.total_timeout_ms = "60000" is not allowed; expected a positive integer'],
+    ),
+    "retry_not_mapping": (
+        {"commit_retry": 10},
+        [
+            "commit_retry = 10 is not allowed; expected a mapping with keys num_retries, "
+            "min_wait_ms, max_wait_ms, total_timeout_ms"
+        ],
+    ),
+    "properties_not_mapping": (
+        {"properties": ["a"]},
+        ['properties = ["a"] is not allowed; expected a mapping of property name to value'],
+    ),
+    "nested_property": (
+        {"properties": {"write.format.default": {"x": 1}}},
+        ['properties.write.format.default = {"x": 1} is not allowed; expected a string, number or boolean'],
+    ),
+    "contradiction": (
+        {"isolation_level": "snapshot", "properties": {"write.merge.isolation-level": "serializable"}},
+        [
+            "properties.write.merge.isolation-level = \"serializable\" contradicts 'snapshot' declared by "
+            "isolation_level/commit_retry; declare it once"
+        ],
+    ),
+    "several": (
+        {"isolation_level": "weak", "commit_retry": {"num_retries": 0}},
+        [
+            "isolation_level = 'weak' is not allowed; expected one of serializable, snapshot (or a mapping of "
+            "delete/update/merge to one of them)",
+            "commit_retry.num_retries = 0 is not allowed; expected a positive integer",
+        ],
+    ),
     "valid": ({"isolation_level": "snapshot", "commit_retry": {"num_retries": 10}}, []),
 }
 
 DECLARED_CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
-    "one_level": ({"isolation_level": "Snapshot"}, {
-        "write.delete.isolation-level": "snapshot", "write.update.isolation-level": "snapshot",
-        "write.merge.isolation-level": "snapshot"}),
-    "per_operation": ({"isolation_level": {"delete": "serializable", "merge": "snapshot"}}, {
-        "write.delete.isolation-level": "serializable", "write.merge.isolation-level": "snapshot"}),
-    "retry_and_free": ({"commit_retry": {"num_retries": 10, "min_wait_ms": 100, "max_wait_ms": 60000,
-                                         "total_timeout_ms": 1800000},
-                        "properties": {"write.target-file-size-bytes": 268435456, "gc.enabled": True,
-                                       "write.merge.mode": "merge-on-read"}}, {
-        "commit.retry.num-retries": "10", "commit.retry.min-wait-ms": "100", "commit.retry.max-wait-ms": "60000",
-        "commit.retry.total-timeout-ms": "1800000", "write.target-file-size-bytes": "268435456",
-        "gc.enabled": "true", "write.merge.mode": "merge-on-read"}),
-    "agreeing_duplicate": ({"isolation_level": "snapshot", "properties": {"write.merge.isolation-level": "snapshot"}}, {
-        "write.delete.isolation-level": "snapshot", "write.update.isolation-level": "snapshot",
-        "write.merge.isolation-level": "snapshot"}),
+    "one_level": (
+        {"isolation_level": "Snapshot"},
+        {
+            "write.delete.isolation-level": "snapshot",
+            "write.update.isolation-level": "snapshot",
+            "write.merge.isolation-level": "snapshot",
+        },
+    ),
+    "per_operation": (
+        {"isolation_level": {"delete": "serializable", "merge": "snapshot"}},
+        {"write.delete.isolation-level": "serializable", "write.merge.isolation-level": "snapshot"},
+    ),
+    "retry_and_free": (
+        {
+            "commit_retry": {"num_retries": 10, "min_wait_ms": 100, "max_wait_ms": 60000, "total_timeout_ms": 1800000},
+            "properties": {
+                "write.target-file-size-bytes": 268435456,
+                "gc.enabled": True,
+                "write.merge.mode": "merge-on-read",
+            },
+        },
+        {
+            "commit.retry.num-retries": "10",
+            "commit.retry.min-wait-ms": "100",
+            "commit.retry.max-wait-ms": "60000",
+            "commit.retry.total-timeout-ms": "1800000",
+            "write.target-file-size-bytes": "268435456",
+            "gc.enabled": "true",
+            "write.merge.mode": "merge-on-read",
+        },
+    ),
+    "agreeing_duplicate": (
+        {"isolation_level": "snapshot", "properties": {"write.merge.isolation-level": "snapshot"}},
+        {
+            "write.delete.isolation-level": "snapshot",
+            "write.update.isolation-level": "snapshot",
+            "write.merge.isolation-level": "snapshot",
+        },
+    ),
     "nothing": ({"compaction": {"min_input_files": 2}}, {}),
 }
 
@@ -104,17 +174,20 @@ SQL_CASES: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
     "only_differing": (
         {"write.merge.isolation-level": "snapshot", "commit.retry.num-retries": "10"},
         {"write.merge.isolation-level": "snapshot", "commit.retry.num-retries": "4", "format-version": "2"},
-        "alter table analytics.events set tblproperties ('commit.retry.num-retries' = '10')"),
+        "alter table analytics.events set tblproperties ('commit.retry.num-retries' = '10')",
+    ),
     "absent_keys_sorted": (
         {"write.update.isolation-level": "snapshot", "write.delete.isolation-level": "serializable"},
         {"format-version": "2"},
         "alter table analytics.events set tblproperties ('write.delete.isolation-level' = 'serializable', "
-        "'write.update.isolation-level' = 'snapshot')"),
+        "'write.update.isolation-level' = 'snapshot')",
+    ),
     "quoted_value": (
-        {"comment.owner": "it's \\ me"}, {},
-        "alter table analytics.events set tblproperties ('comment.owner' = 'it\\'s \\\\ me')"),
-    "all_equal": (
-        {"write.merge.isolation-level": "snapshot"}, {"write.merge.isolation-level": "snapshot"}, ""),
+        {"comment.owner": "it's \\ me"},
+        {},
+        "alter table analytics.events set tblproperties ('comment.owner' = 'it\\'s \\\\ me')",
+    ),
+    "all_equal": ({"write.merge.isolation-level": "snapshot"}, {"write.merge.isolation-level": "snapshot"}, ""),
     "nothing_declared": ({}, {"format-version": "2"}, ""),
 }
 
@@ -124,10 +197,13 @@ def rendered(dbt_target: Path) -> dict[str, Any]:
     cases: list[tuple[str, str, Mapping[str, Any]]] = []
     cases += [(f"errors:{k}", "table_properties_policy_errors", {"policy": p}) for k, (p, _) in ERROR_CASES.items()]
     cases += [(f"declared:{k}", "declared_table_properties", {"policy": p}) for k, (p, _) in DECLARED_CASES.items()]
-    cases += [(f"sql:{k}", "get_apply_table_properties_sql",
-               {"relation": "analytics.events", "declared": d, "current": c}) for k, (d, c, _) in SQL_CASES.items()]
-    cases.append(("changes", "table_property_changes", {
-        "declared": {"a": "1", "b": "2"}, "current": {"a": "1", "b": "3"}}))
+    cases += [
+        (f"sql:{k}", "get_apply_table_properties_sql", {"relation": "analytics.events", "declared": d, "current": c})
+        for k, (d, c, _) in SQL_CASES.items()
+    ]
+    cases.append(
+        ("changes", "table_property_changes", {"declared": {"a": "1", "b": "2"}, "current": {"a": "1", "b": "3"}})
+    )
     return render_cases(dbt_target, cases)
 
 
@@ -151,12 +227,16 @@ def test_changes_report_old_and_new_values(rendered: dict[str, Any]) -> None:
 
 
 def test_invalid_policy_raises_a_compiler_error(dbt_target: Path) -> None:
-    invocation = run_operation(dbt_target, "dbt_iceberg_maint.declared_table_properties",
-                               {"policy": {"isolation_level": {"merge": "read_committed"}}})
+    invocation = run_operation(
+        dbt_target,
+        "dbt_iceberg_maint.declared_table_properties",
+        {"policy": {"isolation_level": {"merge": "read_committed"}}},
+    )
     assert not invocation.success
-    assert ("invalid meta.iceberg_maint table-property policy: isolation_level.merge = \"read_committed\" "
-            "is not allowed; expected one of serializable, snapshot") in " ".join(
-                [str(invocation.exception), *invocation.log_messages])
+    assert (
+        'invalid meta.iceberg_maint table-property policy: isolation_level.merge = "read_committed" '
+        "is not allowed; expected one of serializable, snapshot"
+    ) in " ".join([str(invocation.exception), *invocation.log_messages])
 
 
 def test_run_operation_without_relation_names_the_argument(dbt_target: Path) -> None:

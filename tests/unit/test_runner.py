@@ -46,8 +46,9 @@ RUNTIME_FILTERING = (
 )
 
 
-def model(name: str, materialized: str = "table", parents: Sequence[str] = (), folder: str = "",
-          **config: Any) -> dict[str, Any]:
+def model(
+    name: str, materialized: str = "table", parents: Sequence[str] = (), folder: str = "", **config: Any
+) -> dict[str, Any]:
     """A model node in manifest.json form, in models/<folder>/<name>.sql."""
     folders = [folder] if folder else []
     return {
@@ -117,8 +118,12 @@ def uid(name: str) -> str:
 
 def recorded(results: dict[str, tuple[str, str | None]]) -> list[NodeOutcome]:
     """Outcomes as read back from a run_results.json (`results[*]`)."""
-    document = {"results": [{"unique_id": uid(name), "status": status, "message": message}
-                            for name, (status, message) in results.items()]}
+    document = {
+        "results": [
+            {"unique_id": uid(name), "status": status, "message": message}
+            for name, (status, message) in results.items()
+        ]
+    }
     return [NodeOutcome.from_run_result(r) for r in json.loads(json.dumps(document))["results"]]
 
 
@@ -128,15 +133,17 @@ def with_meta(name: str, meta: Mapping[str, Any]) -> dict[str, Mapping[str, Any]
 
 
 def test_reruns_the_idempotent_conflict_and_its_skipped_descendants_only() -> None:
-    outcomes = recorded({
-        "events": ("error", MISSING_FILES.format(name="events")),
-        "event_log": ("success", None),
-        "user_summary": ("skipped", None),
-        "country_summary": ("skipped", None),
-        "unique_events_event_id": ("skipped", None),
-        "log_summary": ("success", None),
-        "broken": ("error", SQL_ERROR),
-    })
+    outcomes = recorded(
+        {
+            "events": ("error", MISSING_FILES.format(name="events")),
+            "event_log": ("success", None),
+            "user_summary": ("skipped", None),
+            "country_summary": ("skipped", None),
+            "unique_events_event_id": ("skipped", None),
+            "log_summary": ("success", None),
+            "broken": ("error", SQL_ERROR),
+        }
+    )
     plan = plan_reruns(outcomes, NODES)
     assert plan.rerun == (uid("events"),)
     assert set(plan.rerun_skipped) == {uid("user_summary"), uid("country_summary"), uid("unique_events_event_id")}
@@ -148,10 +155,12 @@ def test_reruns_the_idempotent_conflict_and_its_skipped_descendants_only() -> No
 
 
 def test_a_conflict_on_a_non_idempotent_model_is_refused_with_its_children() -> None:
-    outcomes = recorded({
-        "event_log": ("error", MISSING_FILES.format(name="event_log")),
-        "log_summary": ("skipped", None),
-    })
+    outcomes = recorded(
+        {
+            "event_log": ("error", MISSING_FILES.format(name="event_log")),
+            "log_summary": ("skipped", None),
+        }
+    )
     plan = plan_reruns(outcomes, NODES)
     assert plan.selected == ()
     assert "not idempotent" in plan.decisions[uid("event_log")].reason
@@ -166,11 +175,13 @@ def test_meta_override_makes_an_append_re_runnable() -> None:
 
 
 def test_skipped_child_of_two_failures_waits_for_both_to_be_re_runnable() -> None:
-    outcomes = recorded({
-        "events": ("error", MISSING_FILES.format(name="events")),
-        "event_log": ("error", MISSING_FILES.format(name="event_log")),
-        "both": ("skipped", None),
-    })
+    outcomes = recorded(
+        {
+            "events": ("error", MISSING_FILES.format(name="events")),
+            "event_log": ("error", MISSING_FILES.format(name="event_log")),
+            "both": ("skipped", None),
+        }
+    )
     plan = plan_reruns(outcomes, NODES)
     assert plan.rerun == (uid("events"),)
     assert plan.rerun_skipped == ()
@@ -221,8 +232,13 @@ def test_a_child_skipped_through_an_ephemeral_model_is_re_run_with_its_failed_an
 
 def test_a_node_skipped_without_a_failed_ancestor_is_not_re_run_and_says_so() -> None:
     # e.g. --fail-fast: dbt skipped log_summary, whose ancestors all succeeded.
-    outcomes = recorded({"events": ("error", MISSING_FILES.format(name="events")), "event_log": ("success", None),
-                         "log_summary": ("skipped", None)})
+    outcomes = recorded(
+        {
+            "events": ("error", MISSING_FILES.format(name="events")),
+            "event_log": ("success", None),
+            "log_summary": ("skipped", None),
+        }
+    )
     plan = plan_reruns(outcomes, NODES)
     assert plan.rerun_skipped == ()
     decision = plan.decisions[uid("log_summary")]
@@ -233,12 +249,14 @@ def test_a_node_skipped_without_a_failed_ancestor_is_not_re_run_and_says_so() ->
 def test_build_a_node_downstream_of_a_failed_data_test_stays_skipped() -> None:
     # `both` waits on events (a re-runnable conflict) and on event_log's failed test: re-running
     # it with events alone would build it on data its test rejected.
-    outcomes = recorded({
-        "events": ("error", MISSING_FILES.format(name="events")),
-        "event_log": ("success", None),
-        "not_null_event_log_event_id": ("fail", "Got 2 results, configured to fail if != 0"),
-        "both": ("skipped", None),
-    })
+    outcomes = recorded(
+        {
+            "events": ("error", MISSING_FILES.format(name="events")),
+            "event_log": ("success", None),
+            "not_null_event_log_event_id": ("fail", "Got 2 results, configured to fail if != 0"),
+            "both": ("skipped", None),
+        }
+    )
     plan = plan_reruns(outcomes, NODES)
     assert plan.rerun == (uid("events"),)
     assert plan.rerun_skipped == ()
@@ -259,8 +277,9 @@ def test_build_a_model_skipped_by_its_failed_unit_test_names_the_unit_test() -> 
 
 def test_an_invalid_idempotent_override_is_that_node_s_decision_not_a_usage_error() -> None:
     nodes = with_meta("events", {"iceberg_maint": {"idempotent": "yes"}})
-    plan = plan_reruns(recorded({"events": ("error", MISSING_FILES.format(name="events")),
-                                 "user_summary": ("skipped", None)}), nodes)
+    plan = plan_reruns(
+        recorded({"events": ("error", MISSING_FILES.format(name="events")), "user_summary": ("skipped", None)}), nodes
+    )
     assert plan.selected == ()
     assert plan.decisions[uid("events")].reason == (
         "missing_files_to_delete is retryable, but not re-run: invalid meta.iceberg_maint.idempotent value "
@@ -273,7 +292,8 @@ def test_partial_success_is_not_a_success_and_not_re_run() -> None:
     plan = plan_reruns(recorded({"hourly": ("partial success", "2 of 24 batches failed")}), NODES)
     assert plan.selected == ()
     assert plan.decisions[uid("hourly")].reason.startswith(
-        "partial success: some batches of this microbatch model failed")
+        "partial success: some batches of this microbatch model failed"
+    )
 
 
 # --- Exact selection ---------------------------------------------------------------------------
@@ -283,15 +303,25 @@ def test_rerun_args_select_exactly_the_planned_nodes() -> None:
     # fqn:proj.events alone would also select models/events/events_archive.sql (a successful
     # append: re-running it duplicates rows) and the unit test dedups_events, both under
     # [proj, events, ...]; type and file pin it down, and no tests are added indirectly.
-    outcomes = recorded({"events": ("error", MISSING_FILES.format(name="events")), "events_archive": ("success", None),
-                         "dedups_events": ("pass", None), "user_summary": ("skipped", None)})
+    outcomes = recorded(
+        {
+            "events": ("error", MISSING_FILES.format(name="events")),
+            "events_archive": ("success", None),
+            "dedups_events": ("pass", None),
+            "user_summary": ("skipped", None),
+        }
+    )
     plan = plan_reruns(outcomes, NODES, root_project=PKG)
     args = rerun_args("build", ["--vars", "{batch: 2}", "-s", "tag:maintained", "--indirect-selection", "eager"], plan)
     assert args == [
-        "build", "--vars", "{batch: 2}", "--select",
+        "build",
+        "--vars",
+        "{batch: 2}",
+        "--select",
         f"fqn:{PKG}.events,resource_type:model,path:models/events.sql",
         f"fqn:{PKG}.user_summary,resource_type:model,path:models/user_summary.sql",
-        "--indirect-selection", "empty",
+        "--indirect-selection",
+        "empty",
     ]
 
 
@@ -302,13 +332,18 @@ def test_exact_selector_of_a_test_and_of_a_file_name_with_glob_characters() -> N
     )
     # dbt globs `path:`; escaped, the pattern matches only the file itself.
     assert exact_selector(uid("events"), nodes, PKG) == (
-        f"fqn:{PKG}.events,resource_type:model,path:models/events[[]v2].sql")
+        f"fqn:{PKG}.events,resource_type:model,path:models/events[[]v2].sql"
+    )
 
 
 def package_model(name: str, folder: str = "") -> dict[str, Any]:
     node = model(name, folder=folder)
-    return {**node, "unique_id": f"model.elementary.{name}", "package_name": "elementary",
-            "fqn": ["elementary", *node["fqn"][1:]]}
+    return {
+        **node,
+        "unique_id": f"model.elementary.{name}",
+        "package_name": "elementary",
+        "fqn": ["elementary", *node["fqn"][1:]],
+    }
 
 
 def test_a_package_node_is_narrowed_by_package_unless_another_node_extends_its_fqn() -> None:
@@ -316,13 +351,15 @@ def test_a_package_node_is_narrowed_by_package_unless_another_node_extends_its_f
     runs = package_model("dbt_runs")
     nodes = {**NODES, runs["unique_id"]: runs}
     assert exact_selector(runs["unique_id"], nodes, PKG) == (
-        "fqn:elementary.dbt_runs,resource_type:model,package:elementary")
+        "fqn:elementary.dbt_runs,resource_type:model,package:elementary"
+    )
     extension = package_model("history", folder="dbt_runs")  # models/dbt_runs/history.sql
     nodes[extension["unique_id"]] = extension
     with pytest.raises(NotSelectable, match="fqn:elementary.dbt_runs also selects model.elementary.history"):
         exact_selector(runs["unique_id"], nodes, PKG)
-    plan = plan_reruns([NodeOutcome(runs["unique_id"], "error", MISSING_FILES.format(name="dbt_runs"))], nodes,
-                       root_project=PKG)
+    plan = plan_reruns(
+        [NodeOutcome(runs["unique_id"], "error", MISSING_FILES.format(name="dbt_runs"))], nodes, root_project=PKG
+    )
     assert plan.selected == ()
     assert "cannot be selected exactly" in plan.decisions[runs["unique_id"]].reason
 
@@ -335,8 +372,23 @@ def test_a_node_whose_file_has_a_space_cannot_be_selected() -> None:
 
 
 def test_strip_selection_keeps_everything_else() -> None:
-    args = ["--vars", "{batch: 2}", "--select", "events", "event_log", "--exclude", "x", "--full-refresh",
-            "-s", "y", "--select=z", "--indirect-selection", "cautious", "--threads", "2"]
+    args = [
+        "--vars",
+        "{batch: 2}",
+        "--select",
+        "events",
+        "event_log",
+        "--exclude",
+        "x",
+        "--full-refresh",
+        "-s",
+        "y",
+        "--select=z",
+        "--indirect-selection",
+        "cautious",
+        "--threads",
+        "2",
+    ]
     assert strip_selection(args) == ["--vars", "{batch: 2}", "--full-refresh", "--threads", "2"]
 
 
@@ -357,8 +409,12 @@ class RecordedDbt:
     Like dbt, it reports the nodes that ran and, with `manifest`, the whole project.
     """
 
-    def __init__(self, attempts: list[dict[str, tuple[str, str | None]]], nodes: Mapping[str, Any] = NODES,
-                 manifest: bool = False) -> None:
+    def __init__(
+        self,
+        attempts: list[dict[str, tuple[str, str | None]]],
+        nodes: Mapping[str, Any] = NODES,
+        manifest: bool = False,
+    ) -> None:
         self.attempts = attempts
         self.nodes = nodes
         self.manifest = ManifestGraph(PKG, nodes) if manifest else None
@@ -376,20 +432,36 @@ class RecordedDbt:
 
 
 def selection(*names: str) -> list[str]:
-    return ["--select", *(f"fqn:{PKG}.{n},resource_type:model,path:models/{n}.sql" for n in names),
-            "--indirect-selection", "empty"]
+    return [
+        "--select",
+        *(f"fqn:{PKG}.{n},resource_type:model,path:models/{n}.sql" for n in names),
+        "--indirect-selection",
+        "empty",
+    ]
 
 
 def test_loop_re_runs_then_succeeds_with_backoff_between_attempts() -> None:
-    dbt = RecordedDbt([
-        {"events": ("error", MISSING_FILES.format(name="events")), "user_summary": ("skipped", None),
-         "event_log": ("success", None), "broken": ("error", SQL_ERROR)},
-        {"events": ("error", RUNTIME_FILTERING.format(name="events")), "user_summary": ("skipped", None)},
-        {"events": ("success", None), "user_summary": ("success", None)},
-    ])
+    dbt = RecordedDbt(
+        [
+            {
+                "events": ("error", MISSING_FILES.format(name="events")),
+                "user_summary": ("skipped", None),
+                "event_log": ("success", None),
+                "broken": ("error", SQL_ERROR),
+            },
+            {"events": ("error", RUNTIME_FILTERING.format(name="events")), "user_summary": ("skipped", None)},
+            {"events": ("success", None), "user_summary": ("success", None)},
+        ]
+    )
     waits: list[float] = []
-    report = run_dbt_with_retries(["--vars", "{batch: 2}"], command="run", max_attempts=3,
-                                  invoke=dbt, sleep=waits.append, backoff=lambda n: n * 0.5)
+    report = run_dbt_with_retries(
+        ["--vars", "{batch: 2}"],
+        command="run",
+        max_attempts=3,
+        invoke=dbt,
+        sleep=waits.append,
+        backoff=lambda n: n * 0.5,
+    )
     assert waits == [0.5, 1.0]
     assert dbt.calls[1] == ["run", "--vars", "{batch: 2}", *selection("events", "user_summary")]
     events = report.node("events")
@@ -403,20 +475,31 @@ def test_loop_re_runs_then_succeeds_with_backoff_between_attempts() -> None:
 
 
 def test_loop_follows_the_manifest_through_an_ephemeral_model() -> None:
-    dbt = RecordedDbt([
-        {"events": ("error", MISSING_FILES.format(name="events")), "daily_counts": ("skipped", None)},
-        {"events": ("success", None), "daily_counts": ("success", None)},
-    ], manifest=True)
+    dbt = RecordedDbt(
+        [
+            {"events": ("error", MISSING_FILES.format(name="events")), "daily_counts": ("skipped", None)},
+            {"events": ("success", None), "daily_counts": ("success", None)},
+        ],
+        manifest=True,
+    )
     report = run_dbt_with_retries([], invoke=dbt, sleep=lambda s: None)
     assert dbt.calls[1] == ["run", *selection("events", "daily_counts")]
     assert report.node("daily_counts").final_status == "success" and report.exit_code == 0
 
 
 def test_loop_every_node_that_did_not_succeed_has_a_reason() -> None:
-    dbt = RecordedDbt([{
-        "events": ("error", MISSING_FILES.format(name="events")), "user_summary": ("skipped", None),
-        "log_summary": ("skipped", None), "hourly": ("partial success", None), "event_log": ("success", None),
-    }], nodes=with_meta("events", {"iceberg_maint": {"idempotent": 1}}))
+    dbt = RecordedDbt(
+        [
+            {
+                "events": ("error", MISSING_FILES.format(name="events")),
+                "user_summary": ("skipped", None),
+                "log_summary": ("skipped", None),
+                "hourly": ("partial success", None),
+                "event_log": ("success", None),
+            }
+        ],
+        nodes=with_meta("events", {"iceberg_maint": {"idempotent": 1}}),
+    )
     report = run_dbt_with_retries([], invoke=dbt, sleep=lambda s: None)
     assert len(dbt.calls) == 1 and report.exit_code == 1
     assert report.node("hourly").final_status == "partial success" and not report.node("hourly").succeeded
@@ -427,10 +510,12 @@ def test_loop_every_node_that_did_not_succeed_has_a_reason() -> None:
 
 
 def test_loop_reports_a_selected_node_that_dbt_did_not_run() -> None:
-    dbt = RecordedDbt([
-        {"events": ("error", MISSING_FILES.format(name="events")), "user_summary": ("skipped", None)},
-        {"events": ("success", None)},
-    ])
+    dbt = RecordedDbt(
+        [
+            {"events": ("error", MISSING_FILES.format(name="events")), "user_summary": ("skipped", None)},
+            {"events": ("success", None)},
+        ]
+    )
     report = run_dbt_with_retries([], invoke=dbt, sleep=lambda s: None)
     assert report.node("user_summary").final_status == "skipped"
     assert report.node("user_summary").not_rerun_reason == "selected for attempt 2, but dbt did not run it"
@@ -488,10 +573,14 @@ def test_plan_from_a_recorded_real_conflict_run() -> None:
     assert not unsafe.rerun and "meta.iceberg_maint.idempotent: false" in unsafe.reason
     assert plan.decisions[f"{prefix}conflict_sql_error"].reason.startswith("not_iceberg_conflict")
     assert rerun_args("run", ["--select", "path:models/conflicts", "--vars", "{batch: 2}"], plan) == [
-        "run", "--vars", "{batch: 2}", "--select",
+        "run",
+        "--vars",
+        "{batch: 2}",
+        "--select",
         f"fqn:{PKG}.conflicts.conflict_merge,resource_type:model,path:models/conflicts/conflict_merge.sql",
         f"fqn:{PKG}.conflicts.conflict_merge_child,resource_type:model,path:models/conflicts/conflict_merge_child.sql",
-        "--indirect-selection", "empty",
+        "--indirect-selection",
+        "empty",
     ]
 
 

@@ -7,6 +7,7 @@ JVM): deselect it locally with `-m "not wheel"`.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -26,10 +27,24 @@ def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout
     return done.stdout + done.stderr
 
 
+def source_tree(tmp_path: Path) -> Path:
+    """The checkout's own files (tracked, or new and not ignored), copied: a build in the checkout
+    itself would make setuptools walk .venv, warehouses and dbt's build output (minutes)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    tree = tmp_path / "source"
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
+    return tree
+
+
 @pytest.mark.timeout(2400)
 def test_built_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", dist, ROOT, cwd=tmp_path)
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", dist, source_tree(tmp_path),
+        cwd=tmp_path)
     (wheel,) = dist.glob("dbt_iceberg_maint-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     # The dbt package and the demo's project ship as package data; build output and local state do not.
@@ -55,7 +70,7 @@ def test_built_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> None:
     assert "batch 6: dbt run (incremental MERGE / append) ok" in out
     assert "Iceberg table health (from metadata tables)" in out
     assert "conflict_merge: missing_files_to_delete -> re-run -> success" in out and "(no duplicates)" in out
-    assert "conflict_merge_unsafe: missing_files_to_delete -> not re-run" in out
+    assert "conflict_merge_unsafe: missing_files_to_delete -> write verified not landed -> re-run -> success" in out
     # dbt ran a copy under the work directory, never inside site-packages.
     assert (elsewhere / "work" / "project" / "integration_tests" / "target").is_dir()
     (installed,) = venv.glob("lib/python*/site-packages/dbt_iceberg_maint/_project/integration_tests")
