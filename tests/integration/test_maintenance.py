@@ -420,3 +420,65 @@ def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapsh
     assert expiry.metrics["deleted_manifest_lists_count"] == 3
     assert [row[0] for row in spark.sql(f"select operation from {table}.snapshots").collect()] == ["replace"] * 3
     assert spark.sql(f"select count(*), sum(id) from {table}").collect() == before
+
+
+def test_the_cost_gate_holds_due_work_on_a_table_maintained_recently(spark: SparkSession, built: DbtProject) -> None:
+    """cost_gate.min_interval_hours: a table compacted moments ago is left alone, with the gate's
+    reason, until the interval has passed (as_of); a bad gate value changes nothing."""
+    table = built.table("gated")
+    spark.sql(f"create table {table} (id bigint, part string) using iceberg partitioned by (part)")
+    for batch in range(3):
+        spark.sql(f"insert into {table} values ({batch}, 'a'), ({batch + 10}, 'b')")
+    spark.sql(
+        f"call system.rewrite_data_files(table => '{built.schema}.gated', options => map('min-input-files', '2'))"
+    )
+    compacted = current_snapshot(spark, table)
+
+    def maintain(expect_success: bool = True, **args: object) -> DbtInvocation:
+        arguments = {
+            "relation": f"{built.schema}.gated",
+            "operations": ["compaction", "rewrite_manifests"],
+            "policy": {
+                "compaction": {"min_input_files": 1},
+                "rewrite_manifests": {"min_manifests": 1},
+                "cost_gate": {"min_interval_hours": 24},
+            },
+            **args,
+        }
+        return built(
+            "run-operation",
+            "dbt_iceberg_maint.maintain",
+            "--args",
+            json.dumps(arguments),
+            expect_success=expect_success,
+        )
+
+    gated = parse_result_lines(maintain().log_messages)
+    assert [(r.operation, r.status) for r in gated] == [
+        ("rewrite_data_files", "skipped"),
+        ("rewrite_manifests", "skipped"),
+    ]
+    assert all(
+        re.fullmatch(r"cost gate: last maintained 0\.\d h ago, less than min_interval_hours 24", r.reason)
+        for r in gated
+    ), [r.reason for r in gated]
+    assert current_snapshot(spark, table) == compacted
+
+    later = (datetime.now(timezone.utc) + timedelta(hours=48)).strftime("%Y-%m-%d %H:%M:%S")
+    planned = parse_result_lines(maintain(dry_run=True, as_of=later).log_messages)
+    assert [(r.operation, r.status) for r in planned] == [
+        ("rewrite_data_files", "dry_run"),
+        ("rewrite_manifests", "dry_run"),
+    ]
+
+    refused = built(
+        "run-operation",
+        "dbt_iceberg_maint.maintain",
+        "--args",
+        json.dumps({"relation": f"{built.schema}.gated", "policy": {"cost_gate": {"min_interval_hours": -1}}}),
+        expect_success=False,
+    )
+    assert "policy cost_gate: argument `min_interval_hours` is -1; expected a number >= 0 or none" in str(
+        refused.exception
+    ) + " ".join(refused.log_messages)
+    assert current_snapshot(spark, table) == compacted
