@@ -10,12 +10,4 @@
     tblproperties={'format-version': '2', 'write.merge.mode': 'merge-on-read', 'write.merge.isolation-level': 'snapshot'},
 ) }}
 
-with latest as (
-    select *, row_number() over (partition by event_id order by batch desc) as version_rank
-    from {{ ref('raw_events') }}
-    where batch <= {{ var('batch') }}
-)
-
-select event_id, user_id, event_type, event_ts, amount, {{ var('batch') }} as loaded_batch
-from latest
-where version_rank = 1 and iceberg_maint_conflict_gate('{{ this.identifier }}', event_id)
+{{ latest_events(gated=true) }}

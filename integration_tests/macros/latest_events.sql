@@ -1,0 +1,15 @@
+{#- The scenario models' source: the newest version of every event up to the `batch` var.
+    gated: every row passes the conflict gate UDF (dbt_iceberg_maint/_conflict_gate.py), which
+    can hold the model until a test's concurrent commit has landed. -#}
+{% macro latest_events(gated=false) %}
+with latest as (
+    select *, row_number() over (partition by event_id order by batch desc) as version_rank
+    from {{ ref('raw_events') }}
+    where batch <= {{ var('batch') }}
+)
+
+select event_id, user_id, event_type, event_ts, amount, {{ var('batch') }} as loaded_batch
+from latest
+where version_rank = 1
+{%- if gated %} and iceberg_maint_conflict_gate('{{ this.identifier }}', event_id){% endif %}
+{% endmacro %}
