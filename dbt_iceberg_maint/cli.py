@@ -294,14 +294,18 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
               type=click.Choice(["compaction", "rewrite_data_files", "rewrite_position_delete_files",
                                  "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]))
 @click.option("--parse", "parse", is_flag=True, help="Run `dbt parse` even when target/manifest.json exists.")
+@click.option("--vars", "vars_yaml", default=None,
+              help="dbt --vars (YAML) the maintenance job would pass: dbt_iceberg_maint_enabled: false "
+                   "switches everything off, as it does for maintain().")
+@click.option("--as-of", "as_of", default=None, help="Reference time (UTC 'YYYY-MM-DD HH:MM:SS'). Default: now.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--emit-args", is_flag=True,
               help="Print only the --args JSON for `dbt run-operation iceberg_maintenance` (tables with due work).")
 @handle_errors
 def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
                  workers: int, project_dir: Path, profiles_dir: Path | None, target: str | None,
-                 select: tuple[str, ...], operations: tuple[str, ...], parse: bool, output: str,
-                 emit_args: bool) -> None:
+                 select: tuple[str, ...], operations: tuple[str, ...], parse: bool, vars_yaml: str | None,
+                 as_of: str | None, output: str, emit_args: bool) -> None:
     """What maintain(dry_run=true) would decide for every Iceberg model, from metadata alone.
     Exit 0, 1 when a table could not be planned, 2 on usage errors."""
     import json
@@ -311,7 +315,9 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
     catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
     manifest = planner.load_manifest(project_dir, profiles_dir, target, parse)
     targets = planner.iceberg_models(manifest, list(select) or None)
-    plan = planner.plan_models(catalog, targets, list(operations) or None, workers=workers)  # type: ignore[arg-type]
+    plan = planner.plan_models(catalog, targets, list(operations) or None,  # type: ignore[arg-type]
+                               project_enabled=planner.project_enabled(project_dir, vars_yaml),
+                               workers=workers, at=planner.parse_as_of(as_of))
     if emit_args:
         click.echo(json.dumps(planner.emit_args(plan, list(operations) or None)))
     elif output == "json":

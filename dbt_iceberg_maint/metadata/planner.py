@@ -295,6 +295,42 @@ def load_manifest(project_dir: Path, profiles_dir: Path | None, target: str | No
     return document
 
 
+def project_enabled(project_dir: Path, vars_yaml: str | None) -> bool:
+    """The var kill switch `dbt_iceberg_maint_enabled` as dbt resolves it: --vars, then the
+    project's dbt_project.yml `vars:`, then true."""
+    import yaml  # type: ignore[import-untyped]
+
+    def enabled(document: Any, where: str) -> bool | None:
+        if document is None:
+            return None
+        if not isinstance(document, Mapping):
+            raise UsageError(f"{where} is not a mapping of variables: {document!r}")
+        value = document.get("dbt_iceberg_maint_enabled")
+        if value is not None and not isinstance(value, bool):
+            raise UsageError(f"{where}: dbt_iceberg_maint_enabled is {value!r}; expected true or false")
+        return value
+
+    try:
+        given = enabled(yaml.safe_load(vars_yaml) if vars_yaml else None, "--vars")
+        project = project_dir / "dbt_project.yml"
+        declared = enabled((yaml.safe_load(project.read_text()) or {}).get("vars") if project.is_file() else None,
+                           f"{project} vars")
+    except yaml.YAMLError as exc:
+        raise UsageError(f"cannot read the dbt vars: {exc}") from exc
+    return next((value for value in (given, declared) if value is not None), True)
+
+
+def parse_as_of(as_of: str | None) -> dt.datetime | None:
+    """--as-of: a UTC 'YYYY-MM-DD HH:MM:SS[.ffffff]' (or ISO 8601 with T and Z), as the macros take it."""
+    if as_of is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(as_of.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UsageError(f"--as-of is {as_of!r}; expected a UTC timestamp 'YYYY-MM-DD HH:MM:SS'") from exc
+    return moment.replace(tzinfo=dt.timezone.utc) if moment.tzinfo is None else moment.astimezone(dt.timezone.utc)
+
+
 def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operations: Sequence[str] | None = None,
                 project_enabled: bool = True, workers: int = 8,
                 at: dt.datetime | None = None) -> list[PlannedOperation]:

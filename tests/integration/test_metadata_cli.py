@@ -91,3 +91,11 @@ def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProje
     emitted = runner.invoke(main, [*args[:-2], "--emit-args"], env={"DBT_ICEBERG_MAINT_SCHEMA": dbt_project.schema})
     assert json.loads(emitted.output)["select"] == sorted(
         {p["model"].rsplit(".", 1)[-1] for p in plan if p["status"] == "dry_run"})
+    # The var kill switch, as maintain() honours it; a bad --as-of is a usage error.
+    off = runner.invoke(main, [*args, "--vars", "{dbt_iceberg_maint_enabled: false}"],
+                        env={"DBT_ICEBERG_MAINT_SCHEMA": dbt_project.schema})
+    assert off.exit_code == 0, off.output
+    assert {(p["status"], p["reason"]) for p in json.loads(off.output)} == {
+        ("skipped", "maintenance disabled by var dbt_iceberg_maint_enabled: false")}
+    bad = runner.invoke(main, [*args, "--as-of", "yesterday"], env={"DBT_ICEBERG_MAINT_SCHEMA": dbt_project.schema})
+    assert bad.exit_code == 2 and "--as-of is 'yesterday'" in bad.output
