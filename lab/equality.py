@@ -104,3 +104,17 @@ def cases_for(tables: Sequence[str]) -> list[dict[str, Any]]:
     gated = ("maintained", "small_files")
     return [{"relation": t, "operations": ALL_OPERATIONS, "policy": policies.get(t.split(".")[-1], {}),
              "gates": gates if t.split(".")[-1] in gated else []} for t in tables]
+
+
+def assert_same_health(macro_health: Mapping[str, Any], planner_health: Mapping[str, Any],
+                       tables: Sequence[str]) -> None:
+    """The planner's health figures equal table_health's for every table; both ages are "now -
+    oldest commit", read a few seconds apart, so they agree to 0.05 h."""
+    assert set(planner_health) == set(macro_health) == set(tables)
+    for table in tables:
+        expected, actual = dict(macro_health[table]), dict(planner_health[table])
+        expected_age, actual_age = expected.pop("oldest_snapshot_age_hours"), actual.pop("oldest_snapshot_age_hours")
+        assert (expected_age is None) == (actual_age is None), table
+        if expected_age is not None:
+            assert abs(actual_age - expected_age) <= 0.05, (table, actual_age, expected_age)
+        assert actual == expected, table
