@@ -3,7 +3,8 @@
 dbt's Jinja cannot catch an error, so when Spark rejects one maintenance statement at run time
 (a compaction losing its commit to a writer, an option Iceberg refuses) the run-operation stops
 there and the steps after it are never attempted. Around dbt, Python can do what the macro
-cannot: record that step as failed, with its classified error, and replay the rest of the
+cannot: record that step as failed, with its classified error (a compaction whose failure the
+text cannot decide is re-run once to decide it: rewrite_probe.py), and replay the rest of the
 LOGGED plan exactly as recorded (`execute_maintenance_steps`), without deciding again: what
 runs is what the plan said when it was made. Every resumption settles at least one step (or,
 when planning a table failed, that table), so the number of dbt invocations is bounded by the
@@ -32,6 +33,7 @@ from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
 from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.rewrite_probe import judge_probe, probe_args
 
 ERROR_DETAIL_CHARS = 2000
 
@@ -252,12 +254,30 @@ def run_maintenance(
                                     f"{pending[0].operation}; is the package version current?")
         if pending:  # the invocation stopped inside a step
             failed = interrupted_step(pending, started(marker_messages(invocation)), _error_text(invocation))
+            if failed.operation == "rewrite_data_files" and classify(str(failed.metrics["error"])).undecided:
+                failed = _probed(failed, run(probe_args(failed.table, as_of)))
+                invocations += 1
             results.append(failed)
             pending = settle(pending, [failed])
         if not pending:
             return MaintenanceReport(tuple(results), invocations)
         invocation = run(replay(pending))
         invocations += 1
+
+
+def _probed(failed: MaintenanceResult, probe: DbtInvocation) -> MaintenanceResult:
+    """The failed compaction's result once re-running it (`probe`) decided what its failure was."""
+    reported = [r for r in parse_result_lines(marker_messages(probe)) if r.operation == "rewrite_data_files"]
+    result = reported[0] if reported else None
+    verdict = judge_probe(result.status if result else None, result.metrics if result else {},
+                          None if result else _error_text(probe))
+    metrics = {**failed.metrics, "kind": verdict.kind, "retryable": verdict.retryable,
+               "probe": result.to_dict() if result else {"error": _error_text(probe)[:ERROR_DETAIL_CHARS]}}
+    if result is not None and verdict.status == "success":
+        metrics.update({k: v for k, v in result.metrics.items() if k not in metrics})
+    reason = f"stopped the run-operation at run time ({failed.metrics['kind']}, undecided): {verdict.reason}"
+    return MaintenanceResult(failed.table, failed.operation, verdict.status, metrics=MappingProxyType(metrics),
+                             sql=failed.sql, reason=reason)
 
 
 def maintenance_table(results: Sequence[MaintenanceResult]) -> Table:

@@ -93,9 +93,9 @@ SUMMARIES: dict[ConflictKind, str] = {
         "schedule manifest rewrites away from writers"
     ),
     ConflictKind.REWRITE_COMMIT_CONFLICT: (
-        "a rewrite (compaction) did not commit: a concurrent commit won, or under partial progress a "
-        "file group failed to rewrite (the Spark driver log says which); re-running the compaction is "
-        "safe; narrow the `where` filter to cold partitions"
+        "a rewrite (compaction) did not commit: a concurrent commit won; re-running the compaction is "
+        "safe; narrow the `where` filter to cold partitions (partial progress's failed-commit count: "
+        "`undecided`, not re-run without evidence)"
     ),
     ConflictKind.CONCURRENT_MODIFICATION: (
         "the table changed while this copy-on-write statement was planned (shared Spark session); "
@@ -128,7 +128,9 @@ class Classification:
 
     `retryable`: re-running the same idempotent statement is safe (it is re-planned against the
     new table state). `exception_class`: the Java class that carries the verdict, if visible.
-    `files`: data/delete file paths named in the message.
+    `files`: data/delete file paths named in the message. `undecided` (additive, version 2): why
+    the text alone cannot tell whether a re-run can succeed (None: it can). `retryable` still
+    says a re-run is safe; nothing re-runs an undecided failure without more evidence.
     """
 
     kind: str
@@ -136,6 +138,7 @@ class Classification:
     exception_class: str | None
     summary: str
     files: tuple[str, ...] = ()
+    undecided: str | None = None
 
 
 # The Iceberg 1.10 text (and exception) each kind is recognised by, for people: what the templates
@@ -184,6 +187,8 @@ MESSAGES: dict[ConflictKind, str] = {
         "an unparsable `where`, an invalid isolation level, GC disabled, a deleted Nessie reference, ..."
     ),
     ConflictKind.NOT_ICEBERG_CONFLICT: (
-        "anything else (SQL errors, missing tables, Python UDF errors, Iceberg words quoted in SQL or data)"
+        "anything else (SQL errors, missing tables, Python UDF errors, Iceberg words quoted in SQL or data); "
+        "a driver log's `Failure during rewrite group` (a compaction's file group failed to rewrite: "
+        "deterministic, whatever else failed)"
     ),
 }

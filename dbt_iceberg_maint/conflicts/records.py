@@ -184,6 +184,36 @@ def records_of(text: str) -> list[Record]:
     return _freeze(drafts, quiet_chains)
 
 
+# Iceberg's rewrite actions log a file group that failed to rewrite (before any commit) at ERROR.
+_REWRITE_GROUP_FAILURE = re.compile(r"[ \t]*[\w$.]+: Failure during rewrite group ")
+
+
+def logged_rewrite_group_failure(text: str) -> list[Record] | None:
+    """The exception records a log4j ERROR line logs with a compaction's file group that failed
+    to rewrite (empty when it logged none), or None when the text has no such line."""
+    lines = _ANSI_ESCAPE.sub("", text).splitlines()
+    for index, line in enumerate(lines):
+        log = _LOG4J_LINE.match(line)
+        if log and log["level"] in {"ERROR", "FATAL"} and _REWRITE_GROUP_FAILURE.match(line, log.end()):
+            return records_of("\n".join(_logged_trace(lines[index + 1 :])))
+    return None
+
+
+def _logged_trace(lines: list[str]) -> list[str]:
+    """The exception a log line logs: its lines up to the end of its stack trace."""
+    trace: list[str] = []
+    in_frames = False
+    for line in lines:
+        if _LOG4J_LINE.match(line):
+            break
+        is_frame = _FRAME.match(line) is not None
+        if in_frames and not is_frame and not _CAUSE.match(line) and not line[:1].isspace():
+            break  # Java's trace ended: what follows is not this exception's
+        in_frames = in_frames or is_frame
+        trace.append(line)
+    return trace
+
+
 def _freeze(drafts: list[_Draft], quiet_chains: set[int]) -> list[Record]:
     """The records of `drafts`, without the chains logged below ERROR."""
     records: list[Record] = []

@@ -41,6 +41,8 @@ class Template:
     files_group: str | None = None
     # Also read from a message printed without its class (PySpark's captured exceptions).
     bare: bool = False
+    # Why a match cannot tell whether a re-run can succeed (Classification.undecided).
+    undecided: str | None = None
 
 
 def _template(
@@ -50,9 +52,10 @@ def _template(
     files_group: str | None = None,
     *,
     bare: bool = False,
+    undecided: str | None = None,
 ) -> Template:
     allowed = None if classes is None else frozenset(classes)
-    return Template(kind, re.compile(pattern), allowed, files_group, bare)
+    return Template(kind, re.compile(pattern), allowed, files_group, bare, undecided)
 
 
 # Java prints fully qualified class names; an unqualified `ValidationException` is a Python
@@ -143,6 +146,15 @@ CONFLICT_TEMPLATES: tuple[Template, ...] = (
     ),
 )
 
+# Iceberg counts a file group that failed to rewrite (deterministic: a codec, a schema, a bug) as a
+# failed commit, like one that lost to a concurrent commit (transient): the count alone cannot say.
+PARTIAL_PROGRESS_UNDECIDED = (
+    "under partial progress Iceberg counts file groups that failed to rewrite (a re-run fails the same way) "
+    "and commits that lost to a concurrent commit (a re-run can succeed) alike; the Spark driver log says which "
+    "('Failure during rewrite group' or 'Failure during rewrite commit process'), and `dbt-iceberg-maint maintain` "
+    "re-runs the compaction once with failed commits tolerated to find out (failed_data_files_count)"
+)
+
 REWRITE_TEMPLATES: tuple[Template, ...] = (
     _template(
         ConflictKind.REWRITE_COMMIT_CONFLICT,
@@ -153,6 +165,7 @@ REWRITE_TEMPLATES: tuple[Template, ...] = (
         ConflictKind.REWRITE_COMMIT_CONFLICT,
         r"^partial-progress\.enabled is true but \d+ rewrite commits failed",
         _RUNTIME,
+        undecided=PARTIAL_PROGRESS_UNDECIDED,
     ),
     _template(
         ConflictKind.REWRITE_COMMIT_CONFLICT,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dbt_iceberg_maint.conflicts.kinds import RETRYABLE_KINDS, SUMMARIES, Classification, ConflictKind
-from dbt_iceberg_maint.conflicts.records import Record, records_of
+from dbt_iceberg_maint.conflicts.records import Record, logged_rewrite_group_failure, records_of
 from dbt_iceberg_maint.conflicts.templates import (
     COMMIT_FAILED_CLASS,
     CONFLICT_TEMPLATES,
@@ -26,17 +26,21 @@ def _match(templates: tuple[Template, ...], records: list[Record]) -> Classifica
             match = template.pattern.search(record.message)
             if match is None:
                 continue
-            return _classification(template.kind, record.java_class, files_of(template, match, record.message))
+            files = files_of(template, match, record.message)
+            return _classification(template.kind, record.java_class, files, template.undecided)
     return None
 
 
-def _classification(kind: ConflictKind, exception_class: str | None, files: tuple[str, ...] = ()) -> Classification:
+def _classification(
+    kind: ConflictKind, exception_class: str | None, files: tuple[str, ...] = (), undecided: str | None = None
+) -> Classification:
     return Classification(
         kind=kind.value,
         retryable=kind in RETRYABLE_KINDS,
         exception_class=exception_class,
         summary=SUMMARIES[kind],
         files=files,
+        undecided=undecided,
     )
 
 
@@ -48,6 +52,7 @@ def classify(text: str) -> Classification:
     """Classify one failure text; conservative: when in doubt, not retryable.
 
     The most cautious verdict wins: an unknown commit state beats a bad request, which beats a
+    compaction file group that a driver log says failed to rewrite (deterministic), which beats a
     data conflict, which beats a catalog CAS failure, which beats a rewrite wrapper. A rewrite
     wrapper takes the kind of its `Caused by:`: it is judged by its own words only when no cause
     is visible (`rewrite_commit_conflict`); with a visible cause that is no known conflict, it is
@@ -61,7 +66,13 @@ def classify(text: str) -> Classification:
     if unknown:
         return _classification(ConflictKind.COMMIT_STATE_UNKNOWN, unknown[0].class_name)
     found = _match(STATE_UNKNOWN_TEMPLATES, records) or _match(INVALID_REQUEST_TEMPLATES, records)
-    found = found or _match(CONFLICT_TEMPLATES, records)
+    if found is not None:
+        return found
+    rewrite_failure = logged_rewrite_group_failure(text)
+    if rewrite_failure is not None:  # deterministic: a re-run fails the same way, whatever else lost
+        return _classification(ConflictKind.NOT_ICEBERG_CONFLICT, _root_class(
+            [record for record in rewrite_failure if record.class_name is not None]))
+    found = _match(CONFLICT_TEMPLATES, records)
     if found is not None:
         return found
     failed = _records_of_class(records, COMMIT_FAILED_CLASS)

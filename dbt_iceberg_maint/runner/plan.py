@@ -4,7 +4,8 @@ From one attempt's recorded node results and the manifest nodes to a re-run plan
 is re-run only if its failure is a retryable Iceberg conflict (`conflicts.classify`) *and* the
 node is idempotent (`idempotency`), or, for a node that may not be re-run blindly and for
 `commit_state_unknown`, when landed verification (`landed.verify_landed`) proved that its write
-did not land. Nodes that dbt skipped because of such a failure are re-run with it. Every other
+did not land. A verdict that cannot tell a deterministic failure from a conflict (`undecided`) is
+never re-run. Nodes that dbt skipped because of such a failure are re-run with it. Every other
 node that did not succeed gets the reason it is not re-run.
 
 A re-run selects exactly the planned nodes (`exact_selector`), never a neighbour whose name
@@ -226,6 +227,8 @@ def _decide_failure(
         return rerun(f"{kind}: the write verifiably did not land ({landed.reason}); re-run")
     if not verdict.retryable:
         return refuse(f"{kind}: not a retryable Iceberg conflict; {verdict.summary}")
+    if verdict.undecided:  # a re-run may fail the same way: never re-run a model on a guess
+        return refuse(f"{kind}: undecided, not re-run: {verdict.undecided}")
     node = nodes.get(uid)
     if node is None:
         return refuse(f"{kind} is retryable, but the node is not in the manifest: cannot judge idempotency")

@@ -118,6 +118,7 @@ def lose_catalog_race(
     name: str,
     timeout_seconds: float,
     together_with: tuple[Path, ...] = (),
+    append: str | None = None,
 ) -> BackgroundAction:
     """Make the next commit to the table whose metadata folder is `metadata` lose a real race.
 
@@ -127,7 +128,8 @@ def lose_catalog_race(
     rename finds the version taken (`CommitFailedException: Version N already exists`). With
     `commit.retry.num-retries = 0` on the table Iceberg does not retry it itself.
     `together_with`: other tables' metadata folders whose writers must be waiting at the same
-    moment (several dbt threads losing at once).
+    moment (several dbt threads losing at once). `append`: the other job's statement (default:
+    one row copied from the scenario tables' columns).
     """
     next_version = int((metadata / "version-hint.text").read_text().strip()) + 1
     target = metadata / f"v{next_version}.metadata.json"
@@ -144,8 +146,8 @@ def lose_catalog_race(
         for key in keys:
             locks.release(key, owner)
 
-    append = (f"insert into {race_table} select event_id + 1000000, user_id, event_type, event_ts, amount, 0 "
-              f"from {race_table} limit 1")
+    append = append or (f"insert into {race_table} select event_id + 1000000, user_id, event_type, event_ts, "
+                        f"amount, 0 from {race_table} limit 1")
     folders = (metadata, *together_with)
     return when(
         lambda: all(pending_metadata(folder) for folder in folders),

@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+from tests.expect import first
 from tests.integration.concurrency import RACE_CATALOG, join_all, lose_catalog_race, other_job
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def test_run_build_re_runs_the_lost_race_and_reports_the_failing_test(
     nodes = nodes_by_name(document)
     merge = nodes["cli_merge"]
     assert merge["kinds"] == ["commit_failed", None] and merge["final_status"] == "success"
-    assert "already exists" in merge["history"][0]["message"]
+    assert "already exists" in first(merge["history"], "an attempt of cli_merge")["message"]
     [test] = [n for n in document["nodes"] if n["resource_type"] == "test"]
     assert test["name"].startswith("accepted_values_cli_checked_event_type")
     assert test["final_status"] == "fail" and test["kinds"] == ["not_iceberg_conflict"]

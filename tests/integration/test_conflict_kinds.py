@@ -31,6 +31,7 @@ from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
+from tests.expect import first
 from tests.integration.concurrency import (
     RACE_CATALOG,
     BackgroundAction,
@@ -166,18 +167,19 @@ def test_every_concurrent_commit_really_ran(outcome: Outcome) -> None:
 def test_kind_is_produced_by_real_iceberg_and_classified_from_dbt_text(outcome: Outcome, model: str) -> None:
     kind, exception_class = EXPECTED[model]
     node = outcome.report.node(model)
-    first = node.attempts[0]
-    assert first.status == "error", (model, first)
-    verdict = classify(first.message or "")
+    attempt = first(node.attempts, f"an attempt of {model}")
+    assert attempt.status == "error", (model, attempt)
+    verdict = classify(attempt.message or "")
     assert (verdict.kind, verdict.exception_class, verdict.retryable) == (kind, exception_class, True), (
-        model, (first.message or "")[:800])
+        model, (attempt.message or "")[:800])
     # The runner re-ran it (retryable, idempotent) and the re-run succeeded.
     assert [a.kind for a in node.attempts] == [kind, None]
     assert node.attempts[1].status == "success"
 
 
 def test_commit_failed_names_the_version_another_writer_took(outcome: Outcome, dbt_project: DbtProject) -> None:
-    message = outcome.report.node("kind_commit_failed").attempts[0].message or ""
+    attempts = outcome.report.node("kind_commit_failed").attempts
+    message = first(attempts, "an attempt of kind_commit_failed").message or ""
     assert "Version " in message and " already exists: " in message
     assert f"{os.sep}{dbt_project.schema}{os.sep}kind_commit_failed{os.sep}metadata{os.sep}v" in message
 

@@ -28,6 +28,7 @@ from dbt_iceberg_maint._conflict_gate import (
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
 from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
+from tests.expect import first
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -108,7 +109,7 @@ def test_compactions_really_ran_concurrently(scenario: Scenario, spark: SparkSes
     for model in SCENARIO_MODELS:
         commit = scenario.commits[model]
         assert commit.reached and commit.error is None, (model, commit.error)
-        rewritten = commit.results[0][0]  # rewritten_data_files_count
+        rewritten = first(commit.results, f"the compaction result on {model}")[0]  # rewritten_data_files_count
         assert rewritten > 4
         operations = [r[0] for r in spark.sql(
             f"select operation from {dbt_project.table(model)}.snapshots order by committed_at").collect()]
@@ -139,7 +140,7 @@ def test_idempotent_merge_is_classified_and_re_run_with_its_skipped_child(
     merge = scenario.report.node("conflict_merge")
     assert [a.status for a in merge.attempts] == ["error", "success"]
     assert [a.kind for a in merge.attempts] == ["missing_files_to_delete", None]
-    assert "Missing required files to delete" in (merge.attempts[0].message or "")
+    assert "Missing required files to delete" in (first(merge.attempts, "an attempt of the MERGE").message or "")
     assert merge.not_rerun_reason is None
 
     child = scenario.report.node("conflict_merge_child")
@@ -184,7 +185,7 @@ def test_undecidable_when_the_same_application_wrote_meanwhile_is_refused(
     node = scenario.report.node(CONTESTED)
     assert [a.status for a in node.attempts] == ["error"]
     [kind] = [a.kind for a in node.attempts]
-    assert kind == "conflicting_added_files", node.attempts[0].message
+    assert kind == "conflicting_added_files", first(node.attempts, f"an attempt of {CONTESTED}").message
     document = node.to_dict()
     assert document["write_landed"] is None
     table = dbt_project.table(CONTESTED)

@@ -14,6 +14,7 @@ import pytest
 
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
+from tests.expect import first
 from tests.integration.concurrency import RACE_CATALOG, join_all, lose_catalog_race, other_job
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def test_both_threads_lost_at_once_and_both_were_re_run(report: RunReport, spark
     for model in MODELS:
         node = report.node(model)
         assert [a.kind for a in node.attempts] == ["commit_failed", None], model
-        assert "already exists" in (node.attempts[0].message or "")
+        assert "already exists" in (first(node.attempts, f"an attempt of {model}").message or "")
         row = spark.sql(f"select count(*), count(distinct event_id) from {dbt_project.table(model)} "
                         "where loaded_batch = 2").collect()[0]
         assert (row[0], row[1]) == (raw, raw), model

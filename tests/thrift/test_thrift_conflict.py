@@ -21,6 +21,7 @@ import pytest
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
+from tests.expect import first
 from tests.thrift.conftest import ThriftSql, running_statements
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def test_merge_over_thrift_loses_to_compaction_from_another_connection(
 
     assert not runner.is_alive(), "the dbt MERGE over thrift did not end within 300 s"
     # The compaction really replaced the MERGE's input, and committed while the MERGE ran.
-    rewritten, added = compaction[0][0], compaction[0][1]
+    rewritten, added = first(compaction, "the result row of the concurrent compaction")[:2]
     assert (rewritten, added) == (len(files_before), partitions), compaction
     assert merge_still_running
     assert snapshots_after_compaction[-1][1] == "replace"
@@ -172,7 +173,7 @@ def test_runner_verifies_over_thrift_that_a_non_idempotent_merge_did_not_land(
     report = reports["run"]
     node = report.node(model)
     assert [a.status for a in node.attempts] == ["error", "success"], node.to_dict()
-    assert node.attempts[0].kind == "missing_files_to_delete"
+    assert first(node.attempts, f"an attempt of {model}").kind == "missing_files_to_delete"
     document = node.to_dict()
     assert document["write_landed"] is False
     assert document["landed_evidence"]["recorded_snapshot_id"] == snapshots_before[-1]
