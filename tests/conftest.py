@@ -54,11 +54,18 @@ def warehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 class DbtProject:
-    """The integration dbt project, invoked in-process against the module's warehouse."""
+    """The integration dbt project, invoked in-process against the module's warehouse.
 
-    def __init__(self, schema: str) -> None:
+    `folder`: the module's own dbt target and log folders (partial-parse state, artifacts and
+    dbt.log never leak between modules, so `-k`, `--lf` and reruns see what a whole run sees).
+    The package itself is installed once per session (`installed_package`) and only read.
+    """
+
+    def __init__(self, schema: str, folder: Path | None = None) -> None:
         self.schema = schema
         self.env = {"DBT_ICEBERG_MAINT_SCHEMA": schema}
+        if folder is not None:
+            self.env.update({"DBT_TARGET_PATH": str(folder / "target"), "DBT_LOG_PATH": str(folder / "logs")})
 
     def __call__(self, *args: str, expect_success: bool = True) -> DbtInvocation:
         invocation = invoke_dbt([*args], env=self.env)
@@ -72,8 +79,11 @@ class DbtProject:
 
 
 @pytest.fixture(scope="module")
-def dbt_project(warehouse: Path, installed_package: None, request: pytest.FixtureRequest) -> DbtProject:
-    return DbtProject(schema=f"it_{request.module.__name__.rsplit('.', 1)[-1]}")
+def dbt_project(
+    warehouse: Path, installed_package: None, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> DbtProject:
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    return DbtProject(schema=f"it_{module}", folder=tmp_path_factory.mktemp(f"dbt_{module}"))
 
 
 @pytest.fixture(scope="module")

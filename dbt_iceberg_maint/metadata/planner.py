@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -279,8 +280,10 @@ def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = N
 
 def load_manifest(project_dir: Path, profiles_dir: Path | None, target: str | None, parse: bool = False,
                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """target/manifest.json, running `dbt parse` first when it is missing (or asked)."""
-    path = project_dir / "target" / "manifest.json"
+    """target/manifest.json, running `dbt parse` first when it is missing (or asked). The target
+    folder is dbt's: DBT_TARGET_PATH when set (in `env` or the process), else `target`."""
+    target_path = (env or {}).get("DBT_TARGET_PATH") or os.environ.get("DBT_TARGET_PATH")
+    path = (project_dir / target_path if target_path else project_dir / "target") / "manifest.json"
     if parse or not path.is_file():
         from dbt_iceberg_maint.invoke import invoke_dbt
 

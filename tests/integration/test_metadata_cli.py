@@ -80,7 +80,7 @@ def test_html_report_renders_in_chromium(lake: Path, dbt_project: DbtProject, sp
 def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProject) -> None:
     runner = CliRunner()
     args = ["plan", "--warehouse", str(lake), "--project-dir", str(INTEGRATION_PROJECT), "--output", "json"]
-    result = runner.invoke(main, args, env={"DBT_ICEBERG_MAINT_SCHEMA": dbt_project.schema})
+    result = runner.invoke(main, args, env=dbt_project.env)  # the module's schema and dbt target folder
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
     by_key = {(p["model"].rsplit(".", 1)[-1], p["operation"]): p for p in plan}
@@ -88,14 +88,14 @@ def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProje
         "maintenance disabled by meta.iceberg_maint.enabled: false")
     assert by_key[("events", "rewrite_data_files")]["reason"].startswith("no partition has been quiet for 6 h")
     assert by_key[("event_log", "remove_orphan_files")]["status"] == "dry_run"
-    emitted = runner.invoke(main, [*args[:-2], "--emit-args"], env={"DBT_ICEBERG_MAINT_SCHEMA": dbt_project.schema})
+    emitted = runner.invoke(main, [*args[:-2], "--emit-args"], env=dbt_project.env)
     assert json.loads(emitted.output)["select"] == sorted(
         {p["model"].rsplit(".", 1)[-1] for p in plan if p["status"] == "dry_run"})
     # The var kill switch, as maintain() honours it; a bad --as-of is a usage error.
     off = runner.invoke(main, [*args, "--vars", "{dbt_iceberg_maint_enabled: false}"],
-                        env={"DBT_ICEBERG_MAINT_SCHEMA": dbt_project.schema})
+                        env=dbt_project.env)
     assert off.exit_code == 0, off.output
     assert {(p["status"], p["reason"]) for p in json.loads(off.output)} == {
         ("skipped", "maintenance disabled by var dbt_iceberg_maint_enabled: false")}
-    bad = runner.invoke(main, [*args, "--as-of", "yesterday"], env={"DBT_ICEBERG_MAINT_SCHEMA": dbt_project.schema})
+    bad = runner.invoke(main, [*args, "--as-of", "yesterday"], env=dbt_project.env)
     assert bad.exit_code == 2 and "--as-of is 'yesterday'" in bad.output
