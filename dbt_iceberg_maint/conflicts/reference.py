@@ -16,8 +16,10 @@ HEADER = """\
 `Py4JJavaError` string, a dbt `run_results.json` message, a Spark Thrift Server error as dbt-spark,
 PyHive or beeline print it, a dbt log, a Spark driver log; with or without stack frames,
 `Caused by:` chains, truncated) and matches Iceberg 1.10's own message templates. It returns a frozen
-`Classification(kind, retryable, exception_class, summary, files)`. When in doubt it answers not
-retryable; text that no Iceberg exception carries is never a conflict.
+`Classification(kind, retryable, exception_class, summary, files, undecided)`. When in doubt it
+answers not retryable; text that no Iceberg exception carries is never a conflict. `undecided`
+says why the text alone cannot tell whether a re-run can succeed (partial progress's count of
+failed compaction commits); nothing re-runs an undecided failure without more evidence.
 
 `retryable` means: re-running the *same idempotent statement* is safe. Whether a dbt node is
 idempotent is decided separately (see [python-cli.md](python-cli.md#which-nodes-are-idempotent)).
