@@ -1,12 +1,11 @@
 """The idempotency table (dbt_iceberg_maint/idempotency.py) for real: the nodes it calls
-idempotent - insert_overwrite, microbatch, seeds - leave the same data when re-run after their
-commit landed, exactly what the runner relies on when it re-runs them.
-
-Snapshots are not covered: dbt-spark's snapshot materialization replaces a temporary *view* in
-the target catalog, and Iceberg's Hadoop catalog (the embedded runtime's) has no views
-("Replacing a view is not supported by catalog"), so a second snapshot run cannot run here.
+idempotent - insert_overwrite, microbatch, seeds, snapshots - leave the same data when re-run
+after their commit landed, exactly what the runner relies on when it re-runs them.
 
 Three `dbt build` invocations: batch 1, batch 2 (the landed commit), batch 2 again (the re-run).
+Snapshots run on a JDBC catalog (PostgreSQL, `jdbc.schema-version` V1: views): dbt-spark's
+snapshot materialization replaces a staging *view* in the target catalog, which Iceberg's Hadoop
+catalog refuses ("Replacing a view is not supported by catalog").
 """
 
 from __future__ import annotations
@@ -17,10 +16,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.idempotency import idempotency
+from dbt_iceberg_maint.invoke import invoke_dbt
+from dbt_iceberg_maint.spark import CatalogSpec, register_catalog, switch_warehouse
+from lab.postgres import postgres_server  # noqa: F401  (fixture)
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import SparkSession
 
+    from lab.postgres import PostgresServer
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
@@ -77,3 +82,38 @@ def test_overwrite_holds_each_batch_once(spark: SparkSession, dbt_project: DbtPr
     got = spark.sql(f"select loaded_batch, count(*) from {table} group by 1 order by 1").collect()
     want = spark.sql(f"select batch, count(*) from {raw} where batch <= 2 group by 1 order by 1").collect()
     assert [tuple(r) for r in got] == [tuple(r) for r in want]
+
+
+def test_a_snapshot_re_run_after_its_commit_landed_records_nothing_new(
+    spark: SparkSession, dbt_project: DbtProject, warehouse: Path, tmp_path: Path,
+    postgres_server: PostgresServer,  # noqa: F811
+) -> None:
+    """On the JDBC catalog: batch 1, batch 2 (every second user's country changes: the landed
+    commit), batch 2 again (the re-run). The re-run leaves the snapshot table as it was."""
+    lake = tmp_path / "jdbc_warehouse"
+    properties = {"type": "jdbc", "uri": postgres_server.jdbc_uri, "jdbc.user": "postgres",
+                  "jdbc.password": "postgres", "jdbc.schema-version": "V1"}
+    env = {**dbt_project.env, "DBT_ICEBERG_MAINT_TARGET": "session_jdbc",
+           "DBT_ICEBERG_MAINT_JDBC_URI": postgres_server.jdbc_uri, "DBT_ICEBERG_MAINT_WAREHOUSE": str(lake)}
+    register_catalog(spark, CatalogSpec(str(lake), properties=properties))
+    spark._jsparkSession.sessionState().catalogManager().reset()  # noqa: SLF001  the JDBC catalog from now on
+    table = dbt_project.table("idem_snapshot")
+
+    def snapshot(batch: int) -> tuple[int, int]:
+        invocation = invoke_dbt(["snapshot", "--vars", f"{{idempotency_scenario: true, batch: {batch}}}"], env=env)
+        assert invocation.success, [(n.name, n.message) for n in invocation.failed_nodes()] or invocation.exception
+        return fingerprint(spark, table)
+
+    try:
+        seeded = invoke_dbt(["seed", "--select", "raw_users"], env=env)
+        assert seeded.success, seeded.exception
+        first_run = snapshot(1)
+        landed = snapshot(2)
+        rerun = snapshot(2)
+        current = spark.sql(f"select count(*) from {table} where dbt_valid_to is null").collect()[0][0]
+    finally:
+        switch_warehouse(spark, warehouse)  # the module's Hadoop catalog again
+    users = first_run[0]
+    assert users > 0 and landed[0] == users + users // 2  # every second user got a new version
+    assert rerun == landed
+    assert current == users
