@@ -1,0 +1,73 @@
+"""The torture run (issue 14, docs/torture.md): writer processes, the maintenance loop, crashes,
+catalog cuts and fuzzed input on a PostgreSQL JDBC catalog. Writes benchmarks/results/torture.json
+and prints a summary. `--quick` is the form the test suite runs; `--minutes N` the load's length."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lab.fuzz import run_fuzz_process
+from lab.torture import full_settings, quick_settings, run_torture
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "load_average": os.getloadavg()}
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {name: version(name) for name in ("dbt-core", "dbt-spark", "pyspark", "pyiceberg", "hypothesis")}
+
+
+def summary(document: dict[str, Any]) -> str:
+    load = document["load"]
+    lines = [f"load: {load['writer_processes']} writer process(es) + maintenance for {load['seconds']} s, "
+             f"{load['commits']} batches committed, {load['maintenance_invocations']} maintenance invocations",
+             f"rows lost {document['rows_lost']}, rows duplicated {document['rows_duplicated']}, "
+             f"referenced files deleted {document['referenced_files_deleted']}"]
+    lines += [f"  {kind:<40} injected {v['injected']:>3}  survived {v['survived']:>3}"
+              for kind, v in sorted(document["faults"].items())]
+    bad = document.get("bad_inputs")
+    if bad:
+        lines.append(f"bad inputs: tried {bad['tried']}, refused {bad['refused']}, accepted {bad['accepted']}, "
+                     f"table changed {bad['table_changed']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="./scripts/torture", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="the short form the test suite runs")
+    parser.add_argument("--minutes", type=float, default=30.0, help="minutes of load (full form)")
+    parser.add_argument("--fuzz-examples", type=int, default=None, help="hypothesis examples per strategy")
+    parser.add_argument("--output", type=Path, default=RESULTS / "torture.json")
+    args = parser.parse_args()
+    settings = quick_settings() if args.quick else full_settings(args.minutes)
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="torture-") as tmp:
+        document = run_torture(settings, Path(tmp) / "run", log=lambda m: print(time.strftime("%H:%M:%S"), m,
+                                                                               flush=True))
+        examples = args.fuzz_examples or (25 if args.quick else 150)
+        document["bad_inputs"] = run_fuzz_process(Path(tmp) / "fuzz", examples)
+    document["machine"] = {**machine(), "load_average_before": load_before}
+    document["versions"] = versions()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    print(summary(document))
+    ok = (document["rows_lost"] == 0 and document["rows_duplicated"] == 0
+          and document["referenced_files_deleted"] == 0 and document["bad_inputs"]["table_changed"] == 0)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
