@@ -240,19 +240,25 @@ class Run:
         return record
 
     def crash_writer(self) -> dict[str, Any]:
+        """kill -9 the dbt writer of t_merge as soon as its MERGE's first new data file is in the
+        batch's partition: past planning, not committed. Only a run seen from its start counts."""
         name = "dbt_" + "_".join(self.settings.dbt_writer_groups[0])
         proc = self.procs[name]
-        batch = self.state(name).get("batch", 0)
-        wait_for(lambda: self.state(name).get("phase") == "run" and self.state(name).get("batch", 0) > batch,
-                 300, f"{name}'s next batch")
-        state = self.state(name)
-        started, batch = float(state["at"]), int(state["batch"])
-        # The MERGE's own new files in the batch's partition: it is past planning, not committed yet.
-        files = wait_for(lambda: self._new_files("t_merge", started, f"part={batch // 5}")
-                         or self.state(name).get("batch") != batch, 300, "the MERGE's first data file", 0.05)
+        called = time.time()
+
+        def merge_file_written() -> dict[str, Any] | None:
+            state = self.state(name)
+            if state.get("phase") != "run" or float(state["at"]) < called:
+                return None
+            batch = int(state["batch"])
+            files = self._new_files("t_merge", float(state["at"]), f"part={batch // 5}")
+            return {"batch": batch, "started": float(state["at"]), "files": files} if files else None
+
+        found = wait_for(merge_file_written, 900, f"{name}'s MERGE writing a data file", 0.05)
         proc.kill9()
-        record = {"kind": "kill_writer_mid_merge", "at": time.time(), "batch": batch,
-                  "merge_files_written": isinstance(files, list), "seconds_into_run": round(time.time() - started, 2)}
+        record = {"kind": "kill_writer_mid_merge", "at": time.time(), "batch": found["batch"],
+                  "merge_files_written": len(found["files"]),
+                  "seconds_into_run": round(time.time() - found["started"], 2)}
         self.start(name, "dbt-writer", *[a for m in self.settings.dbt_writer_groups[0] for a in ("--model", m)])
         return record
 
@@ -293,6 +299,28 @@ def fault_outcome(fault: Mapping[str, Any], events: Sequence[Mapping[str, Any]])
             "kinds": {t: o.get("kinds") or [f.get("kind") for f in o.get("failures", [])] for t, o in outcomes.items()},
             "write_landed": {t: o.get("write_landed") for t, o in outcomes.items() if "write_landed" in o},
             "exceptions": sorted(set(_exception_names(texts)))}
+
+
+def describe_outcome(outcome: Mapping[str, Any]) -> str:
+    """One line per cut for the summary: what the writer or maintenance job saw."""
+    if outcome.get("observed") == "maintenance":
+        if not outcome["failed_operations"]:
+            return f"maintenance exit {outcome['exit_code']}, no operation failed"
+        return f"maintenance operation failed: {', '.join(outcome['exceptions']) or 'no exception named'}"
+    if outcome.get("observed") != "batch":
+        return str(outcome.get("observed"))
+    events = sorted(set(outcome["events"].values()))
+    attempts = max((a or 1 for a in outcome["attempts"].values()), default=1)
+    kinds = sorted({k for ks in outcome["kinds"].values() for k in (ks or []) if k})
+    text = f"batch {'/'.join(events)} after {attempts} attempt(s)"
+    if kinds:
+        text += f"; failure kinds {', '.join(kinds)}"
+    if outcome["exceptions"]:
+        text += f"; raised {', '.join(outcome['exceptions'])}"
+    landed = {v for v in outcome.get("write_landed", {}).values() if v is not None}
+    if landed:
+        text += f"; landed verification: {sorted(landed)}"
+    return text if kinds or outcome["exceptions"] else text + ", no error surfaced"
 
 
 def _tables_of(worker: str, settings: Settings) -> tuple[str, ...]:
@@ -428,9 +456,15 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
         checks.append(check(model, expectations(entries, model), audit.observed_batches(table)))
     missing = sum(len(r.missing) for r in references.values())
     all_events = run.events()
+    observations: dict[str, dict[str, int]] = {}
     for fault in run.faults:
         if fault["injected"]:
             fault["outcome"] = fault_outcome(fault, all_events)
+            role = "maintenance" if fault["worker"].startswith("maintenance") else (
+                "spark writer" if fault["worker"] == "spark_writer" else "dbt writer")
+            slot = observations.setdefault(f"{fault['kind']} on the {role}", {})
+            line = describe_outcome(fault["outcome"])
+            slot[line] = slot.get(line, 0) + 1
     ledger_ok = all(c.ok for c in checks)
     system_ok = ledger_ok and missing == 0 and final_ok and long_ok
 
@@ -468,6 +502,7 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
                              "committed_after": long_ok},
         "next_maintenance_completed": final_ok,
         "crashes": run.crashes,
+        "catalog_fault_observations": observations,
         "catalog_faults": [f for f in run.faults],
         "settings": asdict(settings),
     }

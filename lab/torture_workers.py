@@ -30,6 +30,7 @@ PROJECT_DIR = Path(__file__).resolve().parent / "torture_project"
 NAMESPACE = "ice.torture"
 ROWS_PER_BATCH = 50
 SPARK_WRITER_FIRST_BATCH = 100_000  # the plain Spark writer's batch ids never meet dbt's
+SPARK_WRITER_PAUSE_S = 4.0
 MAINTENANCE_OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_manifests")
 
 
@@ -171,6 +172,7 @@ def spark_writer(worker: Worker, table: str) -> None:
         worker.record(table, batch, outcome, ",".join(f["kind"] for f in failures))
         worker.event(kind="batch", batch=batch, outcomes={table: {"event": outcome, "failures": failures}})
         batch += 1
+        time.sleep(SPARK_WRITER_PAUSE_S)  # a job on a schedule, not a hot loop starving the other JVMs
     spark.stop()
 
 
