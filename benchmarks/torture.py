@@ -58,14 +58,20 @@ def main() -> None:
         document = run_torture(settings, Path(tmp) / "run", log=lambda m: print(time.strftime("%H:%M:%S"), m,
                                                                                flush=True))
         examples = args.fuzz_examples or (25 if args.quick else 150)
-        document["bad_inputs"] = run_fuzz_process(Path(tmp) / "fuzz", examples)
+        # The load's figures are kept even if the fuzz phase breaks; the exit status says so.
+        try:
+            document["bad_inputs"] = run_fuzz_process(Path(tmp) / "fuzz", examples)
+        except RuntimeError as exc:
+            document["bad_inputs"] = {"tried": 0, "refused": 0, "accepted": 0, "table_changed": 0,
+                                      "defect_count": 0, "error": str(exc)}
     document["machine"] = {**machine(), "load_average_before": load_before}
     document["versions"] = versions()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(document, indent=2, default=str) + "\n")
     print(summary(document))
     ok = (document["rows_lost"] == 0 and document["rows_duplicated"] == 0
-          and document["referenced_files_deleted"] == 0 and document["bad_inputs"]["table_changed"] == 0)
+          and document["referenced_files_deleted"] == 0 and document["bad_inputs"]["table_changed"] == 0
+          and not document["bad_inputs"].get("error") and document["bad_inputs"]["defect_count"] == 0)
     sys.exit(0 if ok else 1)
 
 

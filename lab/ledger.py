@@ -48,7 +48,8 @@ def batch_rows(batch_id: int, rows: int, stride: int = 1_000_000) -> list[tuple[
 def batch_rows_sql(batch_id: int, rows: int, stride: int = 1_000_000) -> str:
     """The same rows as `batch_rows`, as a Spark SELECT (id, batch_id, payload)."""
     batch_rows(batch_id, rows, stride)  # validates
-    return (f"select cast({batch_id} * {stride} + id as bigint) as id, cast({batch_id} as bigint) as batch_id, "
+    # bigint before multiplying: Spark's int * int wraps around silently (100000 * 1000000).
+    return (f"select cast({batch_id} as bigint) * {stride} + id as id, cast({batch_id} as bigint) as batch_id, "
             f"concat('b{batch_id}-r', cast(id as string)) as payload from range({rows})")
 
 

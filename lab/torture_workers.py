@@ -38,7 +38,7 @@ def spark_conf(environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[
     """The Spark settings of lab/torture_project/profiles.yml, for the workers that are not dbt."""
     return {
         "spark.master": "local[2]", "spark.driver.memory": environ.get("TORTURE_DRIVER_MEMORY", "512m"),
-        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2",
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.catalog.ice": "org.apache.iceberg.spark.SparkCatalog",
@@ -123,7 +123,8 @@ def dbt_writer(worker: Worker, models: Sequence[str]) -> None:
             for _ in range(max(0, (node or {}).get("attempts", 1) - 1)):
                 worker.record(model, batch, "rerun")
             outcome = ledger_event(node)
-            worker.record(model, batch, outcome, "" if node is None else ",".join(map(str, node.get("kinds", []))))
+            kinds = [k for k in (node or {}).get("kinds", []) if k]
+            worker.record(model, batch, outcome, ",".join(kinds))
             outcomes[model] = {"event": outcome, "attempts": (node or {}).get("attempts"),
                                "kinds": (node or {}).get("kinds"), "write_landed": (node or {}).get("write_landed"),
                                "messages": [(h.get("message") or "")[:600] for h in (node or {}).get("history", [])
@@ -229,6 +230,8 @@ def maintenance(worker: Worker, once: bool) -> None:
                                   for r in report.get("results", [])])
             if once and code != 0:
                 sys.exit(code)
+            if not once and worker.stopping:
+                return
         cycle += 1
         worker.state(phase="idle", cycle=cycle)
         if once or worker.stopping:

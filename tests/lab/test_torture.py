@@ -31,6 +31,7 @@ def test_no_row_lost_or_duplicated_and_no_referenced_file_deleted(torture: dict[
     assert torture["referenced_files_deleted"] == 0
     assert torture["load"]["commits"] >= 6, torture["load"]
     assert torture["load"]["maintenance_operations"], "the maintenance loop never ran an operation"
+    assert torture["unexpected_exits"] == [], [e["log_tail"][-500:] for e in torture["unexpected_exits"]]
 
 
 def test_every_crash_and_cut_was_injected_and_survived(torture: dict[str, Any]) -> None:

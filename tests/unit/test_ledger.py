@@ -32,7 +32,7 @@ def observed(batch: int, rows: int = 3) -> Observed:
 def test_batch_rows_are_unique_across_batches_and_match_the_sql() -> None:
     assert batch_rows(2, 2) == [(2_000_000, "b2-r0"), (2_000_001, "b2-r1")]
     assert set(batch_rows(1, 5)).isdisjoint(batch_rows(2, 5))
-    assert "range(5)" in batch_rows_sql(7, 5) and "7 * 1000000 + id" in batch_rows_sql(7, 5)
+    assert "range(5)" in batch_rows_sql(7, 5) and "cast(7 as bigint) * 1000000 + id" in batch_rows_sql(7, 5)
     with pytest.raises(LedgerError, match="rows must be"):
         batch_rows(1, 0)
 
