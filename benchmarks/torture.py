@@ -30,6 +30,14 @@ def versions() -> dict[str, str]:
     return {name: version(name) for name in ("dbt-core", "dbt-spark", "pyspark", "pyiceberg", "hypothesis")}
 
 
+def _git_head() -> str | None:
+    import subprocess
+
+    result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent.parent)
+    return result.stdout.strip() or None
+
+
 def summary(document: dict[str, Any]) -> str:
     load = document["load"]
     lines = [f"load: {load['writer_processes']} writer process(es) + maintenance for {load['seconds']} s, "
@@ -66,6 +74,7 @@ def main() -> None:
                                       "defect_count": 0, "error": str(exc)}
     document["machine"] = {**machine(), "load_average_before": load_before}
     document["versions"] = versions()
+    document["commit"] = os.environ.get("TORTURE_COMMIT") or _git_head()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(document, indent=2, default=str) + "\n")
     print(summary(document))
