@@ -311,6 +311,26 @@ def fault_outcome(fault: Mapping[str, Any], events: Sequence[Mapping[str, Any]])
             "exceptions": sorted(set(_exception_names(texts)))}
 
 
+_LOG4J_TIME = re.compile(r"^(\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}) ")
+_JVM_EXCEPTION = re.compile(r"(?:org\.apache\.iceberg\.exceptions|org\.postgresql\.util)\.(\w+)(?::|$)")
+
+
+def jvm_exceptions(log_text: str, start: float, end: float) -> dict[str, int]:
+    """Iceberg/PostgreSQL exception classes a worker's JVM logged (stack traces included, e.g.
+    Iceberg's own `Retrying task after failure`) between `start` and `end` (epoch seconds; the
+    log4j time stamps are the machine's local time, second resolution)."""
+    found: dict[str, int] = {}
+    stamp: float | None = None
+    for line in log_text.splitlines():
+        match = _LOG4J_TIME.match(line)
+        if match:
+            stamp = time.mktime(time.strptime(match.group(1), "%y/%m/%d %H:%M:%S"))
+        exception = _JVM_EXCEPTION.search(line)
+        if exception and stamp is not None and start - 1 <= stamp <= end + 1:
+            found[exception.group(1)] = found.get(exception.group(1), 0) + 1
+    return found
+
+
 def describe_outcome(outcome: Mapping[str, Any]) -> str:
     """One line per cut for the summary: what the writer or maintenance job saw."""
     if outcome.get("observed") == "maintenance":
@@ -330,7 +350,10 @@ def describe_outcome(outcome: Mapping[str, Any]) -> str:
     landed = {v for v in outcome.get("write_landed", {}).values() if v is not None}
     if landed:
         text += f"; landed verification: {sorted(landed)}"
-    return text if kinds or outcome["exceptions"] else text + ", no error surfaced"
+    logged = outcome.get("jvm_logged") or {}
+    if logged:
+        text += f"; the JVM logged {', '.join(sorted(logged))}"
+    return text if kinds or outcome["exceptions"] else text + ", no error reached the writer"
 
 
 def _tables_of(worker: str, settings: Settings) -> tuple[str, ...]:
@@ -481,6 +504,10 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
     for fault in run.faults:
         if fault["injected"]:
             fault["outcome"] = fault_outcome(fault, all_events)
+            after = [e["at"] for e in all_events if e["worker"] == fault["worker"] and e["at"] >= fault["cut_at"]]
+            logs = "\n".join(path.read_text(errors="replace")
+                             for path in sorted(run.workdir.glob(f"{fault['worker']}.*.log")))
+            fault["outcome"]["jvm_logged"] = jvm_exceptions(logs, fault["cut_at"], after[0] if after else time.time())
             role = "maintenance" if fault["worker"].startswith("maintenance") else (
                 "spark writer" if fault["worker"] == "spark_writer" else "dbt writer")
             slot = observations.setdefault(f"{fault['kind']} on the {role}", {})

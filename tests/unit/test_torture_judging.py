@@ -3,8 +3,10 @@ aftermath are read (lab/fuzz.py, lab/torture_workers.py, lab/torture.py)."""
 
 from __future__ import annotations
 
+import time
+
 from lab.fuzz import call_is_intact, judge, names_an_argument, operation_error, properties_sql_is_intact
-from lab.torture import describe_outcome, fault_outcome
+from lab.torture import describe_outcome, fault_outcome, jvm_exceptions
 from lab.torture_workers import ledger_event
 
 CASE = {"kind": "procedure", "procedure": "rewrite_data_files", "kwargs": {"where": "x"}}
@@ -75,5 +77,16 @@ def test_a_cut_is_judged_by_the_workers_first_event_after_it() -> None:
                                          "raised CommitStateUnknownException; landed verification: [False]")
     quiet = fault_outcome(fault, [{"worker": "w", "at": 12.0, "kind": "batch", "batch": 4, "outcomes": {
         "t": {"event": "committed", "attempts": 1, "kinds": [None]}}}])
-    assert describe_outcome(quiet) == "batch committed after 1 attempt(s), no error surfaced"
+    assert describe_outcome(quiet) == "batch committed after 1 attempt(s), no error reached the writer"
     assert fault_outcome(fault, [])["observed"].startswith("no event after the cut")
+
+
+def test_jvm_exceptions_are_read_from_the_log_window() -> None:
+    log = ("26/11/23 19:48:28 WARN Tasks: Retrying task after failure: sleepTimeMs=50 Failed to update table\n"
+           "org.apache.iceberg.exceptions.CommitFailedException: Failed to update table torture.t_merge\n"
+           "\tat org.apache.iceberg.util.Tasks$Builder.runTaskWithRetry(Tasks.java:413)\n"
+           "26/11/23 19:58:00 WARN X: later\n"
+           "org.apache.iceberg.exceptions.CommitStateUnknownException: unknown\n")
+    at = time.mktime(time.strptime("26/11/23 19:48:28", "%y/%m/%d %H:%M:%S"))
+    assert jvm_exceptions(log, at - 5, at + 5) == {"CommitFailedException": 1}
+    assert jvm_exceptions(log, at, at + 3600) == {"CommitFailedException": 1, "CommitStateUnknownException": 1}
