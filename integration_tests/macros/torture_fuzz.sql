@@ -53,13 +53,7 @@
   {%- set kwargs = case.get('kwargs') or {} -%}
   {%- set outcome = {'id': case.id, 'errors': [], 'sql': none, 'status': none, 'properties_sql': none} -%}
   {%- if case.kind == 'procedure' -%}
-    {%- set validator = {
-        'rewrite_data_files': dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors,
-        'expire_snapshots': dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors,
-        'remove_orphan_files': dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors,
-        'rewrite_manifests': dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors,
-        'rewrite_position_delete_files': dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors,
-    }[case.procedure] -%}
+    {%- set validator = iceberg_maint_argument_validator(case.procedure) -%}
     {%- set arguments = {} -%}
     {%- for key, value in kwargs.items() if key != 'dry_run' or case.procedure == 'remove_orphan_files' -%}
       {%- do arguments.update({key: value}) -%}
