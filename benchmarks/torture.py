@@ -11,6 +11,7 @@ import platform
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +63,15 @@ def main() -> None:
     args = parser.parse_args()
     settings = quick_settings() if args.quick else full_settings(args.minutes)
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="torture-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="torture-") as tmp, ThreadPoolExecutor(1) as pool:
+        # The fuzz has its own JVM and warehouse: it runs beside the load instead of after it.
+        examples = args.fuzz_examples or (25 if args.quick else 150)
+        fuzz = pool.submit(run_fuzz_process, Path(tmp) / "fuzz", examples)
         document = run_torture(settings, Path(tmp) / "run", log=lambda m: print(time.strftime("%H:%M:%S"), m,
                                                                                flush=True))
-        examples = args.fuzz_examples or (25 if args.quick else 150)
         # The load's figures are kept even if the fuzz phase breaks; the exit status says so.
         try:
-            document["bad_inputs"] = run_fuzz_process(Path(tmp) / "fuzz", examples)
+            document["bad_inputs"] = fuzz.result()
         except RuntimeError as exc:
             document["bad_inputs"] = {"tried": 0, "refused": 0, "accepted": 0, "table_changed": 0,
                                       "defect_count": 0, "error": str(exc)}

@@ -39,6 +39,8 @@ from lab.torture_workers import PROJECT_DIR
 REPO = Path(__file__).resolve().parent.parent
 CATALOG = "ice"  # not the schema's name: `show tables in torture` would list the catalog
 MODELS = ("t_merge", "t_overwrite", "t_append")
+# (proxy mode, statements cut): every mode on one worker, then on the next.
+FAULT_MODES = (("after_commit", 1), ("before_commit", 1), ("after_commit", 2), ("before_commit", 2))
 ORPHAN_AGE_HOURS = 100.0  # older than the policy's 72 h window
 EXCEPTION_NAMES = ("CommitStateUnknownException", "CommitFailedException", "UncheckedSQLException",
                    "ValidationException", "AlreadyExistsException", "PSQLException", "NotFoundException")
@@ -273,17 +275,23 @@ class Run:
         return record
 
     # ---- faults ------------------------------------------------------------------------
-    def inject_fault(self, target: str, mode: str, timeout_s: float) -> dict[str, Any]:
+    def inject_fault(self, target: str, mode: str, times: int, timeout_s: float) -> dict[str, Any]:
+        """Cut the target's next commit statement; with times=2 also the JDBC pool's retry of it on
+        a new connection (Iceberg's JdbcClientPool retries a statement once after a connection
+        error), so the failure reaches Iceberg's commit path instead of being absorbed."""
         proxy = self.procs[target].proxy
         before = len(proxy.cuts)
-        proxy.arm(mode)
+        proxy.arm(mode, times)
         armed = time.time()
         cuts = proxy.wait_for_cuts(before + 1, timeout_s)
+        if len(cuts) > before and times > 1:
+            cuts = proxy.wait_for_cuts(before + times, 20)
         pending = proxy.disarm()
-        cut = cuts[before] if len(cuts) > before else None
-        return {"kind": f"catalog_cut_{mode}", "worker": target, "armed_at": armed,
-                "cut_at": cut.at if cut else None, "injected": cut is not None and pending == 0,
-                "reply_swallowed": cut.reply_swallowed if cut else None}
+        made = cuts[before:]
+        return {"kind": f"catalog_cut_{mode}" + ("_and_retry" if times > 1 else ""), "worker": target,
+                "armed_at": armed, "cut_at": made[0].at if made else None, "cuts": len(made),
+                "injected": bool(made), "cuts_pending_at_disarm": pending,
+                "reply_swallowed": [c.reply_swallowed for c in made]}
 
 
 def _exception_names(text: str) -> list[str]:
@@ -437,9 +445,10 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
                 log(f"crash {kind} not injected: {exc}")
             next_crash = time.time() + settings.crash_every_s
         elif now >= next_fault:
-            target = fault_targets[len(run.faults) % len(fault_targets)]
-            mode = ("after_commit", "before_commit")[(len(run.faults) // len(fault_targets)) % 2]
-            fault = run.inject_fault(target, mode, timeout_s=90)
+            # Every mode on the first writer first (the quick run's few cuts), then the next worker.
+            mode, times = FAULT_MODES[len(run.faults) % len(FAULT_MODES)]
+            target = fault_targets[(len(run.faults) // len(FAULT_MODES)) % len(fault_targets)]
+            fault = run.inject_fault(target, mode, times, timeout_s=90)
             run.faults.append(fault)
             log(f"fault: {fault['kind']} on {target}: {'cut' if fault['injected'] else 'no commit in time'}")
             next_fault = time.time() + settings.fault_every_s
