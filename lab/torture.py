@@ -95,8 +95,8 @@ class Proc:
     def kill9(self) -> None:
         try:
             os.killpg(self.popen.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        except OSError:
+            pass  # the group is gone already
         self.popen.wait(timeout=60)
 
     def stop(self, grace_s: float = 20) -> None:
@@ -104,15 +104,13 @@ class Proc:
             try:
                 os.killpg(self.popen.pid, signal.SIGTERM)
                 self.popen.wait(timeout=grace_s)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
+            except (OSError, subprocess.TimeoutExpired):
                 pass
-        if self.alive():
-            self.kill9()
-        else:
-            try:  # the JVM of a worker that exited on its own
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        try:  # whatever is left of the group (a JVM whose Python parent already exited)
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.popen.wait(timeout=60)
         self.proxy.stop()
 
 
@@ -387,15 +385,22 @@ def run_torture(settings: Settings, workdir: Path, log: Callable[[str], None] = 
         return _scenario(run, log, began)
     finally:
         for proc in [*run.procs.values(), *run.retired]:
-            proc.stop()
+            try:
+                proc.stop()
+            except BaseException as exc:  # noqa: BLE001 - stop every other worker all the same
+                log(f"could not stop {proc.name} ({proc.popen.pid}): {exc!r}")
         pg.stop()
         shutil.rmtree(pg.data_dir.parent, ignore_errors=True)
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
 
 
+class TortureStopped(BaseException):
+    """SIGTERM: not an Exception, so no phase mistakes it for a trigger that never came."""
+
+
 def _raise_on_sigterm(signum: int, frame: object) -> None:
-    raise TortureError("stopped by SIGTERM")
+    raise TortureStopped("stopped by SIGTERM")
 
 
 def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, Any]:
