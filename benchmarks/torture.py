@@ -54,13 +54,43 @@ def summary(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot(document: dict[str, Any], path: Path) -> None:
+    """Faults injected vs survived per kind, and the load's commits per table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = sorted(document["faults"])
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [2, 1]})
+    positions = range(len(kinds))
+    left.barh([p + 0.2 for p in positions], [document["faults"][k]["injected"] for k in kinds], 0.4, label="injected")
+    left.barh([p - 0.2 for p in positions], [document["faults"][k]["survived"] for k in kinds], 0.4, label="survived")
+    left.set_yticks(list(positions), [k.replace("catalog_cut_", "cut: ").replace("kill_", "kill -9 ") for k in kinds])
+    left.set_xlabel("count")
+    left.legend()
+    left.set_title(f"faults ({document['load']['seconds'] / 60:.0f} min of load)")
+    tables = document["tables"]
+    right.bar([t["table"] for t in tables], [t["batches_observed"] for t in tables])
+    right.set_ylabel("batches in the table")
+    right.set_title(f"rows lost {document['rows_lost']}, duplicated {document['rows_duplicated']}, "
+                    f"files deleted {document['referenced_files_deleted']}", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="./scripts/torture", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="the short form the test suite runs")
     parser.add_argument("--minutes", type=float, default=30.0, help="minutes of load (full form)")
     parser.add_argument("--fuzz-examples", type=int, default=None, help="hypothesis examples per strategy")
     parser.add_argument("--output", type=Path, default=RESULTS / "torture.json")
+    parser.add_argument("--replot", action="store_true", help="only redraw the PNG from --output's JSON")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads(args.output.read_text()), args.output.with_suffix(".png"))
+        return
     settings = quick_settings() if args.quick else full_settings(args.minutes)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="torture-") as tmp, ThreadPoolExecutor(1) as pool:
@@ -80,6 +110,7 @@ def main() -> None:
     document["commit"] = os.environ.get("TORTURE_COMMIT") or _git_head()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    plot(document, args.output.with_suffix(".png"))
     print(summary(document))
     ok = (document["rows_lost"] == 0 and document["rows_duplicated"] == 0
           and document["referenced_files_deleted"] == 0 and document["bad_inputs"]["table_changed"] == 0
