@@ -471,11 +471,17 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
     (run.workdir / "stop").touch()
     log("load over; stopping the workers between batches")
     for proc in run.procs.values():
+        # Writers finish their batch; the maintenance job gets 90 s to finish its phase, then it
+        # is killed like in a crash (its leftovers are orphans for the audit below).
+        grace = 90 if proc.role == "maintenance" else 600
         try:
-            proc.popen.wait(timeout=600)
-        except subprocess.TimeoutExpired:  # stuck: recorded, and its leftovers are crash orphans
-            run.unexpected_exits.append({"worker": proc.name, "exit_code": None, "at": time.time(),
-                                         "log_tail": "did not stop within 600 s of the stop file; killed"})
+            proc.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            if proc.role == "maintenance":
+                run.crashes.append({"kind": "kill_maintenance_at_load_end", "at": time.time()})
+            else:
+                run.unexpected_exits.append({"worker": proc.name, "exit_code": None, "at": time.time(),
+                                             "log_tail": f"did not stop within {grace} s of the stop file; killed"})
             proc.kill9()
     (run.workdir / "stop").unlink()
     events = run.events()

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
     from tests.conftest import DbtProject
 
-pytestmark = pytest.mark.integration
+# The fixture starts PostgreSQL and five JVMs one after the other: its setup counts against the
+# first test's timeout, which must cover a loaded machine.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
