@@ -64,3 +64,37 @@ def test_remove_orphan_files_refuses_a_location_outside_the_table(spark: SparkSe
     assert not invocation.success
     assert any("argument `location`" in m for m in invocation.log_messages)
     assert sorted(p for p in neighbour_dir.rglob("*") if p.is_file()) == before
+
+
+def test_table_snapshots_sees_a_commit_the_sessions_cache_does_not(spark: SparkSession, dbt_project: DbtProject,
+                                                                   warehouse: Path) -> None:
+    """A connection cut right after the JDBC catalog committed made Iceberg report the write as
+    failed; the writer's session kept the old metadata in its catalog cache, so landed
+    verification read a stale snapshot log and said "not landed" for a write that had landed.
+    Here a second catalog on the same warehouse commits behind the cached `local` catalog."""
+    schema = dbt_project.schema
+    cache_key = "spark.sql.catalog.local.cache.expiration-interval-ms"
+    manager = spark._jsparkSession.sessionState().catalogManager()  # noqa: SLF001
+    spark.conf.set(cache_key, "-1")  # never expires: the staleness does not depend on timing
+    manager.reset()
+    try:
+        spark.sql(f"create namespace if not exists local.{schema}")
+        spark.sql(f"create table local.{schema}.cached (id bigint) using iceberg")
+        spark.sql(f"insert into local.{schema}.cached values (1)")
+        before = spark.sql(f"select snapshot_id from local.{schema}.cached.snapshots").collect()
+        other = "spark.sql.catalog.behind"
+        spark.conf.set(other, "org.apache.iceberg.spark.SparkCatalog")
+        spark.conf.set(f"{other}.type", "hadoop")
+        spark.conf.set(f"{other}.warehouse", str(warehouse.resolve()))
+        spark.sql(f"insert into behind.{schema}.cached values (2)")
+        stale = spark.sql(f"select count(*) from local.{schema}.cached.snapshots").collect()[0][0]
+        assert stale == len(before) == 1, "the cached catalog was expected to be stale"
+
+        invocation = dbt_project("run-operation", "dbt_iceberg_maint.table_snapshots", "--args",
+                                 json.dumps({"tables": [f"{schema}.cached"], "after": {f"{schema}.cached": -1}}))
+        logged = [m for m in invocation.log_messages if "ICEBERG_MAINT_SNAPSHOTS" in m]
+        document = json.loads(logged[-1].split("ICEBERG_MAINT_SNAPSHOTS", 1)[1])
+        assert len(document["tables"][0]["snapshots"]) == 2, document
+    finally:
+        spark.conf.unset(cache_key)
+        manager.reset()
