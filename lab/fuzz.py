@@ -7,6 +7,9 @@ its string literals is intact; the table's current snapshot and properties never
 
 `run_fuzz(run, spark, table, examples)` works on any dbt runner (the suite passes its in-process
 one); `python -m lab.fuzz` starts its own embedded Spark for ./scripts/torture.
+
+Over 300 lines: the strategies, the judgement of an outcome and the runner belong together (a
+judgement reads the case's shape the strategies define).
 """
 
 from __future__ import annotations

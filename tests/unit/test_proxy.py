@@ -49,7 +49,6 @@ class Upstream:
         self.stopping.set()
         self.thread.join(timeout=5)
         self.listener.close()
-        self.thread.join(timeout=5)
 
 
 @pytest.fixture
