@@ -80,8 +80,9 @@ def _policy_case() -> st.SearchStrategy[dict[str, Any]]:
 def _relation_case() -> st.SearchStrategy[dict[str, Any]]:
     """A relation given as a string or as a dbt Relation (database, schema, identifier), through a
     procedure (dry run) or through maintain(), whose health queries name the table in SQL."""
-    as_object = st.fixed_dictionaries({"database": st.one_of(st.none(), IDENTIFIERS), "schema": IDENTIFIERS,
-                                       "identifier": IDENTIFIERS})
+    # No `database`: dbt-spark refuses to build such a Relation ("Cannot set database in spark!")
+    # before any macro sees it (the first full run counted 3 of those as defects of the macros).
+    as_object = st.fixed_dictionaries({"schema": IDENTIFIERS, "identifier": IDENTIFIERS})
     relation = st.one_of(IDENTIFIERS, as_object)
     procedure = st.fixed_dictionaries({"kind": st.just("procedure"), "procedure": st.just("rewrite_data_files"),
                                        "kwargs": st.just({"dry_run": True}), "relation": relation})
