@@ -180,7 +180,8 @@ MESSAGES: dict[ConflictKind, str] = {
     ),
     ConflictKind.COMMIT_STATE_UNKNOWN: (
         "`CommitStateUnknownException` (REST 5xx included); `Cannot determine whether the commit was "
-        "successful or not`; a Hive lock heartbeat failure; a REST I/O failure of a commit (POST)"
+        "successful or not`; a Hive lock heartbeat failure; a REST I/O failure of a commit (POST); a JDBC "
+        "catalog's `UncheckedSQLException` (`Unknown failure`, `Database Connection failed`)"
     ),
     ConflictKind.INVALID_REQUEST: (
         "guards and bad arguments: the 24 h orphan guard, `retain_last` < 1, an unknown procedure argument, "

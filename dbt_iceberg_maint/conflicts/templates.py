@@ -191,6 +191,14 @@ STATE_UNKNOWN_TEMPLATES: tuple[Template, ...] = (
         r"^Error occurred while processing POST",
         {f"{_ICEBERG_EXCEPTIONS}RESTException"},
     ),
+    # JDBC: a connection lost while the commit's UPDATE ran surfaces as UncheckedSQLException, not
+    # as CommitStateUnknownException, although the UPDATE may have committed (the torture suite
+    # cut the connection right after PostgreSQL committed: the write had landed).
+    _template(
+        ConflictKind.COMMIT_STATE_UNKNOWN,
+        r"^(Unknown failure|Database Connection failed|Database Connection timeout)$",
+        {"org.apache.iceberg.jdbc.UncheckedSQLException"},
+    ),
 )
 
 # Guards and bad arguments: Iceberg-specific wording, so they are recognised with or without

@@ -2,6 +2,17 @@
     invocation without touching Spark. Each case logs one line
     `ICEBERG_MAINT_CASE {"id": ..., "sql": ..., "errors": [...], "value": ...}`. -#}
 
+{#- The checks a procedure macro runs on its arguments before it raises (lists of messages). -#}
+{% macro iceberg_maint_argument_validator(procedure) %}
+  {{ return({
+      'rewrite_data_files': dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors,
+      'expire_snapshots': dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors,
+      'remove_orphan_files': dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors,
+      'rewrite_manifests': dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors,
+      'rewrite_position_delete_files': dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors,
+  }[procedure]) }}
+{% endmacro %}
+
 {% macro iceberg_maint_render_cases(cases) %}
   {%- for case in cases -%}
     {%- set kwargs = case.get('kwargs') or {} -%}
@@ -17,14 +28,7 @@
       }[case.procedure] -%}
       {%- do outcome.update({'sql': getter(**kwargs)}) -%}
     {%- elif kind == 'errors' -%}
-      {%- set validator = {
-          'rewrite_data_files': dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors,
-          'expire_snapshots': dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors,
-          'remove_orphan_files': dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors,
-          'rewrite_manifests': dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors,
-          'rewrite_position_delete_files': dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors,
-      }[case.procedure] -%}
-      {%- do outcome.update({'errors': validator(**kwargs)}) -%}
+      {%- do outcome.update({'errors': iceberg_maint_argument_validator(case.procedure)(**kwargs)}) -%}
     {%- elif kind == 'due' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_due(kwargs.operation, policy,

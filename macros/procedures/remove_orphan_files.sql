@@ -100,12 +100,48 @@
 
 {% macro spark__remove_orphan_files(relation, older_than_hours, dry_run, location, max_concurrent_deletes,
       file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
+        dbt_iceberg_maint._iceberg_maint_orphan_location_errors(relation, location)) -%}
   {%- set sql = dbt_iceberg_maint.get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location,
         max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode,
             prefix_listing) -%}
   {#- The native dry run executes (it only lists); its result line has status dry_run. -#}
   {{ return(dbt_iceberg_maint._iceberg_maint_run_procedure(relation, 'remove_orphan_files', sql, false, true,
         'dry_run' if dry_run else 'success', 'dry run: orphans listed, nothing deleted' if dry_run else none)) }}
+{% endmacro %}
+
+
+{#- Iceberg deletes every unreferenced file under `location` that is older than the window, so a
+    location outside the table (a shared parent folder, another table) would delete files this
+    table's snapshots know nothing about: it must be the table's location or a folder inside it
+    (the torture suite's fuzz found it accepted, tests/integration/test_torture_regressions.py). -#}
+{% macro _iceberg_maint_orphan_location_errors(relation, location) %}
+  {%- if location is none or location is not string or not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
+  {%- set table_location = namespace(value=none) -%}
+  {%- for row in run_query('describe table extended ' ~ table) -%}
+    {%- if (row[0] | string).strip() == 'Location' -%}{%- set table_location.value = row[1] -%}{%- endif -%}
+  {%- endfor -%}
+  {%- if table_location.value is none -%}
+    {{ return(["remove_orphan_files: argument `location` is '" ~ location ~ "' but the location of " ~ table
+        ~ " could not be read, so it cannot be checked to lie inside the table"]) }}
+  {%- endif -%}
+  {%- set root = dbt_iceberg_maint._iceberg_maint_normalised_location(table_location.value) -%}
+  {%- set wanted = dbt_iceberg_maint._iceberg_maint_normalised_location(location) -%}
+  {%- if wanted == root or (wanted.startswith(root ~ '/') and '/../' not in wanted ~ '/') -%}
+    {{ return([]) }}
+  {%- endif -%}
+  {{ return(["remove_orphan_files: argument `location` is '" ~ location ~ "'; it must be the table's location '"
+      ~ table_location.value ~ "' or a folder inside it: every unreferenced file under it is deleted, other"
+      ~ " tables' files included"]) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_normalised_location(path) %}
+  {%- set text = (path | string).strip().rstrip('/') -%}
+  {%- for prefix in ['file://', 'file:'] -%}
+    {%- if text.startswith(prefix) -%}{{ return(text[prefix | length:]) }}{%- endif -%}
+  {%- endfor -%}
+  {{ return(text) }}
 {% endmacro %}
 
 
@@ -132,6 +168,8 @@
 
 {#- Always against the real clock (never as_of): the 24 h floor protects writes in flight. -#}
 {% macro _iceberg_maint_remove_orphan_files_planned_sql(relation, section, context={}) %}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
+        dbt_iceberg_maint._iceberg_maint_orphan_location_errors(relation, section.location)) -%}
   {{ return({'sql': dbt_iceberg_maint.get_remove_orphan_files_sql(relation=relation,
       older_than_hours=section.older_than_hours, location=section.location,
       max_concurrent_deletes=section.max_concurrent_deletes, equal_schemes=section.equal_schemes,

@@ -37,6 +37,10 @@
     {%- set relation = adapter.get_relation(database=none, schema=parts[0], identifier=parts[1]) -%}
     {%- set entry = {'table': name, 'exists': relation is not none, 'snapshots': []} -%}
     {%- if relation is not none -%}
+      {#- The session's catalog caches table metadata (Iceberg's CachingCatalog). After a commit whose
+          outcome its own writer misjudged (a connection cut after the catalog committed), the cache
+          still holds the old metadata and the landed write is invisible: read fresh metadata. -#}
+      {%- do run_query('refresh table ' ~ relation) -%}
       {%- for row in run_query(dbt_iceberg_maint.get_table_snapshots_sql(relation, after.get(name))) -%}
         {%- do entry.snapshots.append({
               'snapshot_id': row['snapshot_id'] | int, 'committed_at_ms': row['committed_at_ms'] | int,

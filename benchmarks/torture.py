@@ -1,0 +1,122 @@
+"""The torture run (issue 14, docs/torture.md): writer processes, the maintenance loop, crashes,
+catalog cuts and fuzzed input on a PostgreSQL JDBC catalog. Writes benchmarks/results/torture.json
+and prints a summary. `--quick` is the form the test suite runs; `--minutes N` the load's length."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from lab.fuzz import run_fuzz_process
+from lab.torture import full_settings, quick_settings, run_torture
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "load_average": os.getloadavg()}
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {name: version(name) for name in ("dbt-core", "dbt-spark", "pyspark", "pyiceberg", "hypothesis")}
+
+
+def _git_head() -> str | None:
+    import subprocess
+
+    result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent.parent)
+    return result.stdout.strip() or None
+
+
+def summary(document: dict[str, Any]) -> str:
+    load = document["load"]
+    lines = [f"load: {load['writer_processes']} writer process(es) + maintenance for {load['seconds']} s, "
+             f"{load['commits']} batches committed, {load['maintenance_invocations']} maintenance invocations",
+             f"rows lost {document['rows_lost']}, rows duplicated {document['rows_duplicated']}, "
+             f"referenced files deleted {document['referenced_files_deleted']}"]
+    lines += [f"  {kind:<40} injected {v['injected']:>3}  survived {v['survived']:>3}"
+              for kind, v in sorted(document["faults"].items())]
+    bad = document.get("bad_inputs")
+    if bad:
+        lines.append(f"bad inputs: tried {bad['tried']}, refused {bad['refused']}, accepted {bad['accepted']}, "
+                     f"table changed {bad['table_changed']}")
+    return "\n".join(lines)
+
+
+def plot(document: dict[str, Any], path: Path) -> None:
+    """Faults injected vs survived per kind, and the load's commits per table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = sorted(document["faults"])
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [2, 1]})
+    positions = range(len(kinds))
+    left.barh([p + 0.2 for p in positions], [document["faults"][k]["injected"] for k in kinds], 0.4, label="injected")
+    left.barh([p - 0.2 for p in positions], [document["faults"][k]["survived"] for k in kinds], 0.4, label="survived")
+    left.set_yticks(list(positions), [k.replace("catalog_cut_", "cut: ").replace("kill_", "kill -9 ") for k in kinds])
+    left.set_xlabel("count")
+    left.legend()
+    left.set_title(f"faults ({document['load']['seconds'] / 60:.0f} min of load)")
+    tables = document["tables"]
+    right.bar([t["table"] for t in tables], [t["batches_observed"] for t in tables])
+    right.set_ylabel("batches in the table")
+    right.set_title(f"rows lost {document['rows_lost']}, duplicated {document['rows_duplicated']}, "
+                    f"files deleted {document['referenced_files_deleted']}", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="./scripts/torture", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="the short form the test suite runs")
+    parser.add_argument("--minutes", type=float, default=30.0, help="minutes of load (full form)")
+    parser.add_argument("--fuzz-examples", type=int, default=None, help="hypothesis examples per strategy")
+    parser.add_argument("--output", type=Path, default=RESULTS / "torture.json")
+    parser.add_argument("--replot", action="store_true", help="only redraw the PNG from --output's JSON")
+    args = parser.parse_args()
+    if args.replot:
+        plot(json.loads(args.output.read_text()), args.output.with_suffix(".png"))
+        return
+    settings = quick_settings() if args.quick else full_settings(args.minutes)
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="torture-") as tmp, ThreadPoolExecutor(1) as pool:
+        # The fuzz has its own JVM and warehouse: it runs beside the load instead of after it.
+        examples = args.fuzz_examples or (25 if args.quick else 150)
+        fuzz = pool.submit(run_fuzz_process, Path(tmp) / "fuzz", examples)
+        document = run_torture(settings, Path(tmp) / "run", log=lambda m: print(time.strftime("%H:%M:%S"), m,
+                                                                               flush=True))
+        # The load's figures are kept even if the fuzz phase breaks; the exit status says so.
+        try:
+            document["bad_inputs"] = fuzz.result()
+        except RuntimeError as exc:
+            document["bad_inputs"] = {"tried": 0, "refused": 0, "accepted": 0, "table_changed": 0,
+                                      "defect_count": 0, "error": str(exc)}
+    document["machine"] = {**machine(), "load_average_before": load_before}
+    document["versions"] = versions()
+    document["commit"] = os.environ.get("TORTURE_COMMIT") or _git_head()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    plot(document, args.output.with_suffix(".png"))
+    print(summary(document))
+    ok = (document["rows_lost"] == 0 and document["rows_duplicated"] == 0
+          and document["referenced_files_deleted"] == 0 and document["bad_inputs"]["table_changed"] == 0
+          and not document["bad_inputs"].get("error") and document["bad_inputs"]["defect_count"] == 0)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

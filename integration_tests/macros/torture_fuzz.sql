@@ -1,0 +1,91 @@
+{#- Fuzzed input (lab/fuzz.py, issue 14): many cases in one dbt invocation. Jinja cannot catch
+    a compiler error, so each case first runs the checks the public macro runs before it raises
+    (the same validator macros); a case they accept then goes through the public macro itself
+    with dry_run=true (it renders and logs, it never executes). `torture_fuzz_one` runs a single
+    case through the public macro alone, so a refusal is the real compiler error. Each case logs
+    `TORTURE_FUZZ {"id", "errors", "sql", "status", "properties_sql"}`. -#}
+
+{% macro torture_fuzz_cases(cases, relation) %}
+  {%- for case in cases -%}
+    {%- do log('TORTURE_FUZZ ' ~ tojson(torture_fuzz_outcome(case, relation)), info=true) -%}
+  {%- endfor -%}
+{% endmacro %}
+
+{% macro torture_fuzz_one(case, relation) %}
+  {%- set target = torture_fuzz_relation(case, relation) -%}
+  {#- Never execute: a missing or false dry_run becomes true; any other value stays, to be refused. -#}
+  {%- set kwargs = {} -%}
+  {%- do kwargs.update(case.get('kwargs') or {}) -%}
+  {%- if kwargs.get('dry_run') is none or kwargs.get('dry_run') is sameas false -%}
+    {%- do kwargs.update({'dry_run': true}) -%}
+  {%- endif -%}
+  {%- if case.kind == 'procedure' -%}
+    {%- set result = torture_fuzz_procedure(case.procedure)(relation=target, **kwargs) -%}
+    {%- do log('TORTURE_FUZZ ' ~ tojson({'id': case.id, 'errors': [], 'sql': result.sql, 'status': result.status}),
+          info=true) -%}
+  {%- else -%}
+    {%- set result = dbt_iceberg_maint.maintain(relation=target, policy=case.policy, dry_run=true) -%}
+    {%- do log('TORTURE_FUZZ ' ~ tojson({'id': case.id, 'errors': [], 'status': 'dry_run'}), info=true) -%}
+  {%- endif -%}
+{% endmacro %}
+
+{% macro torture_fuzz_relation(case, relation) %}
+  {%- set name = case.get('relation') -%}
+  {%- if name is none -%}{{ return(relation) }}{%- endif -%}
+  {%- if name is mapping -%}
+    {{ return(api.Relation.create(database=name.get('database'), schema=name.get('schema'),
+        identifier=name.get('identifier'))) }}
+  {%- endif -%}
+  {{ return(name) }}
+{% endmacro %}
+
+{% macro torture_fuzz_procedure(name) %}
+  {{ return({
+      'rewrite_data_files': dbt_iceberg_maint.rewrite_data_files,
+      'expire_snapshots': dbt_iceberg_maint.expire_snapshots,
+      'remove_orphan_files': dbt_iceberg_maint.remove_orphan_files,
+      'rewrite_manifests': dbt_iceberg_maint.rewrite_manifests,
+      'rewrite_position_delete_files': dbt_iceberg_maint.rewrite_position_delete_files,
+  }[name]) }}
+{% endmacro %}
+
+{% macro torture_fuzz_outcome(case, relation) %}
+  {%- set kwargs = case.get('kwargs') or {} -%}
+  {%- set outcome = {'id': case.id, 'errors': [], 'sql': none, 'status': none, 'properties_sql': none} -%}
+  {%- if case.kind == 'procedure' -%}
+    {%- set validator = iceberg_maint_argument_validator(case.procedure) -%}
+    {%- set arguments = {} -%}
+    {%- for key, value in kwargs.items() if key != 'dry_run' or case.procedure == 'remove_orphan_files' -%}
+      {%- do arguments.update({key: value}) -%}
+    {%- endfor -%}
+    {%- do outcome.errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(case.procedure, 'dry_run',
+          kwargs.get('dry_run'))) -%}
+    {%- do outcome.errors.extend(validator(**arguments)) -%}
+    {%- if not outcome.errors -%}
+      {%- do arguments.update({'dry_run': true}) -%}
+      {%- set result = torture_fuzz_procedure(case.procedure)(relation=relation, **arguments) -%}
+      {%- do outcome.update({'sql': result.sql, 'status': result.status}) -%}
+    {%- endif -%}
+  {%- elif case.kind == 'policy' -%}
+    {%- set policy = case.policy -%}
+    {%- do outcome.errors.extend(dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy)) -%}
+    {%- if not outcome.errors -%}
+      {%- do outcome.errors.extend(dbt_iceberg_maint._iceberg_maint_policy_errors(
+            dbt_iceberg_maint._iceberg_maint_resolved_policy(policy))) -%}
+      {%- do outcome.errors.extend(dbt_iceberg_maint.table_properties_policy_errors(policy)) -%}
+    {%- endif -%}
+    {%- if not outcome.errors -%}
+      {%- set steps = dbt_iceberg_maint.get_maintenance_plan(relation=relation, policy=policy, force=true) -%}
+      {%- do outcome.update({'status': steps | map(attribute='status') | join(','),
+            'sql': steps | map(attribute='sql') | select | list}) -%}
+      {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
+      {%- set declared = dbt_iceberg_maint.declared_table_properties(policy) -%}
+      {%- if declared -%}
+        {%- set current = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
+        {%- do outcome.update({'properties_sql': dbt_iceberg_maint.get_apply_table_properties_sql(table, declared,
+              current)}) -%}
+      {%- endif -%}
+    {%- endif -%}
+  {%- endif -%}
+  {{ return(outcome) }}
+{% endmacro %}

@@ -1,0 +1,265 @@
+"""The torture suite's separate processes (each its own JVM), started by lab/torture.py:
+
+    python -m lab.torture_workers dbt-writer  --workdir W --name N --model M [--model M2 ...]
+    python -m lab.torture_workers spark-writer --workdir W --name N --table T
+    python -m lab.torture_workers long-writer --workdir W --name N --table T --batch B
+    python -m lab.torture_workers maintenance --workdir W --name N [--once]
+
+Writers record every batch in the ledger (W/ledger.jsonl) before (`unknown`) and after
+(`committed` / `failed` / `unknown`) the write; every process appends what happened to
+W/events.jsonl and its current phase to W/<name>.state, and stops between batches once W/stop
+exists. dbt runs go through the real CLI (`dbt-iceberg-maint run` / `maintain`), in-process so
+the JVM starts once per worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lab.ledger import Ledger, LedgerEntry, batch_rows_sql
+
+PROJECT_DIR = Path(__file__).resolve().parent / "torture_project"
+NAMESPACE = "ice.torture"
+ROWS_PER_BATCH = 50
+SPARK_WRITER_FIRST_BATCH = 100_000  # the plain Spark writer's batch ids never meet dbt's
+SPARK_WRITER_PAUSE_S = 4.0
+MAINTENANCE_OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_manifests")
+
+
+def spark_conf(environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, str]:
+    """The Spark settings of lab/torture_project/profiles.yml, for the workers that are not dbt."""
+    return {
+        "spark.master": "local[2]", "spark.driver.memory": environ.get("TORTURE_DRIVER_MEMORY", "512m"),
+        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2",
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.catalog.ice": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.ice.type": "jdbc", "spark.sql.catalog.ice.uri": environ["TORTURE_JDBC_URI"],
+        "spark.sql.catalog.ice.jdbc.user": "postgres", "spark.sql.catalog.ice.jdbc.password": "postgres",
+        "spark.sql.catalog.ice.jdbc.schema-version": "V1",
+        "spark.sql.catalog.ice.warehouse": environ["TORTURE_WAREHOUSE"], "spark.sql.defaultCatalog": "ice",
+        "spark.sql.session.timeZone": "UTC", "spark.jars": environ["TORTURE_JARS"],
+    }
+
+
+class Worker:
+    def __init__(self, workdir: Path, name: str) -> None:
+        self.workdir = workdir
+        self.name = name
+        self.ledger = Ledger(workdir / "ledger.jsonl")
+
+    @property
+    def stopping(self) -> bool:
+        return (self.workdir / "stop").exists()
+
+    def state(self, **fields: Any) -> None:
+        target = self.workdir / f"{self.name}.state"
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"at": time.time(), "pid": os.getpid(), **fields}))
+        tmp.replace(target)
+
+    def event(self, **fields: Any) -> None:
+        line = json.dumps({"worker": self.name, "at": time.time(), **fields}, default=str) + "\n"
+        fd = os.open(self.workdir / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    def record(self, table: str, batch: int, event: str, detail: str = "") -> None:
+        self.ledger.record(LedgerEntry.for_batch(self.name, table, batch, event, ROWS_PER_BATCH, detail))
+
+    def next_batch(self, tables: Sequence[str], first: int = 1) -> int:
+        used = [e.batch_id for e in self.ledger.entries() if e.table in tables and e.writer == self.name]
+        return max(used, default=first - 1) + 1
+
+
+def _cli(args: list[str]) -> int:
+    from dbt_iceberg_maint.cli import main
+
+    try:
+        main.main(args, standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def ledger_event(node: dict[str, Any] | None) -> str:
+    """The ledger event a runner report's node implies for its batch."""
+    if node is None:
+        return "unknown"  # dbt stopped before the node ran or reported: nobody knows
+    if node["final_status"] == "success":
+        return "committed"
+    landed = node.get("write_landed")
+    return {True: "committed", False: "failed"}.get(landed, "unknown")
+
+
+def dbt_writer(worker: Worker, models: Sequence[str]) -> None:
+    batch = worker.next_batch(models)
+    while not worker.stopping:
+        for model in models:
+            worker.record(model, batch, "unknown", "intent")
+        report_path = worker.workdir / f"{worker.name}.report.json"
+        report_path.unlink(missing_ok=True)
+        worker.state(phase="run", batch=batch)
+        started = time.time()
+        code = _cli(["run", "--report", str(report_path), "--output", "json", "--max-attempts", "3",
+                     "--backoff-seconds", "0.5", "--project-dir", str(PROJECT_DIR), "--profiles-dir",
+                     str(PROJECT_DIR), "--select", *models,
+                     "--vars", json.dumps({"batch_sql": batch_rows_sql(batch, ROWS_PER_BATCH)})])
+        report = json.loads(report_path.read_text()) if report_path.exists() else {"nodes": []}
+        nodes = {node["name"]: node for node in report.get("nodes", [])}
+        outcomes = {}
+        for model in models:
+            node = nodes.get(model)
+            for _ in range(max(0, (node or {}).get("attempts", 1) - 1)):
+                worker.record(model, batch, "rerun")
+            outcome = ledger_event(node)
+            kinds = [k for k in (node or {}).get("kinds", []) if k]
+            worker.record(model, batch, outcome, ",".join(kinds))
+            outcomes[model] = {"event": outcome, "attempts": (node or {}).get("attempts"),
+                               "kinds": (node or {}).get("kinds"), "write_landed": (node or {}).get("write_landed"),
+                               "messages": [(h.get("message") or "")[:600] for h in (node or {}).get("history", [])
+                                            if h.get("message")]}
+        worker.event(kind="batch", batch=batch, exit_code=code, started=started, outcomes=outcomes,
+                     error=report.get("error"))
+        batch += 1
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("torture")
+    for key, value in spark_conf().items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _failure_text(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc))[-3000:]
+
+
+def spark_writer(worker: Worker, table: str) -> None:
+    """A plain Spark job (no dbt) merging its own batches into a dbt model's table."""
+    from dbt_iceberg_maint.conflicts import classify
+
+    spark = _session()
+    batch = worker.next_batch([table], SPARK_WRITER_FIRST_BATCH)
+    while not worker.stopping:
+        worker.record(table, batch, "unknown", "intent")
+        worker.state(phase="merge", batch=batch)
+        outcome, failures = "unknown", []
+        for _attempt in range(3):  # MERGE ... WHEN NOT MATCHED INSERT is idempotent: re-running is safe
+            try:
+                spark.sql(f"merge into {NAMESPACE}.{table} t using (select id, batch_id, payload, "
+                          f"cast(batch_id div 5 as bigint) as part from ({batch_rows_sql(batch, ROWS_PER_BATCH)}) b) s "
+                          "on t.id = s.id when not matched then insert *")
+                outcome = "committed"
+                break
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded and retried
+                text = _failure_text(exc)
+                failures.append({"kind": classify(text).kind, "message": text[:600]})
+                time.sleep(0.5)
+        worker.record(table, batch, outcome, ",".join(f["kind"] for f in failures))
+        worker.event(kind="batch", batch=batch, outcomes={table: {"event": outcome, "failures": failures}})
+        batch += 1
+        time.sleep(SPARK_WRITER_PAUSE_S)  # a job on a schedule, not a hot loop starving the other JVMs
+    spark.stop()
+
+
+def long_writer(worker: Worker, table: str, batch: int, gate: Path) -> None:
+    """An append whose second task waits for `gate` to exist: the first task's data file is on
+    disk, uncommitted, for as long as the test holds the gate (an in-flight long write)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    spark = _session()
+    half = ROWS_PER_BATCH // 2
+
+    def hold(row_id: int) -> int:
+        if row_id % 1_000_000 >= half:
+            while not gate.exists():
+                time.sleep(0.1)
+        return row_id
+
+    held = F.udf(hold, LongType())
+    frame = (spark.range(0, ROWS_PER_BATCH, 1, 2)
+             .select((F.lit(batch * 1_000_000) + F.col("id")).alias("raw"))
+             .select(held("raw").alias("id"), F.lit(batch).cast("bigint").alias("batch_id"),
+                     F.concat(F.lit(f"b{batch}-r"), (F.col("raw") % 1_000_000).cast("string")).alias("payload"),
+                     F.lit(batch // 5).cast("bigint").alias("part")))
+    worker.record(table, batch, "unknown", "intent")
+    worker.state(phase="write", batch=batch)
+    try:
+        frame.writeTo(f"{NAMESPACE}.{table}").option("distribution-mode", "none").append()
+        worker.record(table, batch, "committed")
+        worker.event(kind="batch", batch=batch, outcomes={table: {"event": "committed"}})
+    except Exception as exc:  # noqa: BLE001 - recorded, and the exit code says it failed
+        worker.event(kind="batch", batch=batch, outcomes={table: {"event": "unknown", "error": _failure_text(exc)}})
+        spark.stop()
+        sys.exit(1)
+    spark.stop()
+
+
+def maintenance(worker: Worker, once: bool) -> None:
+    cycle = 0
+    while True:
+        for phase, operations in (("compaction", ("compaction",)), ("others", MAINTENANCE_OPERATIONS)):
+            report_path = worker.workdir / f"{worker.name}.report.json"
+            report_path.unlink(missing_ok=True)
+            worker.state(phase=phase, cycle=cycle)
+            started = time.time()
+            args = ["maintain", "--report", str(report_path), "--output", "json", "--project-dir", str(PROJECT_DIR),
+                    "--profiles-dir", str(PROJECT_DIR)]
+            for operation in operations:
+                args += ["--operation", operation]
+            code = _cli(args)
+            report = json.loads(report_path.read_text()) if report_path.exists() else {}
+            worker.event(kind="maintenance", phase=phase, cycle=cycle, exit_code=code, started=started,
+                         results=[{k: r.get(k) for k in ("table", "operation", "status", "reason")}
+                                  for r in report.get("results", [])])
+            if once and code != 0:
+                sys.exit(code)
+            if not once and worker.stopping:
+                return
+        cycle += 1
+        worker.state(phase="idle", cycle=cycle)
+        if once or worker.stopping:
+            return
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="lab.torture_workers")
+    parser.add_argument("role", choices=["dbt-writer", "spark-writer", "long-writer", "maintenance"])
+    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--model", action="append", default=[])
+    parser.add_argument("--table")
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--once", action="store_true")
+    args = parser.parse_args(argv)
+    worker = Worker(args.workdir, args.name)
+    worker.state(phase="starting")
+    if args.role == "dbt-writer":
+        dbt_writer(worker, args.model)
+    elif args.role == "spark-writer":
+        spark_writer(worker, args.table)
+    elif args.role == "long-writer":
+        long_writer(worker, args.table, args.batch, args.workdir / f"{args.name}.gate")
+    else:
+        maintenance(worker, args.once)
+    worker.state(phase="done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""The quick torture run (issue 14, docs/torture.md): separate writer and maintenance processes on
+a PostgreSQL JDBC catalog, kill -9 crashes, catalog connections cut at commit, the orphan-safety
+audit and the ledger; then fuzzed bad input through the real macros on the suite's session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from lab.fuzz import build_target, run_fuzz
+from lab.torture import quick_settings, run_torture
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tests.conftest import DbtProject
+
+# The fixture starts PostgreSQL and five JVMs one after the other: its setup counts against the
+# first test's timeout, which must cover a loaded machine.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
+
+
+@pytest.fixture(scope="module")
+def torture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run_torture(quick_settings(), tmp_path_factory.mktemp("torture") / "run")
+
+
+def test_no_row_lost_or_duplicated_and_no_referenced_file_deleted(torture: dict[str, Any]) -> None:
+    problems = [t["details"] for t in torture["tables"] if not t["ok"]]
+    assert (torture["rows_lost"], torture["rows_duplicated"], problems) == (0, 0, [])
+    assert torture["referenced_files_deleted"] == 0
+    assert torture["load"]["commits"] >= 6, torture["load"]
+    assert torture["load"]["maintenance_operations"], "the maintenance loop never ran an operation"
+    assert torture["unexpected_exits"] == [], [e["log_tail"][-500:] for e in torture["unexpected_exits"]]
+
+
+def test_every_crash_and_cut_was_injected_and_survived(torture: dict[str, Any]) -> None:
+    faults = torture["faults"]
+    for kind in ("kill_maintenance_mid_rewrite", "kill_writer_mid_merge"):
+        assert faults.get(kind, {}).get("injected", 0) >= 1, (kind, faults, torture["crashes"])
+    cuts = [k for k in faults if k.startswith("catalog_cut_")]
+    assert cuts, f"no catalog cut reached a commit: {torture['catalog_faults']}"
+    assert all(v["survived"] == v["injected"] for v in faults.values()), faults
+    assert torture["next_maintenance_completed"]
+
+
+def test_orphans_removed_once_old_and_in_flight_files_kept(torture: dict[str, Any]) -> None:
+    orphans = torture["orphans"]
+    assert orphans["left_by_crashes"] == orphans["aged"]
+    assert orphans["aged_left_after_remove_orphan_files"] == 0, orphans
+    assert orphans["young_orphan_kept"]
+    in_flight = torture["in_flight_writer"]
+    assert in_flight["files_before_remove_orphan_files"] >= 1 and in_flight["files_kept"], in_flight
+    assert in_flight["committed_after"]
+
+
+def test_fuzzed_input_is_refused_naming_the_argument_or_works(spark: SparkSession, dbt_project: DbtProject,
+                                                               tmp_path: Path) -> None:
+    build_target(spark)
+    result = run_fuzz(dbt_project, spark, "local.fuzz.target", "fuzz.target", examples=25)
+    assert result["defects"] == [], result["defects"][:5]
+    assert result["table_changed"] == 0
+    assert result["tried"] >= 50 and result["refused"] > 0 and result["accepted"] > 0, result

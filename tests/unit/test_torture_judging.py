@@ -1,0 +1,92 @@
+"""The torture suite's pure judgements: how a fuzz outcome, a runner report node and a cut's
+aftermath are read (lab/fuzz.py, lab/torture_workers.py, lab/torture.py)."""
+
+from __future__ import annotations
+
+import time
+
+from lab.fuzz import call_is_intact, judge, names_an_argument, operation_error, properties_sql_is_intact
+from lab.torture import describe_outcome, fault_outcome, jvm_exceptions
+from lab.torture_workers import ledger_event
+
+CASE = {"kind": "procedure", "procedure": "rewrite_data_files", "kwargs": {"where": "x"}}
+
+
+def test_a_call_with_its_values_inside_literals_is_intact() -> None:
+    assert call_is_intact("CALL local.system.rewrite_data_files(table => 'fuzz.target', "
+                          "options => map('min-input-files', '2'), where => 'id > 0\\') or (\\'1\\'=\\'1')")
+    assert call_is_intact("CALL system.expire_snapshots(table => 's.t', older_than => TIMESTAMP '2024-01-01 "
+                          "00:00:00Z', retain_last => 5, snapshot_ids => array(1, 2), stream_results => true)")
+
+
+def test_a_call_whose_structure_changed_is_not() -> None:
+    assert not call_is_intact("CALL system.rewrite_data_files(table => 's.t', where => 'a'); drop table x")
+    assert not call_is_intact("CALL system.rewrite_data_files(table => 's.t', where => 'a' or 1=1)")
+    assert not call_is_intact("CALL system.rewrite_data_files(table => 's.t') -- ')")
+    assert not call_is_intact("select 1")
+
+
+def test_properties_sql_keeps_keys_and_values_in_literals() -> None:
+    assert properties_sql_is_intact("alter table local.fuzz.target set tblproperties ('k' = 'v\\'); --')")
+    assert not properties_sql_is_intact("alter table local.fuzz.target set tblproperties ('k' = 'v'); drop table x")
+
+
+def test_a_refusal_must_name_an_argument_the_case_set() -> None:
+    assert names_an_argument(["rewrite_data_files: argument `where` is ..."], CASE)
+    assert not names_an_argument(["something went wrong"], CASE)
+    policy = {"kind": "policy", "policy": {"commit_retry": {"num_retries": -1}}}
+    assert names_an_argument(["commit_retry.num_retries is -1; ..."], policy)
+    assert not names_an_argument(["num_retriesx is bad"], policy)
+
+
+
+def test_judge() -> None:
+    assert judge(CASE, {"errors": ["argument `where` is bad"]}) == "refused"
+    assert judge(CASE, {"errors": [], "sql": "CALL system.rewrite_data_files(table => 'a.b', where => 'x')",
+                        "status": "dry_run"}) == "accepted"
+    assert judge(CASE, {"errors": [], "sql": "CALL system.rewrite_data_files(table => 'a.b') or 1=1",
+                        "status": "dry_run"}).startswith("accepted with a CALL whose structure changed")
+    assert judge(CASE, {"errors": ["boom"]}).startswith("refused without naming the argument")
+    assert judge(CASE, {"errors": [], "sql": None, "status": "success"}).startswith("accepted but its dry run")
+
+
+def test_operation_error_is_the_logged_compiler_error() -> None:
+    assert operation_error(["x", "Encountered an error while running operation: bad `where`"]) == (
+        "Encountered an error while running operation: bad `where`")
+    assert operation_error(["x"]) is None
+
+
+def test_a_runner_report_node_becomes_a_ledger_event() -> None:
+    assert ledger_event(None) == "unknown"
+    assert ledger_event({"final_status": "success"}) == "committed"
+    assert ledger_event({"final_status": "error", "write_landed": True}) == "committed"
+    assert ledger_event({"final_status": "error", "write_landed": False}) == "failed"
+    assert ledger_event({"final_status": "error", "write_landed": None}) == "unknown"
+
+
+def test_a_cut_is_judged_by_the_workers_first_event_after_it() -> None:
+    fault = {"worker": "w", "cut_at": 10.0}
+    events = [{"worker": "w", "at": 5.0, "kind": "batch", "outcomes": {}},
+              {"worker": "other", "at": 11.0, "kind": "batch", "outcomes": {}},
+              {"worker": "w", "at": 12.0, "kind": "batch", "batch": 3, "outcomes": {
+                  "t": {"event": "committed", "attempts": 2, "kinds": ["commit_state_unknown", None],
+                        "write_landed": False, "messages": ["CommitStateUnknownException: ..."]}}}]
+    outcome = fault_outcome(fault, events)
+    assert outcome["batch"] == 3 and outcome["exceptions"] == ["CommitStateUnknownException"]
+    assert describe_outcome(outcome) == ("batch committed after 2 attempt(s); failure kinds commit_state_unknown; "
+                                         "raised CommitStateUnknownException; landed verification: [False]")
+    quiet = fault_outcome(fault, [{"worker": "w", "at": 12.0, "kind": "batch", "batch": 4, "outcomes": {
+        "t": {"event": "committed", "attempts": 1, "kinds": [None]}}}])
+    assert describe_outcome(quiet) == "batch committed after 1 attempt(s), no error reached the writer"
+    assert fault_outcome(fault, [])["observed"].startswith("no event after the cut")
+
+
+def test_jvm_exceptions_are_read_from_the_log_window() -> None:
+    log = ("26/11/23 19:48:28 WARN Tasks: Retrying task after failure: sleepTimeMs=50 Failed to update table\n"
+           "org.apache.iceberg.exceptions.CommitFailedException: Failed to update table torture.t_merge\n"
+           "\tat org.apache.iceberg.util.Tasks$Builder.runTaskWithRetry(Tasks.java:413)\n"
+           "26/11/23 19:58:00 WARN X: later\n"
+           "org.apache.iceberg.exceptions.CommitStateUnknownException: unknown\n")
+    at = time.mktime(time.strptime("26/11/23 19:48:28", "%y/%m/%d %H:%M:%S"))
+    assert jvm_exceptions(log, at - 5, at + 5) == {"CommitFailedException": 1}
+    assert jvm_exceptions(log, at, at + 3600) == {"CommitFailedException": 1, "CommitStateUnknownException": 1}
