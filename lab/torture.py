@@ -544,7 +544,9 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
         slot["injected"] += 1
         slot["survived"] += int(survived)
     batch_events = [e for e in events if e["kind"] == "batch"]
-    maintenance_events = [e for e in events if e["kind"] == "maintenance"]
+    # Every maintenance invocation that finished, the one after the load included (on a loaded
+    # machine the loop's invocations may all end in a crash or at the load's end).
+    maintenance_events = [e for e in all_events if e["kind"] == "maintenance"]
     operations: dict[str, int] = {}
     for event in maintenance_events:
         for result in event["results"]:
