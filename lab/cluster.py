@@ -211,14 +211,14 @@ def start_cluster(state_dir: str | os.PathLike[str] | None = None, spec: Cluster
 
 def start_cluster_thrift_server(cluster: SparkCluster, catalog: JdbcCatalog, state_dir: str | os.PathLike[str],
                                 *, name: str, driver_memory: str = "768m", executor_memory: str = "512m",
-                                extra_conf: Mapping[str, str] | None = None) -> ThriftServer:
+                                with_ui: bool = False, extra_conf: Mapping[str, str] | None = None) -> ThriftServer:
     """A Spark Thrift Server as its own application on the cluster, the JDBC catalog as its
     default catalog (the PostgreSQL driver on the driver class path and in spark.jars)."""
     conf = {**application_conf(executor_memory), "spark.app.name": f"lab-{name}", **(extra_conf or {})}
     catalog.prepare()
     return start_thrift_server(catalog.warehouse, state_dir, catalog_properties=catalog.properties(),
                                master=cluster.master_url, extra_jars=(str(JDBC_JAR),), driver_memory=driver_memory,
-                               extra_conf=conf, stop_with_parent=True)
+                               with_ui=with_ui, extra_conf=conf, stop_with_parent=True)
 
 
 @pytest.fixture(scope="session")
