@@ -307,13 +307,20 @@ def table_rows(lab: Lab, variant: Variant) -> tuple[int, int, Counter[int]]:
                                                    for r in distinct})
 
 
-def ui_executions(server: ThriftServer) -> list[dict[str, Any]]:
+def ui_executions(server: ThriftServer, attempts: int = 3, timeout_s: float = 60.0) -> list[dict[str, Any]] | None:
+    """The server's SQL executions from its Spark UI; None when the UI does not answer (a
+    loaded machine): the round then records its overlap as unknown instead of failing."""
     assert server.ui_url is not None
-    with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications", timeout=10) as response:
-        app = json.load(response)[0]["id"]
-    with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications/{app}/sql?details=false&length=1000",
-                                timeout=10) as response:
-        return list(json.load(response))
+    for _ in range(attempts):
+        try:
+            with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications", timeout=timeout_s) as response:
+                app = json.load(response)[0]["id"]
+            with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications/{app}/sql?details=false&length=1000",
+                                        timeout=timeout_s) as response:
+                return list(json.load(response))
+        except OSError:  # timeouts and refused connections
+            time.sleep(2)
+    return None
 
 
 def run_round(lab: Lab, state: VariantState, writers: bool, index: int) -> dict[str, Any]:
@@ -379,11 +386,12 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int) -> dict[
     state.mismatched.update(mismatched)
     record["ledger_mismatches"] = mismatched
     table = variant.table
-    merges = spark_ui_intervals(ui_executions(lab.writer_server), f"merge into {table} ", started)
-    calls = spark_ui_intervals(ui_executions(lab.maintenance_server), f"rewrite_data_files(table => '{table}'",
-                               started)
-    record["overlap"] = {"merge_statements": len(merges), "compaction_statements": len(calls),
-                         "overlapped": overlapped(merges, calls) if writers else None}
+    writer_ui, maintenance_ui = ui_executions(lab.writer_server), ui_executions(lab.maintenance_server)
+    merges = spark_ui_intervals(writer_ui or [], f"merge into {table} ", started)
+    calls = spark_ui_intervals(maintenance_ui or [], f"rewrite_data_files(table => '{table}'", started)
+    known = writer_ui is not None and maintenance_ui is not None
+    record["overlap"] = {"merge_statements": len(merges), "compaction_statements": len(calls), "ui_answered": known,
+                         "overlapped": overlapped(merges, calls) if writers and known else None}
     if merges and calls and writer is not None:
         writer_started = by_name[writer.name].started
         state.merge_offset = merges[0].start - writer_started
