@@ -171,6 +171,14 @@ class Lab:
     project: Path
     owned_cluster: SparkCluster | None = None
     owned_postgres: PostgresServer | None = None
+    _iceberg: Any = None
+
+    def iceberg(self) -> Any:
+        """One pyiceberg catalog (one connection pool) for the whole run: a catalog per read
+        would leave its PostgreSQL connections open."""
+        if self._iceberg is None:
+            self._iceberg = self.catalog.pyiceberg()
+        return self._iceberg
 
     def execute(self, statement: str) -> None:
         """One statement on a connection of its own (rounds of the variants run in parallel)."""
@@ -210,11 +218,11 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
             owned_cluster = cluster = start_cluster(run_dir / "cluster")
         catalog = JdbcCatalog(postgres, run_dir / "warehouse")
         ui = {"spark.ui.enabled": "true", "spark.sql.ui.retainedExecutions": "200"}
-        # The writer application writes 4 tasks' files per partition (no coalescing): small files
+        # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
         servers.append(start_cluster_thrift_server(
             cluster, catalog, run_dir / "writer_server", name="writers", with_ui=True,
-            extra_conf={**ui, "spark.sql.shuffle.partitions": "4",
+            extra_conf={**ui, "spark.sql.shuffle.partitions": "6",
                         "spark.sql.adaptive.coalescePartitions.enabled": "false"}))
         servers.append(start_cluster_thrift_server(cluster, catalog, run_dir / "maintenance_server",
                                                    name="maintenance", with_ui=True, extra_conf=ui))
@@ -289,7 +297,7 @@ class FileRow:
 
 
 def table_files(lab: Lab, variant: Variant) -> list[FileRow]:
-    table = lab.catalog.pyiceberg().load_table(variant.identifier)
+    table = lab.iceberg().load_table(variant.identifier)
     files = table.inspect.files().to_pylist()
     return [FileRow(f["file_path"], f["partition"].get("day"), int(f["file_size_in_bytes"])) for f in files
             if f.get("content", 0) == 0]
@@ -299,7 +307,7 @@ def table_rows(lab: Lab, variant: Variant) -> tuple[int, int, Counter[int]]:
     """(rows, distinct event ids, distinct events per batch)."""
     import pyarrow.compute as pc
 
-    table = lab.catalog.pyiceberg().load_table(variant.identifier)
+    table = lab.iceberg().load_table(variant.identifier)
     data = table.scan(selected_fields=("event_id", "batch_id")).to_arrow()
     ids = data.column("event_id")
     distinct = data.group_by(["batch_id"]).aggregate([("event_id", "count_distinct")]).to_pylist()

@@ -112,8 +112,10 @@ def _postmaster_command(bin_dir: Path, data_dir: Path, socket_dir: Path, port: i
     """The postmaster itself (no pg_ctl, which detaches it) under setpriv: the parent-death signal
     SIGINT (fast shutdown) ends it when the process that started it dies, even by SIGKILL; as
     root setpriv also switches to the `postgres` user (after which it sets the signal)."""
+    # Every Thrift Server session opens JDBC catalog connections of its own and keeps them: 100
+    # (the default) runs out after a few dozen dbt runs against one server.
     command = [str(bin_dir / "postgres"), "-D", str(data_dir), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
-               "-k", str(socket_dir)]
+               "-c", "max_connections=1000", "-k", str(socket_dir)]
     as_postgres = ["--reuid", "postgres", "--regid", "postgres", "--init-groups"] if os.geteuid() == 0 else []
     return ["setpriv", *as_postgres, "--pdeathsig", "INT", "--", *command]
 

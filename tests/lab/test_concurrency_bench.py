@@ -16,6 +16,9 @@ from lab.postgres import PostgresServer
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 
+# About 3-4 minutes on an idle 2-core machine; on one shared by several Spark-heavy suites
+# (load average 40-60) a single cycle took over 15 minutes.
+@pytest.mark.timeout(2700)
 def test_quick_concurrency_rounds_keep_the_invariants(spark_cluster: SparkCluster, postgres_server: PostgresServer,
                                                       tmp_path: Path) -> None:
     figures = run(1, quick=True, results=tmp_path / "results", run_dir=tmp_path / "run", cluster=spark_cluster,
