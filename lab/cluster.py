@@ -28,6 +28,7 @@ from dbt_iceberg_maint.spark import DEFAULT_CATALOG, check_java
 from dbt_iceberg_maint.thrift_server import (
     LOOPBACK,
     ThriftServer,
+    _signal_group,
     _terminated_with_parent,
     group_alive,
     pyspark_home,
@@ -144,13 +145,6 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
         if time.monotonic() > deadline:
             raise RuntimeSetupError(f"process group {process.pid} survived SIGKILL for {STOP_TIMEOUT_S:.0f} s")
         time.sleep(0.05)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _spawn(command: list[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
