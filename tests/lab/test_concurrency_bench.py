@@ -1,0 +1,49 @@
+"""`./scripts/bench concurrency --quick` in the suite: one round of every variant and the control
+rounds, for real (PostgreSQL catalog, standalone cluster, separate dbt processes). Asserts the
+invariants, not the statistical targets (those need the full run's >= 50 rounds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.concurrency import VARIANTS, run
+from lab.cluster import SparkCluster
+from lab.postgres import PostgresServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
+
+# About 3-4 minutes on an idle 2-core machine; on one shared by several Spark-heavy suites
+# (load average 40-60) a single cycle took over 15 minutes.
+@pytest.mark.timeout(2700)
+def test_quick_concurrency_rounds_keep_the_invariants(spark_cluster: SparkCluster, postgres_server: PostgresServer,
+                                                      tmp_path: Path) -> None:
+    figures = run(1, quick=True, results=tmp_path / "results", run_dir=tmp_path / "run", cluster=spark_cluster,
+                  postgres=postgres_server)
+
+    written = json.loads((tmp_path / "results" / "concurrency.json").read_text())
+    assert written["complete"] and (tmp_path / "results" / "concurrency.png").is_file()
+    assert [v["name"] for v in written["variants"]] == [v.name for v in VARIANTS]
+    required = {"name", "maintenance", "writer", "rounds", "writer_runs", "green_runs", "reruns", "duplicate_rows",
+                "ledger_mismatches", "failures_by_kind"}
+    for variant in figures["variants"]:
+        assert required <= set(variant), variant
+        assert variant["rounds"] == variant["writer_runs"] == 1, variant
+        assert variant["duplicate_rows"] == 0, variant
+        assert variant["ledger_mismatches"] == 0, variant
+        if variant["writer"] == "runner":
+            assert variant["green_runs"] == variant["writer_runs"], variant
+    rounds = figures["rounds"]
+    assert len(rounds) == len(VARIANTS) + 2  # and one control round per maintenance kind
+    for record in rounds:
+        # Every round's compaction had cold small files to work on and really ran.
+        assert record["cold_small_files_at_start"] > 0, record
+        assert record["maintenance"]["status"] in ("success", "failed"), record
+        if record["overlap"]["ui_answered"]:  # a loaded machine may leave the Spark UI unanswered
+            assert record["overlap"]["compaction_statements"] >= 1, record
+            assert (record["overlap"]["merge_statements"] >= 1) == record["writers"], record
+    for kind in ("naive", "policy"):
+        assert figures["p2"][kind]["writers_stopped"] is not None
