@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
@@ -305,6 +305,8 @@ def start_thrift_server(
     catalog_properties: Mapping[str, str] | None = None,
     jar: str | os.PathLike[str] | None = None,
     packages: str | None = None,
+    extra_jars: Sequence[str] = (),
+    master: str = "local[2]",
     driver_memory: str = "1g",
     with_ui: bool = False,
     extra_conf: Mapping[str, str] | None = None,
@@ -321,13 +323,18 @@ def start_thrift_server(
     process included, even by SIGKILL (Linux, util-linux's setpriv), so a test run that is
     killed leaves no server behind; start it from the main thread. The `start` command leaves it
     off: there the server is meant to outlive the command.
+
+    extra_jars: more jars for the driver class path and spark.jars (e.g. a JDBC catalog's
+    driver); master: where the server's executors run (e.g. a standalone cluster's URL).
     """
     check_java()
     catalog = server_catalog(warehouse, catalog_name, catalog_properties)
+    runtime = resolve_iceberg_runtime(jar, packages)
     spec = ThriftServerSpec(
         catalog=catalog,
-        runtime=resolve_iceberg_runtime(jar, packages),
+        runtime=replace(runtime, jars=(*runtime.jars, *extra_jars)),
         port=0 if port is None else port,
+        master=master,
         driver_memory=driver_memory,
         ui_port=0 if with_ui else None,
         extra_conf=dict(extra_conf or {}),

@@ -1,6 +1,6 @@
 """A private PostgreSQL server for a JDBC Iceberg catalog: installed with apt-get when missing,
 initialised in a temporary directory as the `postgres` user, started on a free loopback port,
-stopped by its own process id."""
+stopped by its own process id (and by the parent-death signal when the starting process dies)."""
 
 from __future__ import annotations
 
@@ -86,15 +86,46 @@ class PostgresServer:
             return
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
+            if not _alive(self.pid):
                 return
             time.sleep(0.1)
         os.kill(self.pid, signal.SIGKILL)
+        while _alive(self.pid):
+            time.sleep(0.05)
 
 
-def start_server(database: str = "iceberg", attempts: int = 5) -> PostgresServer:
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs; reaps it when it is this process's own child (no zombie)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _postmaster_command(bin_dir: Path, data_dir: Path, socket_dir: Path, port: int) -> list[str]:
+    """The postmaster itself (no pg_ctl, which detaches it) under setpriv: the parent-death signal
+    SIGINT (fast shutdown) ends it when the process that started it dies, even by SIGKILL; as
+    root setpriv also switches to the `postgres` user (after which it sets the signal)."""
+    command = [str(bin_dir / "postgres"), "-D", str(data_dir), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
+               "-k", str(socket_dir)]
+    as_postgres = ["--reuid", "postgres", "--regid", "postgres", "--init-groups"] if os.geteuid() == 0 else []
+    return ["setpriv", *as_postgres, "--pdeathsig", "INT", "--", *command]
+
+
+def _ready(bin_dir: Path, port: int) -> bool:
+    result = subprocess.run([str(bin_dir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)],
+                            capture_output=True)
+    return result.returncode == 0
+
+
+def start_server(database: str = "iceberg", attempts: int = 5, timeout_s: float = 60.0) -> PostgresServer:
+    """Start from the main thread: the parent-death signal follows the thread that started it."""
     bin_dir = ensure_installed()
     root = Path(tempfile.mkdtemp(prefix="lab-pg-"))
     data_dir = root / "data"
@@ -102,19 +133,22 @@ def start_server(database: str = "iceberg", attempts: int = 5) -> PostgresServer
         shutil.chown(root, "postgres", "postgres")
     subprocess.run(_as_postgres([str(bin_dir / "initdb"), "-A", "trust", "-U", "postgres", "-D", str(data_dir)]),
                    check=True, capture_output=True)
+    log_path = root / "server.log"
     last_error = ""
     for _ in range(attempts):
-        port = _free_port()  # another process may take it before the server binds: retry
-        result = subprocess.run(
-            _as_postgres([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-l", str(root / "server.log"), "-w",
-                          "-o", f"-p {port} -c listen_addresses=127.0.0.1 -k {root}", "start"]),
-            capture_output=True, text=True)
-        if result.returncode == 0:
-            pid = int((data_dir / "postmaster.pid").read_text().split()[0])
+        port = _free_port()  # the postmaster cannot bind port 0; another process may take it: retry
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(_postmaster_command(bin_dir, data_dir, root, port), stdout=log,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while process.poll() is None and time.monotonic() < deadline and not _ready(bin_dir, port):
+            time.sleep(0.2)
+        if process.poll() is None and _ready(bin_dir, port):
             subprocess.run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
                             database], check=True, capture_output=True)
-            return PostgresServer(data_dir, port, pid, database)
-        last_error = result.stderr + (root / "server.log").read_text(errors="replace")[-2000:]
+            return PostgresServer(data_dir, port, process.pid, database)
+        PostgresServer(data_dir, port, process.pid, database).stop()
+        last_error = log_path.read_text(errors="replace")[-2000:]
     raise RuntimeSetupError(f"PostgreSQL did not start after {attempts} attempts: {last_error}")
 
 

@@ -19,6 +19,10 @@ from lab.postgres import ensure_jdbc_jar
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# Session-scoped lab fixtures (PostgreSQL, the Spark standalone cluster, the JDBC catalog),
+# registered once here: importing them into several modules would start each several times.
+pytest_plugins = ["lab.postgres", "lab.cluster"]
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:

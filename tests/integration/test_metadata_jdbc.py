@@ -11,7 +11,6 @@ import pytest
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from lab.equality import assert_same_health, cases_for, macro_side, planner_side
 from lab.lake import build_varied
-from lab.postgres import postgres_server  # noqa: F401  (fixture)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,7 +24,7 @@ CATALOG = "pgcat"
 
 
 def test_planner_equals_macros_on_jdbc_catalog(spark: SparkSession, dbt_project: DbtProject, tmp_path: Path,
-                                               postgres_server: PostgresServer) -> None:  # noqa: F811
+                                               postgres_server: PostgresServer) -> None:
     properties = postgres_server.spark_catalog_properties(str(tmp_path / "pg_warehouse"))
     spark.conf.set(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
     for key, value in properties.items():

@@ -1,0 +1,239 @@
+"""A Spark standalone cluster (master + one worker) from pyspark's own jars, and a Spark Thrift
+Server running on it with the PostgreSQL-backed JDBC Iceberg catalog.
+
+Every process binds its ports itself (port 0) and the bound ports are read from its own log, so
+no other process can take a port between choosing and binding it. Each process is the leader of
+its own process group, started under a parent-death signal (SIGKILL of the test process still
+ends it), and is stopped by its own pid. The worker declares more cores than the machine has so
+that several applications with `spark.cores.max=1` run at once (writers beside maintenance).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.spark import DEFAULT_CATALOG, check_java
+from dbt_iceberg_maint.thrift_server import (
+    LOOPBACK,
+    ThriftServer,
+    _terminated_with_parent,
+    group_alive,
+    pyspark_home,
+    start_thrift_server,
+    tail,
+)
+from lab.postgres import JDBC_JAR, PostgresServer
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+MASTER_URL_LINE = re.compile(r"Starting Spark master at (spark://[\w.\-]+:\d+)")
+WORKER_REGISTERED_LINE = re.compile(r"Successfully registered with master")
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What the cluster declares: `worker_cores` may exceed the machine's cores (each application
+    takes one with `spark.cores.max=1`); `worker_memory` bounds all executors together."""
+
+    worker_cores: int = 3
+    worker_memory: str = "3g"
+    daemon_memory: str = "256m"  # master and worker JVMs themselves (SPARK_DAEMON_MEMORY)
+
+    def master_command(self, spark_class: Path) -> list[str]:
+        return [str(spark_class), MASTER_CLASS, "--host", LOOPBACK, "--port", "0", "--webui-port", "0"]
+
+    def worker_command(self, spark_class: Path, master_url: str) -> list[str]:
+        return [str(spark_class), WORKER_CLASS, "--host", LOOPBACK, "--port", "0", "--webui-port", "0",
+                "--cores", str(self.worker_cores), "--memory", self.worker_memory, master_url]
+
+
+def application_conf(executor_memory: str = "512m", cores: int = 1) -> dict[str, str]:
+    """Spark settings for one application on the cluster: `cores` cores, one small executor."""
+    return {"spark.cores.max": str(cores), "spark.executor.cores": str(cores),
+            "spark.executor.memory": executor_memory, "spark.sql.shuffle.partitions": "2",
+            "spark.sql.adaptive.enabled": "true"}
+
+
+@dataclass(frozen=True)
+class JdbcCatalog:
+    """An Iceberg JDBC catalog on the lab's PostgreSQL server; `warehouse` holds the files."""
+
+    postgres: PostgresServer
+    warehouse: Path
+
+    def properties(self) -> dict[str, str]:
+        return self.postgres.spark_catalog_properties(str(self.warehouse))
+
+    def pyiceberg(self, name: str = DEFAULT_CATALOG) -> SqlCatalog:
+        """pyiceberg's SqlCatalog on the same rows (Spark's JdbcCatalog keys rows by catalog name)."""
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        pg = self.postgres
+        return SqlCatalog(name, uri=f"postgresql+psycopg2://postgres:postgres@127.0.0.1:{pg.port}/{pg.database}",
+                          warehouse=str(self.warehouse))
+
+    def prepare(self, name: str = DEFAULT_CATALOG) -> None:
+        """Thrift clients run `USE default` on connect: the namespace must exist beforehand."""
+        self.warehouse.mkdir(parents=True, exist_ok=True)
+        self.pyiceberg(name).create_namespace_if_not_exists("default")
+
+
+@dataclass
+class SparkCluster:
+    """A running master + worker; `stop()` ends both process groups."""
+
+    spec: ClusterSpec
+    state_dir: Path
+    master: subprocess.Popen[bytes]
+    worker: subprocess.Popen[bytes] | None = None
+    master_url: str = ""
+    stopped: bool = field(default=False)
+
+    @property
+    def master_log(self) -> Path:
+        return self.state_dir / "master.log"
+
+    @property
+    def worker_log(self) -> Path:
+        return self.state_dir / "worker.log"
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(p.pid for p in (self.master, self.worker) if p is not None)
+
+    def stop(self) -> None:
+        # Worker first: it kills its executors when it is told to stop.
+        for process in (self.worker, self.master):
+            if process is not None:
+                _stop_group(process)
+        self.stopped = True
+
+    def alive(self) -> bool:
+        return any(group_alive(pid) for pid in self.pids)
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        _signal_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(process.pid, signal.SIGKILL)
+            process.wait(timeout=STOP_TIMEOUT_S)
+    # Executors the worker launched live in its group; none may outlive it.
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while group_alive(process.pid):
+        _signal_group(process.pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            raise RuntimeSetupError(f"process group {process.pid} survived SIGKILL for {STOP_TIMEOUT_S:.0f} s")
+        time.sleep(0.05)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _spawn(command: list[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(_terminated_with_parent(command), cwd=log.parent, env=dict(env), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_for_line(process: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str], what: str,
+                   timeout_s: float, offset: int) -> re.Match[str]:
+    """The first match of `pattern` in this process's part of its (appended) log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with log.open("rb") as file:
+            file.seek(offset)
+            text = file.read().decode(errors="replace")
+        if match := pattern.search(text):
+            return match
+        if process.poll() is not None:
+            raise RuntimeSetupError(f"the Spark {what} exited with code {process.returncode}; last lines of "
+                                    f"{log}:\n{tail(log)}")
+        time.sleep(0.25)
+    raise RuntimeSetupError(f"the Spark {what} did not report {pattern.pattern!r} within {timeout_s:.0f} s; "
+                            f"last lines of {log}:\n{tail(log)}")
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+def start_cluster(state_dir: str | os.PathLike[str] | None = None, spec: ClusterSpec | None = None,
+                  timeout_s: float = START_TIMEOUT_S) -> SparkCluster:
+    """Start a master, then a worker registered with it; return once the worker is registered.
+    Must be called from the main thread (the parent-death signal follows the starting thread)."""
+    check_java()
+    spec = spec or ClusterSpec()
+    state = Path(state_dir or tempfile.mkdtemp(prefix="lab-cluster-")).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    spark_class = pyspark_home() / "bin" / "spark-class"
+    env = {**os.environ, "SPARK_LOCAL_IP": LOOPBACK, "SPARK_DAEMON_MEMORY": spec.daemon_memory,
+           "SPARK_HOME": str(pyspark_home()), "SPARK_WORKER_DIR": str(state / "work"),
+           "SPARK_LOG_DIR": str(state)}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    offsets = {name: _size(state / name) for name in ("master.log", "worker.log")}
+    cluster = SparkCluster(spec, state, _spawn(spec.master_command(spark_class), state / "master.log", env))
+    try:
+        match = _wait_for_line(cluster.master, cluster.master_log, MASTER_URL_LINE, "master", timeout_s,
+                               offsets["master.log"])
+        cluster.master_url = match.group(1)
+        cluster.worker = _spawn(spec.worker_command(spark_class, cluster.master_url), cluster.worker_log, env)
+        _wait_for_line(cluster.worker, cluster.worker_log, WORKER_REGISTERED_LINE, "worker", timeout_s,
+                       offsets["worker.log"])
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def start_cluster_thrift_server(cluster: SparkCluster, catalog: JdbcCatalog, state_dir: str | os.PathLike[str],
+                                *, name: str, driver_memory: str = "768m", executor_memory: str = "512m",
+                                extra_conf: Mapping[str, str] | None = None) -> ThriftServer:
+    """A Spark Thrift Server as its own application on the cluster, the JDBC catalog as its
+    default catalog (the PostgreSQL driver on the driver class path and in spark.jars)."""
+    conf = {**application_conf(executor_memory), "spark.app.name": f"lab-{name}", **(extra_conf or {})}
+    catalog.prepare()
+    return start_thrift_server(catalog.warehouse, state_dir, catalog_properties=catalog.properties(),
+                               master=cluster.master_url, extra_jars=(str(JDBC_JAR),), driver_memory=driver_memory,
+                               extra_conf=conf, stop_with_parent=True)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    cluster = start_cluster(tmp_path_factory.mktemp("spark_cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert not cluster.alive(), f"Spark cluster processes {cluster.pids} outlived stop()"
+
+
+@pytest.fixture(scope="session")
+def jdbc_catalog(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> JdbcCatalog:
+    """An Iceberg JDBC catalog on the session's PostgreSQL server, with a warehouse of its own."""
+    catalog = JdbcCatalog(postgres_server, tmp_path_factory.mktemp("jdbc_warehouse"))
+    catalog.prepare()
+    return catalog
