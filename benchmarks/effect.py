@@ -131,16 +131,14 @@ def timed_queries(spark: SparkSession, last_day: int, reps: int) -> dict[str, An
             "samples_s": {k: [round(v, 4) for v in vs] for k, vs in samples.items()}}
 
 
-def run(commits: int, maintain_every: int, reps: int, quick: bool, master: str | None,
-        workdir: Path | None = None) -> dict[str, Any]:
-    work = workdir or Path(tempfile.mkdtemp(prefix="bench-effect-"))
+def run(lake: field.Lake, work: Path, commits: int, maintain_every: int, reps: int, quick: bool) -> dict[str, Any]:
     started = time.perf_counter()
     files_over_commits: list[dict[str, int]] = []
     maintenance: list[dict[str, Any]] = []
     checkpoints: list[dict[str, Any]] = []
     proxies: list[dict[str, float]] = []
     sample_every = max(1, maintain_every // 10)
-    with field.LoadSampler() as load, field.lake(work, master) as lake:
+    with field.LoadSampler() as load:
         spark = field.start_spark(lake, "bench-effect")
         try:
             project = field.scratch_project(work)
@@ -175,8 +173,6 @@ def run(commits: int, maintain_every: int, reps: int, quick: bool, master: str |
                          for name in (MAINTAINED, UNMAINTAINED)}
         finally:
             spark.stop()
-            if workdir is None:
-                shutil.rmtree(work, ignore_errors=True)
     return summarize(commits, maintain_every, reps, quick, lake.master, files_over_commits, maintenance, checkpoints,
                      proxies, commit_s, snapshots, load, time.perf_counter() - started)
 
@@ -263,7 +259,7 @@ def main() -> None:
     parser.add_argument("--maintain-every", type=int, default=None, help="commits between maintenance runs "
                         "(default 50; 10 with --quick)")
     parser.add_argument("--reps", type=int, default=None, help="query repetitions at the end (default 15; 3 quick)")
-    parser.add_argument("--master", default=None, help="Spark master URL (default: a lab cluster started here)")
+    field.add_lake_arguments(parser)
     parser.add_argument("--results", type=Path, default=field.RESULTS)
     args = parser.parse_args()
     commits = args.rounds or (20 if args.quick else 200)
@@ -271,8 +267,12 @@ def main() -> None:
     reps = args.reps or (3 if args.quick else 15)
     if commits < 1 or every < 1 or reps < 1:
         parser.error("--rounds, --maintain-every and --reps must be whole numbers >= 1")
-    with field.spark_master(args.master) as master:
-        figures = run(commits, every, reps, args.quick, master)
+    work = Path(tempfile.mkdtemp(prefix="bench-effect-"))
+    try:
+        with field.bench_lake(work, args.master, field.catalog_properties(args)) as lake:
+            figures = run(lake, work, commits, every, reps, args.quick)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     field.write_results("effect", figures, args.results)
     plot(figures, args.results / "effect.png")
     print_summary(figures)

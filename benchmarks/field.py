@@ -10,6 +10,7 @@ statements they are compared with travel the same path.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -20,7 +21,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -29,17 +30,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lab.postgres import PostgresServer
 
 RESULTS = Path(__file__).parent / "results"
 PROJECT_TEMPLATE = Path(__file__).parent / "projects" / "field"
 REPO = Path(__file__).resolve().parent.parent
-SCHEMA = "bench"
+SCHEMA = "field_bench"
 CATALOG = "local"
 # Small heaps: the machine (2 cores) is shared by several Spark applications at once.
 SPARK_CONF = {
     "spark.driver.memory": "768m",
-    "spark.executor.memory": "768m",
+    "spark.executor.memory": "512m",
     "spark.cores.max": "1",
     "spark.sql.shuffle.partitions": "2",
 }
@@ -123,23 +123,49 @@ class Lake:
 
 
 @contextmanager
-def lake(work: Path, master: str | None) -> Iterator[Lake]:
-    """A PostgreSQL server of this benchmark's own (the JDBC catalog's database); the Spark
-    master is the lab cluster's when given, else a local master."""
+def bench_lake(work: Path, master: str | None, catalog_properties: Mapping[str, str] | None) -> Iterator[Lake]:
+    """The lake a benchmark runs on: the given Spark master and JDBC catalog, or else a lab
+    cluster (lab/cluster.py) and a PostgreSQL server (lab/postgres.py) started here and stopped
+    by their own pids when the benchmark ends."""
+    from lab.cluster import start_cluster
     from lab.postgres import start_server
 
-    warehouse = work / "warehouse"
-    warehouse.mkdir(parents=True, exist_ok=True)
-    server: PostgresServer = start_server()
-    try:
-        yield Lake(server.spark_catalog_properties(str(warehouse)), master or "local[2]", warehouse)
-    finally:
-        server.stop()
-        shutil.rmtree(server.data_dir.parent, ignore_errors=True)
+    with ExitStack() as stack:
+        if master is None:
+            cluster = start_cluster(work / "cluster")
+            stack.callback(cluster.stop)
+            master = cluster.master_url
+        if not catalog_properties:
+            server = start_server()
+            stack.callback(shutil.rmtree, server.data_dir.parent, ignore_errors=True)
+            stack.callback(server.stop)
+            catalog_properties = server.spark_catalog_properties(str(work / "warehouse"))
+        warehouse = Path(catalog_properties["warehouse"])
+        warehouse.mkdir(parents=True, exist_ok=True)
+        yield Lake(dict(catalog_properties), master, warehouse)
+
+
+def add_lake_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL of a running cluster (default: a lab cluster started here)")
+    parser.add_argument("--catalog-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="the Iceberg JDBC catalog (spark.sql.catalog.local.* keys: type, uri, jdbc.user, "
+                             "jdbc.password, warehouse); default: a PostgreSQL server started here")
+
+
+def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
+    pairs = [item.split("=", 1) for item in args.catalog_property]
+    if any(len(pair) != 2 for pair in pairs):
+        raise SystemExit(f"--catalog-property takes KEY=VALUE, got {args.catalog_property}")
+    properties = {key: value for key, value in pairs}
+    if properties and "warehouse" not in properties:
+        raise SystemExit("--catalog-property warehouse=DIR is required with a given catalog")
+    return properties
 
 
 def start_spark(lake_: Lake, app_name: str, extra: Mapping[str, str] | None = None) -> SparkSession:
     from dbt_iceberg_maint.spark import resolve_iceberg_runtime, start_session
+    from lab.cluster import application_conf
     from lab.postgres import ensure_jdbc_jar
 
     jdbc_jar = ensure_jdbc_jar()
@@ -147,7 +173,8 @@ def start_spark(lake_: Lake, app_name: str, extra: Mapping[str, str] | None = No
         from dbt_iceberg_maint.errors import RuntimeSetupError
 
         raise RuntimeSetupError("the PostgreSQL JDBC driver (libpostgresql-jdbc-java) is missing")
-    conf = {**SPARK_CONF, "spark.jars": ",".join([*resolve_iceberg_runtime().jars, str(jdbc_jar)]), **(extra or {})}
+    jars = ",".join([*resolve_iceberg_runtime().jars, str(jdbc_jar)])
+    conf = {**SPARK_CONF, **application_conf(SPARK_CONF["spark.executor.memory"]), "spark.jars": jars, **(extra or {})}
     spark = start_session(str(lake_.warehouse), catalog_name=CATALOG, catalog_properties=lake_.catalog_properties,
                           extra_conf=conf, app_name=app_name, master=lake_.master)
     spark.sparkContext.setLogLevel("ERROR")
@@ -206,17 +233,21 @@ class TimedDbt:
             return None
         return (max(ended) - min(start for _sql, start, _end in self.statements)) / 1000
 
-    def statement_s(self, prefix: str) -> float | None:
-        """The last statement starting with `prefix` (case-insensitive; after dbt's query
-        comment), in seconds."""
+    def statement_span(self, prefix: str) -> tuple[int, int] | None:
+        """(start, end) epoch ms of the last finished statement starting with `prefix`
+        (case-insensitive; after dbt's query comment)."""
         for sql, start, end in reversed(self.statements):
             text = re.sub(r"^\s*/\*.*?\*/", "", sql, flags=re.S).lstrip().lower()
             if text.startswith(prefix.lower()) and end is not None:
-                return (end - start) / 1000
+                return start, end
         return None
 
+    def statement_s(self, prefix: str) -> float | None:
+        span = self.statement_span(prefix)
+        return None if span is None else (span[1] - span[0]) / 1000
 
-def run_dbt(project: Path, args: Sequence[str], target_path: Path | None = None) -> TimedDbt:
+
+def run_dbt(project: Path, args: Sequence[str], own_paths: Path | None = None) -> TimedDbt:
     """dbt in this process (dbtRunner), timed; statements of nodes and of run-operations alike."""
     from dbt.cli.main import dbtRunner
 
@@ -233,7 +264,8 @@ def run_dbt(project: Path, args: Sequence[str], target_path: Path | None = None)
         elif name == "SQLQueryStatus" and statements and statements[-1][2] is None:
             statements[-1][2] = _epoch_ms(event.info.ts)
 
-    extra = ["--target-path", str(target_path)] if target_path else []
+    # own_paths: a target and log folder of this process's own (several dbt processes, one project).
+    extra = ["--target-path", str(own_paths / "target"), "--log-path", str(own_paths / "logs")] if own_paths else []
     started = time.perf_counter()
     outcome = dbtRunner(callbacks=[collect]).invoke(
         [*args, "--quiet", "--project-dir", str(project), "--profiles-dir", str(project), *extra])
@@ -263,8 +295,3 @@ def pyplot() -> Any:
 
     return plt
 
-
-@contextmanager
-def spark_master(master: str | None) -> Iterator[str | None]:
-    """The given master URL, else a local master (until the lab cluster is wired in)."""
-    yield master

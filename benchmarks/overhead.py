@@ -33,8 +33,8 @@ GOAL_RATIO = 1.05
 ORPHAN_AGE_S = 96 * 3600  # older than the policy's 72 h window: both sides delete them
 
 
-def build_state(spark: SparkSession, commits: int, deletes: int, orphans: int) -> dict[str, int]:
-    """The same table state every time: `commits` appends over 4 day partitions (2 files each),
+def build_state(spark: SparkSession, warehouse: Path, commits: int, deletes: int, orphans: int) -> dict[str, Any]:
+    """The same table state every time: `commits` appends over 4 day partitions,
     `deletes` merge-on-read deletes (position delete files), and `orphans` files in the data
     folder that no snapshot references, aged past the orphan window. Returns its fingerprint."""
     name = field.table(MODEL)
@@ -47,8 +47,8 @@ def build_state(spark: SparkSession, commits: int, deletes: int, orphans: int) -
                   f"from range({i * 400}, {(i + 1) * 400})")
     for j in range(deletes):
         spark.sql(f"delete from {name} where id % 97 = {j}")
-    location = spark.sql(f"describe table extended {name}").where("col_name = 'Location'").collect()[0][1]
-    data_dir = Path(str(location).removeprefix("file:")) / "data"
+    # The JDBC catalog's default table location: <warehouse>/<namespace>/<table>.
+    data_dir = warehouse / field.SCHEMA / MODEL / "data"
     aged = time.time() - ORPHAN_AGE_S
     for k in range(orphans):
         orphan = data_dir / f"orphan-{k}.parquet"
@@ -57,13 +57,23 @@ def build_state(spark: SparkSession, commits: int, deletes: int, orphans: int) -
     return fingerprint(spark, name)
 
 
-def fingerprint(spark: SparkSession, name: str) -> dict[str, int]:
-    row = spark.sql(f"""select (select count(*) from {name}.data_files) as data_files,
-        (select count(*) from {name}.delete_files) as delete_files,
-        (select count(*) from {name}.snapshots) as snapshots,
-        (select count(*) from {name}.manifests) as manifests,
-        (select count(*) from {name}) as records""").collect()[0]
-    return {k: int(v) for k, v in row.asDict().items()}
+def fingerprint(spark: SparkSession, name: str) -> dict[str, Any]:
+    """The current snapshot's totals and the number of snapshots: one metadata query."""
+    row = spark.sql(f"select count(*), max_by(summary, committed_at) from {name}.snapshots").collect()[0]
+    summary = row[1]
+    return {"snapshots": int(row[0]), **{key: int(summary[key]) for key in
+                                         ("total-data-files", "total-delete-files", "total-records")}}
+
+
+def planned_sql(project: Path) -> dict[str, str]:
+    """The CALL each procedure's step sends, from iceberg_maintenance's dry run (it renders the
+    plan and executes nothing): the raw side sends exactly this text."""
+    args = {"select": MODEL, "operations": list(PROCEDURES), "force": True, "dry_run": True}
+    run = field.run_dbt(project, ["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps(args)])
+    sql = {r.operation: r.sql for r in parse_result_lines(run.messages) if r.sql}
+    if not run.success or set(sql) != set(PROCEDURES):
+        raise RuntimeError(f"iceberg_maintenance dry run rendered {sorted(sql)}: {run.error}")
+    return sql
 
 
 def macro_call(project: Path, procedure: str) -> dict[str, Any]:
@@ -97,25 +107,22 @@ def comparable_output(procedure: str, macro: dict[str, Any], raw: dict[str, Any]
             {k: raw["first_row"][k] for k in keys if "bytes" not in k})
 
 
-def run(reps: int, quick: bool, master: str | None, workdir: Path | None = None) -> dict[str, Any]:
-    commits, deletes, orphans = (4, 1, 2) if quick else (6, 2, 3)
-    work = workdir or Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+def run(lake: field.Lake, work: Path, reps: int, quick: bool) -> dict[str, Any]:
+    commits, deletes, orphans = (3, 1, 2) if quick else (5, 1, 3)
     samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PROCEDURES}
     started = time.perf_counter()
-    with field.LoadSampler() as load, field.lake(work, master) as lake:
+    with field.LoadSampler() as load:
         spark = field.start_spark(lake, "bench-overhead")
         try:
             project = field.scratch_project(work)
-            sql: dict[str, str] = {}
-            for procedure in PROCEDURES:  # warm-up (not counted): JIT, partial parse, the CALL text
-                build_state(spark, commits, deletes, orphans)
-                sql[procedure] = macro_call(project, procedure)["sql"]
+            build_state(spark, lake.warehouse, commits, deletes, orphans)
+            sql = planned_sql(project)
             for rep in range(reps):
                 for index, procedure in enumerate(PROCEDURES):
                     order = ("macro", "raw") if (rep + index) % 2 == 0 else ("raw", "macro")
                     pair: dict[str, Any] = {"rep": rep, "order": list(order)}
                     for side in order:
-                        pair[f"{side}_state"] = build_state(spark, commits, deletes, orphans)
+                        pair[f"{side}_state"] = build_state(spark, lake.warehouse, commits, deletes, orphans)
                         pair[side] = (macro_call(project, procedure) if side == "macro"
                                       else raw_call(spark, sql[procedure]))
                     macro_out, raw_out = comparable_output(procedure, pair["macro"], pair["raw"])
@@ -126,8 +133,6 @@ def run(reps: int, quick: bool, master: str | None, workdir: Path | None = None)
                 print(f"  overhead: rep {rep + 1}/{reps} done ({time.perf_counter() - started:.0f} s)", flush=True)
         finally:
             spark.stop()
-            if workdir is None:
-                shutil.rmtree(work, ignore_errors=True)
     return summarize(samples, sql, reps, quick, (commits, deletes, orphans), load, lake.master,
                      time.perf_counter() - started)
 
@@ -200,16 +205,20 @@ def print_summary(figures: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="./scripts/bench overhead", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=None, help="pairs per procedure (default 10; 2 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="small states, 2 pairs: for the test suite")
-    parser.add_argument("--master", default=None, help="Spark master URL (default: a lab cluster started here)")
+    parser.add_argument("--rounds", type=int, default=None, help="pairs per procedure (default 10; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="small states, 1 pair each: for the test suite")
+    field.add_lake_arguments(parser)
     parser.add_argument("--results", type=Path, default=field.RESULTS)
     args = parser.parse_args()
-    reps = args.rounds or (2 if args.quick else 10)
+    reps = args.rounds or (1 if args.quick else 10)
     if reps < 1:
         parser.error(f"--rounds {reps}: expected a whole number >= 1")
-    with field.spark_master(args.master) as master:
-        figures = run(reps, args.quick, master)
+    work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+    try:
+        with field.bench_lake(work, args.master, field.catalog_properties(args)) as lake:
+            figures = run(lake, work, reps, args.quick)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     field.write_results("overhead", figures, args.results)
     plot(figures, args.results / "overhead.png")
     print_summary(figures)
