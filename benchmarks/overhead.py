@@ -108,7 +108,7 @@ def comparable_output(procedure: str, macro: dict[str, Any], raw: dict[str, Any]
 
 
 def run(lake: field.Lake, work: Path, reps: int, quick: bool) -> dict[str, Any]:
-    commits, deletes, orphans = (3, 1, 2) if quick else (5, 1, 3)
+    commits, deletes, orphans = (2, 1, 2) if quick else (3, 1, 3)
     samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PROCEDURES}
     started = time.perf_counter()
     with field.LoadSampler() as load:
