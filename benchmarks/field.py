@@ -186,6 +186,9 @@ def table(name: str) -> str:
     return f"{CATALOG}.{SCHEMA}.{name}"
 
 
+# dbt's query comment (/* {...} */) and a materialization's `-- ...` lines before a statement.
+LEADING_COMMENTS = re.compile(r"^(?:\s*/\*.*?\*/|\s*--[^\n]*)*", re.S)
+
 PROFILE = """field_bench:
   target: session
   outputs:
@@ -235,9 +238,9 @@ class TimedDbt:
 
     def statement_span(self, prefix: str) -> tuple[int, int] | None:
         """(start, end) epoch ms of the last finished statement starting with `prefix`
-        (case-insensitive; after dbt's query comment)."""
+        (case-insensitive; after dbt's query comment and the materialization's comments)."""
         for sql, start, end in reversed(self.statements):
-            text = re.sub(r"^\s*/\*.*?\*/", "", sql, flags=re.S).lstrip().lower()
+            text = LEADING_COMMENTS.sub("", sql).lstrip().lower()
             if text.startswith(prefix.lower()) and end is not None:
                 return start, end
         return None

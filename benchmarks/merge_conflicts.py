@@ -66,21 +66,27 @@ def writer(party: str, lake: field.Lake, project: Path, gate: Path, own: Path) -
     on stdin and answer each with one JSON line on stdout; ends when stdin closes."""
     from pyspark.sql.types import BooleanType
 
+    # Answers go out on the original stdout alone; whatever else prints (dbt, Spark) goes to the log.
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     spark = field.start_spark(lake, f"bench-merge-writer-{party}", {"spark.pyspark.python": sys.executable})
     try:
-        udf = spark.udf.register(BARRIER, barrier_function(str(gate), tuple(PARTIES), BARRIER_TIMEOUT_S),
-                                 BooleanType())
-        udf.asNondeterministic()
-        print(json.dumps({"ready": party}), flush=True)
+        # Deterministic as far as Spark knows: a MERGE refuses a nondeterministic source.
+        spark.udf.register(BARRIER, barrier_function(str(gate), tuple(PARTIES), BARRIER_TIMEOUT_S), BooleanType())
+        print(json.dumps({"ready": party}), file=answers, flush=True)
         for line in sys.stdin:
             command = json.loads(line)
-            variables = {"merge_day": PARTIES[party], "merge_party": party, "merge_round": command["round"],
-                         "merge_predicates": command["predicates"]}
-            run = field.run_dbt(project, ["run", "--select", MODEL, "--vars", json.dumps(variables)], own)
+            day = PARTIES[party]
+            settings = {"merge_day": day, "merge_party": party, "merge_round": str(command["round"]),
+                        "merge_predicate": f"DBT_INTERNAL_DEST.day = date'{day}'" if command["predicates"] else "true"}
+            for key, value in settings.items():  # read by the model as ${field_bench.<key>}
+                spark.conf.set(f"field_bench.{key}", value)
+            run = field.run_dbt(project, ["run", "--select", MODEL], own)
             span = run.statement_span("merge into")
             print(json.dumps({"party": party, "round": command["round"], "success": run.success,
                               "failures": list(run.failures), "error": run.error, "wall_s": run.wall_s,
-                              "merge_span_ms": list(span) if span else None}), flush=True)
+                              "merge_span_ms": list(span) if span else None}), file=answers, flush=True)
     finally:
         spark.stop()
 
