@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -232,9 +231,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     latency_ax.set_ylabel("median query seconds")
     latency_ax.set_title(f"7-day dashboard query (final speedup {figures['latency']['final']['speedup']}x)")
     latency_ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    field.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -267,15 +264,8 @@ def main() -> None:
     reps = args.reps or (3 if args.quick else 15)
     if commits < 1 or every < 1 or reps < 1:
         parser.error("--rounds, --maintain-every and --reps must be whole numbers >= 1")
-    work = Path(tempfile.mkdtemp(prefix="bench-effect-"))
-    try:
-        with field.bench_lake(work, args.master, field.catalog_properties(args)) as lake:
-            figures = run(lake, work, commits, every, reps, args.quick)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    field.write_results("effect", figures, args.results)
-    plot(figures, args.results / "effect.png")
-    print_summary(figures)
+    field.run_benchmark("effect", args, lambda lake, work: run(lake, work, commits, every, reps, args.quick),
+                        plot, print_summary)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ import re
 import shutil
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -297,4 +298,25 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+
+
+def run_benchmark(name: str, args: argparse.Namespace, run: Callable[[Lake, Path], dict[str, Any]],
+                  plot: Callable[[dict[str, Any], Path], None], summary: Callable[[dict[str, Any]], None]) -> None:
+    """`run` on the lake (given or started here) in a scratch folder; then the JSON, the plot and
+    the summary table."""
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    try:
+        with bench_lake(work, args.master, catalog_properties(args)) as lake:
+            figures = run(lake, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    write_results(name, figures, args.results)
+    plot(figures, args.results / f"{name}.png")
+    summary(figures)
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -273,9 +271,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("rounds with a failed MERGE (%)")
     ax.set_ylim(0, 105)
     ax.set_title("Two MERGEs into disjoint day partitions at once")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    field.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -309,15 +305,9 @@ def main() -> None:
     rounds = args.rounds or (2 if args.quick else 50)
     if rounds < 1:
         parser.error(f"--rounds {rounds}: expected a whole number >= 1")
-    work = Path(tempfile.mkdtemp(prefix="bench-merge-"))
-    try:
-        with field.bench_lake(work, args.master, field.catalog_properties(args)) as lake:
-            figures = run(lake, work, rounds, args.quick, args.max_minutes, args.results)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    field.write_results("merge_conflicts", figures, args.results)
-    plot(figures, args.results / "merge_conflicts.png")
-    print_summary(figures)
+    field.run_benchmark("merge_conflicts", args,
+                        lambda lake, work: run(lake, work, rounds, args.quick, args.max_minutes, args.results),
+                        plot, print_summary)
 
 
 if __name__ == "__main__":

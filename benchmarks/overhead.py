@@ -14,8 +14,6 @@ import argparse
 import json
 import os
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,9 +183,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("median seconds")
     ax.set_title(f"P4 overhead: macro vs raw CALL, {figures['repetitions']} alternating pairs per procedure")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    field.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -213,15 +209,8 @@ def main() -> None:
     reps = args.rounds or (1 if args.quick else 10)
     if reps < 1:
         parser.error(f"--rounds {reps}: expected a whole number >= 1")
-    work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
-    try:
-        with field.bench_lake(work, args.master, field.catalog_properties(args)) as lake:
-            figures = run(lake, work, reps, args.quick)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    field.write_results("overhead", figures, args.results)
-    plot(figures, args.results / "overhead.png")
-    print_summary(figures)
+    field.run_benchmark("overhead", args, lambda lake, work: run(lake, work, reps, args.quick), plot,
+                        print_summary)
 
 
 if __name__ == "__main__":
