@@ -92,9 +92,10 @@ def test_merge_conflicts_quick_runs_both_writers_together_in_every_variant(
     assert figures["duplicate_ids"] == 0
     for variant in figures["variants"]:
         assert variant["rounds"] == 1 and variant["writer_runs"] == 2
-        # Both MERGEs reached the barrier, so both had planned before either could commit.
+        # Both MERGEs reached the barrier, so both had planned before either could commit; where
+        # both finished (a failed statement has no end in dbt's events), their runs overlapped.
         assert variant["barrier_met"] == variant["rounds"], variant
-        assert variant["merges_overlapped"] == variant["rounds"], variant
+        assert variant["merges_overlapped"] == variant["rounds"] - variant["conflict_rounds"], variant
         # Green writers' rows carry their round; failed writers changed nothing.
         assert variant["state_mismatches"] == 0, variant
         # Every failure is a real Iceberg commit conflict, never a broken benchmark.
