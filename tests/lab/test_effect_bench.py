@@ -80,7 +80,7 @@ def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
     throughput = figures["throughput"]
     assert throughput["spark_bytes"] == throughput["proxy_bytes"] > 0
     assert throughput["spark_bytes_per_s"] > 0 and throughput["proxy_bytes_per_s"] > 0
-    assert figures["snapshots"]["maintained"] < figures["snapshots"]["unmaintained"]
+    assert figures["snapshots"]["effect_maintained"] < figures["snapshots"]["effect_unmaintained"]
 
 
 def test_merge_conflicts_quick_runs_both_writers_together_in_every_variant(
