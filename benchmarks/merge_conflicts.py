@@ -31,6 +31,9 @@ SEED_DAYS = 6
 VARIANTS = (("serializable", False), ("serializable", True), ("snapshot", False), ("snapshot", True))
 BARRIER = "merge_barrier"
 BARRIER_TIMEOUT_S = 60.0
+# Every statement loads the table afresh: with Iceberg's catalog cache (30 s) a writer would
+# commit under the isolation level of an earlier round, read from its cached table metadata.
+UNCACHED = {f"spark.sql.catalog.{field.CATALOG}.cache-enabled": "false"}
 REPLY_TIMEOUT_S = 600.0
 
 
@@ -68,7 +71,7 @@ def writer(party: str, lake: field.Lake, project: Path, gate: Path, own: Path) -
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    spark = field.start_spark(lake, f"bench-merge-writer-{party}", {"spark.pyspark.python": sys.executable})
+    spark = field.start_spark(lake, f"bench-merge-writer-{party}", {"spark.pyspark.python": sys.executable, **UNCACHED})
     try:
         # Deterministic as far as Spark knows: a MERGE refuses a nondeterministic source.
         spark.udf.register(BARRIER, barrier_function(str(gate), tuple(PARTIES), BARRIER_TIMEOUT_S), BooleanType())
@@ -193,7 +196,7 @@ def run(lake: field.Lake, work: Path, rounds_per_variant: int, quick: bool, max_
     gate.mkdir(parents=True, exist_ok=True)
     played: list[dict[str, Any]] = []
     with field.LoadSampler() as load:
-        spark = field.start_spark(lake, "bench-merge-coordinator")
+        spark = field.start_spark(lake, "bench-merge-coordinator", UNCACHED)
         writers: list[Writer] = []
         try:
             project = field.scratch_project(work)
