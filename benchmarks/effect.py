@@ -1,0 +1,272 @@
+"""P5 effect: two copies of one day-partitioned table receive the same small commits (an
+append of a day's events plus a few late ones for the day before, as an incremental model
+writes them); the maintained copy is maintained every few commits by `dbt run-operation
+iceberg_maintenance` with its model's policy, the other never. Measured: data files over the
+commits, the latency of a typical dashboard query (last 7 days, per day: events, users, revenue)
+on both copies, alternating, and compaction throughput (bytes rewritten per second of
+rewrite_data_files) vs a pyarrow proxy reading and rewriting the same Parquet files.
+Writes benchmarks/results/effect.{json,png}; prints a summary table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchmarks import field
+from dbt_iceberg_maint.results import parse_result_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MAINTAINED = "effect_maintained"
+UNMAINTAINED = "effect_unmaintained"
+# Hourly incremental runs: 24 commits a simulated day.
+COMMITS_PER_DAY = 24
+ROWS_PER_COMMIT = 1000
+LATE_ROWS_PER_COMMIT = 100
+GOALS = {"speedup_min": 3.0, "fewer_files_min_pct": 95.0, "throughput_over_proxy_min": 0.5}
+
+
+def create(spark: SparkSession) -> None:
+    for name in (MAINTAINED, UNMAINTAINED):
+        spark.sql(f"drop table if exists {field.table(name)} purge")
+        spark.sql(f"create table {field.table(name)} (id bigint, user_id bigint, day date, amount double) "
+                  "using iceberg partitioned by (day)")
+
+
+def commit_sql(name: str, commit: int) -> str:
+    """Commit `commit`: ROWS_PER_COMMIT events of the current simulated day and
+    LATE_ROWS_PER_COMMIT late ones of the day before: one file per partition it touches."""
+    size = ROWS_PER_COMMIT + LATE_ROWS_PER_COMMIT
+    day = commit // COMMITS_PER_DAY
+    first = commit * size
+    return (f"insert into {field.table(name)} select id, id % 997, "
+            f"date_add(date'2026-01-01', {day} - cast(id - {first} >= {ROWS_PER_COMMIT} and {day} > 0 as int)), "
+            f"(id % 1000) / 10.0 from range({first}, {first + size})")
+
+
+def query_sql(name: str, last_day: int) -> str:
+    return (f"select day, count(*) as events, count(distinct user_id) as users, round(sum(amount), 2) as revenue "
+            f"from {field.table(name)} where day >= date_add(date'2026-01-01', {last_day - 6}) "
+            "group by day order by day")
+
+
+def data_files(spark: SparkSession, name: str) -> dict[str, tuple[int, str]]:
+    """path -> (size, partition day) of the table's current data files."""
+    rows = spark.sql(f"select file_path, file_size_in_bytes, cast(partition.day as string) "
+                     f"from {field.table(name)}.data_files").collect()
+    return {r[0]: (int(r[1]), r[2]) for r in rows}
+
+
+def file_count(spark: SparkSession, name: str) -> int:
+    return int(spark.sql(f"select count(*) from {field.table(name)}.data_files").collect()[0][0])
+
+
+def maintain(spark: SparkSession, project: Path) -> dict[str, Any]:
+    before = data_files(spark, MAINTAINED)
+    run = field.run_dbt(project, ["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args",
+                                  json.dumps({"select": MAINTAINED})])
+    results = {r.operation: r for r in parse_result_lines(run.messages)}
+    if not run.success:
+        raise RuntimeError(f"iceberg_maintenance failed: {run.error}")
+    after = data_files(spark, MAINTAINED)
+    rewritten = {path: before[path] for path in before.keys() - after.keys()}
+    compaction = results.get("rewrite_data_files")
+    return {
+        "end_to_end_s": round(run.wall_s, 3),
+        "operations": {op: {"status": r.status, "duration_ms": r.duration_ms, "reason": r.reason,
+                            "metrics": {k: v for k, v in r.metrics.items() if not isinstance(v, list)}}
+                       for op, r in results.items()},
+        "files_before": len(before), "files_after": len(after),
+        "rewritten_input_files": rewritten,
+        "compaction_ms": compaction.duration_ms if compaction and compaction.status == "success" else None,
+        "compaction_bytes": int(compaction.metrics.get("rewritten_bytes_count", 0))
+        if compaction and compaction.status == "success" else 0,
+    }
+
+
+def pyarrow_proxy(files: dict[str, tuple[int, str]], out: Path) -> dict[str, float]:
+    """Read the same Parquet files and write one file per partition (zstd, Iceberg's default
+    codec): what the rewrite would cost without Spark and Iceberg."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    by_day: dict[str, list[str]] = defaultdict(list)
+    for path, (_size, day) in files.items():
+        by_day[day].append(path.removeprefix("file:"))
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    for i, (_day, paths) in enumerate(sorted(by_day.items())):
+        tables = [pq.read_table(p) for p in paths]
+        # Files Spark wrote and files a rewrite wrote differ in declared nullability only.
+        schema = pa.schema([f.with_nullable(True) for f in tables[0].schema])
+        pq.write_table(pa.concat_tables([t.cast(schema) for t in tables]), out / f"part-{i}.parquet",
+                       compression="zstd")
+    elapsed = time.perf_counter() - started
+    shutil.rmtree(out, ignore_errors=True)
+    return {"seconds": elapsed, "bytes": float(sum(size for size, _day in files.values()))}
+
+
+def timed_queries(spark: SparkSession, last_day: int, reps: int) -> dict[str, Any]:
+    """Both copies, alternating which goes first; the answers must be equal."""
+    samples: dict[str, list[float]] = {MAINTAINED: [], UNMAINTAINED: []}
+    answers: dict[str, list[tuple[Any, ...]]] = {}
+    for rep in range(reps):
+        order = (MAINTAINED, UNMAINTAINED) if rep % 2 == 0 else (UNMAINTAINED, MAINTAINED)
+        for name in order:
+            started = time.perf_counter()
+            rows = spark.sql(query_sql(name, last_day)).collect()
+            samples[name].append(time.perf_counter() - started)
+            answers[name] = [tuple(r) for r in rows]
+    maintained, unmaintained = field.median(samples[MAINTAINED]), field.median(samples[UNMAINTAINED])
+    return {"median_s": {"maintained": maintained, "unmaintained": unmaintained},
+            "speedup": round(unmaintained / maintained, 2) if maintained and unmaintained else None,
+            "same_answer": answers[MAINTAINED] == answers[UNMAINTAINED], "answer_rows": len(answers[MAINTAINED]),
+            "samples_s": {k: [round(v, 4) for v in vs] for k, vs in samples.items()}}
+
+
+def run(lake: field.Lake, work: Path, commits: int, maintain_every: int, reps: int, quick: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    files_over_commits: list[dict[str, int]] = []
+    maintenance: list[dict[str, Any]] = []
+    checkpoints: list[dict[str, Any]] = []
+    proxies: list[dict[str, float]] = []
+    sample_every = max(1, maintain_every // 10)
+    with field.LoadSampler() as load:
+        spark = field.start_spark(lake, "bench-effect")
+        try:
+            project = field.scratch_project(work)
+            create(spark)
+            commit_s: list[float] = []
+            for commit in range(commits):
+                for name in (MAINTAINED, UNMAINTAINED):
+                    begun = time.perf_counter()
+                    spark.sql(commit_sql(name, commit))
+                    commit_s.append(time.perf_counter() - begun)
+                done = commit + 1
+                if done % sample_every == 0 or done == commits:
+                    files_over_commits.append({"commit": done, "maintained": file_count(spark, MAINTAINED),
+                                               "unmaintained": file_count(spark, UNMAINTAINED)})
+                if done % maintain_every == 0 or done == commits:
+                    record = maintain(spark, project)
+                    inputs = record.pop("rewritten_input_files")
+                    record["commit"] = done
+                    record["rewritten_input_bytes"] = sum(size for size, _day in inputs.values())
+                    if inputs:
+                        proxies.append(pyarrow_proxy(inputs, work / "proxy"))
+                    maintenance.append(record)
+                    files_over_commits.append({"commit": done, "maintained": record["files_after"],
+                                               "unmaintained": file_count(spark, UNMAINTAINED)})
+                    last_day = (done - 1) // COMMITS_PER_DAY
+                    checkpoint = timed_queries(spark, last_day, reps if done == commits else max(3, reps // 2))
+                    checkpoint["commit"] = done
+                    checkpoints.append(checkpoint)
+                    print(f"  effect: {done}/{commits} commits, files {files_over_commits[-1]}, "
+                          f"query speedup {checkpoint['speedup']} ({time.perf_counter() - started:.0f} s)", flush=True)
+            snapshots = {name: int(spark.sql(f"select count(*) from {field.table(name)}.snapshots").collect()[0][0])
+                         for name in (MAINTAINED, UNMAINTAINED)}
+        finally:
+            spark.stop()
+    return summarize(commits, maintain_every, reps, quick, lake.master, files_over_commits, maintenance, checkpoints,
+                     proxies, commit_s, snapshots, load, time.perf_counter() - started)
+
+
+def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master: str,
+              files_over_commits: list[dict[str, int]], maintenance: list[dict[str, Any]],
+              checkpoints: list[dict[str, Any]], proxies: list[dict[str, float]], commit_s: list[float],
+              snapshots: dict[str, int], load: field.LoadSampler, duration_s: float) -> dict[str, Any]:
+    final_files = files_over_commits[-1]
+    fewer_pct = round(100 * (1 - final_files["maintained"] / final_files["unmaintained"]), 1)
+    spark_bytes = sum(m["compaction_bytes"] for m in maintenance)
+    spark_s = sum((m["compaction_ms"] or 0) for m in maintenance) / 1000
+    proxy_bytes = sum(p["bytes"] for p in proxies)
+    proxy_s = sum(p["seconds"] for p in proxies)
+    spark_bps = spark_bytes / spark_s if spark_s else None
+    proxy_bps = proxy_bytes / proxy_s if proxy_s else None
+    final = checkpoints[-1]
+    throughput_ratio = round(spark_bps / proxy_bps, 3) if spark_bps and proxy_bps else None
+    return {
+        "benchmark": "effect", "quick": quick, "commits": commits, "maintain_every": maintain_every,
+        "query_repetitions": reps, "master": master,
+        "commit_shape": {"rows": ROWS_PER_COMMIT, "late_rows": LATE_ROWS_PER_COMMIT, "commits_per_day": COMMITS_PER_DAY,
+                         "median_commit_s": field.median(commit_s)},
+        "query": query_sql("<table>", commits // COMMITS_PER_DAY),
+        "files": {"final": final_files, "fewer_pct": fewer_pct, "over_commits": files_over_commits},
+        "snapshots": snapshots,
+        "latency": {"final": final, "checkpoints": checkpoints},
+        "throughput": {"spark_bytes": spark_bytes, "spark_compaction_s": round(spark_s, 3),
+                       "spark_bytes_per_s": spark_bps, "proxy_bytes": proxy_bytes, "proxy_s": round(proxy_s, 3),
+                       "proxy_bytes_per_s": proxy_bps, "spark_over_proxy": throughput_ratio},
+        "maintenance": maintenance,
+        "goals": {**GOALS, "speedup_met": (final["speedup"] or 0) >= GOALS["speedup_min"],
+                  "fewer_files_met": fewer_pct >= GOALS["fewer_files_min_pct"],
+                  "throughput_met": (throughput_ratio or 0) >= GOALS["throughput_over_proxy_min"]},
+        "duration_s": round(duration_s, 1), "machine": field.machine(load), "versions": field.versions(),
+        "settings": {"spark": field.SPARK_CONF,
+                     "maintenance": "dbt run-operation dbt_iceberg_maint.iceberg_maintenance "
+                     "--args {select: effect_maintained} (policy in benchmarks/projects/field/dbt_project.yml)"},
+    }
+
+
+def plot(figures: dict[str, Any], path: Path) -> None:
+    plt = field.pyplot()
+    fig, (files_ax, latency_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    points = figures["files"]["over_commits"]
+    for key, color in (("unmaintained", "#c62828"), ("maintained", "#2e7d32")):
+        files_ax.plot([p["commit"] for p in points], [p[key] for p in points], label=key, color=color)
+    files_ax.set_xlabel("commits")
+    files_ax.set_ylabel("data files")
+    files_ax.set_title("Data files over the commits")
+    files_ax.legend(fontsize=8)
+    checkpoints = figures["latency"]["checkpoints"]
+    xs = [c["commit"] for c in checkpoints]
+    for key, color in (("unmaintained", "#c62828"), ("maintained", "#2e7d32")):
+        latency_ax.plot(xs, [c["median_s"][key] for c in checkpoints], marker="o", label=key, color=color)
+    latency_ax.set_xlabel("commits")
+    latency_ax.set_ylabel("median query seconds")
+    latency_ax.set_title(f"7-day dashboard query (final speedup {figures['latency']['final']['speedup']}x)")
+    latency_ax.legend(fontsize=8)
+    field.save_figure(fig, path)
+
+
+def print_summary(figures: dict[str, Any]) -> None:
+    final, files, tp = figures["latency"]["final"], figures["files"], figures["throughput"]
+    print(f"effect benchmark: {figures['commits']} commits, maintenance every {figures['maintain_every']}, "
+          f"master {figures['master']}, load {figures['machine']['load_average_1m']}, {figures['duration_s']} s")
+    print(f"  data files             maintained {files['final']['maintained']:>6}  unmaintained "
+          f"{files['final']['unmaintained']:>6}  ({files['fewer_pct']} % fewer)")
+    print(f"  query median s         maintained {final['median_s']['maintained']:>6.3f}  unmaintained "
+          f"{final['median_s']['unmaintained']:>6.3f}  ({final['speedup']}x faster, "
+          f"same answer: {final['same_answer']})")
+    spark_bps, proxy_bps = tp["spark_bytes_per_s"] or 0, tp["proxy_bytes_per_s"] or 0
+    print(f"  compaction bytes/s     spark {spark_bps:>12,.0f}  pyarrow proxy {proxy_bps:>12,.0f}  "
+          f"(ratio {tp['spark_over_proxy']})")
+    print(f"  goals: {figures['goals']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="./scripts/bench effect", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=None, help="commits (default 200; 20 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="20 commits, for the test suite")
+    parser.add_argument("--maintain-every", type=int, default=None, help="commits between maintenance runs "
+                        "(default 50; 10 with --quick)")
+    parser.add_argument("--reps", type=int, default=None, help="query repetitions at the end (default 15; 3 quick)")
+    field.add_lake_arguments(parser)
+    parser.add_argument("--results", type=Path, default=field.RESULTS)
+    args = parser.parse_args()
+    commits = args.rounds or (20 if args.quick else 200)
+    every = args.maintain_every or (10 if args.quick else 50)
+    reps = args.reps or (3 if args.quick else 15)
+    if commits < 1 or every < 1 or reps < 1:
+        parser.error("--rounds, --maintain-every and --reps must be whole numbers >= 1")
+    field.run_benchmark("effect", args, lambda lake, work: run(lake, work, commits, every, reps, args.quick),
+                        plot, print_summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+"""What the field benchmarks (overhead, effect, merge_conflicts) share: the machine and versions
+they ran on, a load-average sampler, the scratch dbt project with a `session` profile, Spark
+sessions on the JDBC catalog, and dbt invocations with their statement timings.
+
+Every benchmark process starts its own SparkSession (on the lab's standalone cluster when given
+its master URL) with an Iceberg JDBC catalog on PostgreSQL as the default catalog `local`; dbt
+runs in that process (dbt-spark `method: session` reuses the session), so the macros and the raw
+statements they are compared with travel the same path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+RESULTS = Path(__file__).parent / "results"
+PROJECT_TEMPLATE = Path(__file__).parent / "projects" / "field"
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = "field_bench"
+CATALOG = "local"
+# Small heaps: the machine (2 cores) is shared by several Spark applications at once.
+SPARK_CONF = {
+    "spark.driver.memory": "768m",
+    "spark.executor.memory": "512m",
+    "spark.cores.max": "1",
+    "spark.sql.shuffle.partitions": "2",
+}
+
+
+def versions() -> dict[str, str | None]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    from dbt_iceberg_maint.spark import BUNDLED_JAR_NAME
+
+    return {"python": platform.python_version(), "pyspark": version("pyspark"), "dbt-core": version("dbt-core"),
+            "dbt-spark": version("dbt-spark"), "iceberg_runtime": BUNDLED_JAR_NAME,
+            "pyarrow": version("pyarrow"), "postgresql": _postgres_version()}
+
+
+def _postgres_version() -> str | None:
+    from lab.postgres import _bin_dir
+
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        return None
+    out = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.strip() or None
+
+
+class LoadSampler:
+    """The 1-minute load average every few seconds while a benchmark runs (a shared machine)."""
+
+    def __init__(self, every_s: float = 5.0) -> None:
+        self.every_s = every_s
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def figures(self) -> dict[str, float | int | None]:
+        s = self.samples
+        return {"samples": len(s), "mean": round(statistics.fmean(s), 2) if s else None,
+                "max": round(max(s), 2) if s else None}
+
+
+def machine(load: LoadSampler) -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "platform": platform.platform(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "load_average_1m": load.figures()}
+
+
+@dataclass(frozen=True)
+class Lake:
+    """Where a benchmark's tables live: the JDBC catalog's properties and the Spark master."""
+
+    catalog_properties: Mapping[str, str]
+    master: str
+    warehouse: Path
+
+    def to_json(self) -> str:
+        return json.dumps({"catalog_properties": dict(self.catalog_properties), "master": self.master,
+                           "warehouse": str(self.warehouse)})
+
+    @classmethod
+    def from_json(cls, text: str) -> Lake:
+        data = json.loads(text)
+        return cls(data["catalog_properties"], data["master"], Path(data["warehouse"]))
+
+
+@contextmanager
+def bench_lake(work: Path, master: str | None, catalog_properties: Mapping[str, str] | None) -> Iterator[Lake]:
+    """The lake a benchmark runs on: the given Spark master and JDBC catalog, or else a lab
+    cluster (lab/cluster.py) and a PostgreSQL server (lab/postgres.py) started here and stopped
+    by their own pids when the benchmark ends."""
+    from lab.cluster import start_cluster
+    from lab.postgres import start_server
+
+    with ExitStack() as stack:
+        if master is None:
+            cluster = start_cluster(work / "cluster")
+            stack.callback(cluster.stop)
+            master = cluster.master_url
+        if not catalog_properties:
+            server = start_server()
+            stack.callback(shutil.rmtree, server.data_dir.parent, ignore_errors=True)
+            stack.callback(server.stop)
+            catalog_properties = server.spark_catalog_properties(str(work / "warehouse"))
+        warehouse = Path(catalog_properties["warehouse"])
+        warehouse.mkdir(parents=True, exist_ok=True)
+        yield Lake(dict(catalog_properties), master, warehouse)
+
+
+def add_lake_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL of a running cluster (default: a lab cluster started here)")
+    parser.add_argument("--catalog-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="the Iceberg JDBC catalog (spark.sql.catalog.local.* keys: type, uri, jdbc.user, "
+                             "jdbc.password, warehouse); default: a PostgreSQL server started here")
+
+
+def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
+    pairs = [item.split("=", 1) for item in args.catalog_property]
+    if any(len(pair) != 2 for pair in pairs):
+        raise SystemExit(f"--catalog-property takes KEY=VALUE, got {args.catalog_property}")
+    properties = {key: value for key, value in pairs}
+    if properties and "warehouse" not in properties:
+        raise SystemExit("--catalog-property warehouse=DIR is required with a given catalog")
+    return properties
+
+
+def start_spark(lake_: Lake, app_name: str, extra: Mapping[str, str] | None = None) -> SparkSession:
+    from dbt_iceberg_maint.spark import resolve_iceberg_runtime, start_session
+    from lab.cluster import application_conf
+    from lab.postgres import ensure_jdbc_jar
+
+    jdbc_jar = ensure_jdbc_jar()
+    if jdbc_jar is None:
+        from dbt_iceberg_maint.errors import RuntimeSetupError
+
+        raise RuntimeSetupError("the PostgreSQL JDBC driver (libpostgresql-jdbc-java) is missing")
+    jars = ",".join([*resolve_iceberg_runtime().jars, str(jdbc_jar)])
+    conf = {**SPARK_CONF, **application_conf(SPARK_CONF["spark.executor.memory"]), "spark.jars": jars, **(extra or {})}
+    spark = start_session(str(lake_.warehouse), catalog_name=CATALOG, catalog_properties=lake_.catalog_properties,
+                          extra_conf=conf, app_name=app_name, master=lake_.master)
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.sql(f"create namespace if not exists {CATALOG}.{SCHEMA}")
+    return spark
+
+
+def table(name: str) -> str:
+    return f"{CATALOG}.{SCHEMA}.{name}"
+
+
+# dbt's query comment (/* {...} */) and a materialization's `-- ...` lines before a statement.
+LEADING_COMMENTS = re.compile(r"^(?:\s*/\*.*?\*/|\s*--[^\n]*)*", re.S)
+
+PROFILE = """field_bench:
+  target: session
+  outputs:
+    session:
+      type: spark
+      method: session
+      host: NA
+      schema: {schema}
+      threads: 1
+"""
+
+
+def scratch_project(work: Path) -> Path:
+    """A copy of the field project in `work`, installing this checkout, with a session profile;
+    `dbt deps` has run in it."""
+    from dbt_iceberg_maint.invoke import invoke_dbt
+
+    project = work / "project"
+    shutil.copytree(PROJECT_TEMPLATE, project, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
+    (project / "packages.yml").write_text(f"packages:\n  - local: {REPO}\n")
+    (project / "profiles.yml").write_text(PROFILE.format(schema=SCHEMA))
+    outcome = invoke_dbt(["deps", "--quiet"], project_dir=project)
+    if not outcome.success:
+        raise RuntimeError(f"dbt deps failed in {project}: {outcome.exception}")
+    return project
+
+
+@dataclass(frozen=True)
+class TimedDbt:
+    """One dbt invocation: its wall time, every SQL statement's (start, end) epoch ms from dbt's
+    SQLQuery / SQLQueryStatus events, and its log messages."""
+
+    success: bool
+    wall_s: float
+    statements: tuple[tuple[str, int, int | None], ...]
+    messages: tuple[str, ...] = field(repr=False)
+    error: str | None = None
+    failures: tuple[str, ...] = ()
+
+    @property
+    def sql_span_s(self) -> float | None:
+        """From the first statement's start to the last one's end: the warehouse work dbt issued."""
+        ended = [end for _sql, _start, end in self.statements if end is not None]
+        if not self.statements or not ended:
+            return None
+        return (max(ended) - min(start for _sql, start, _end in self.statements)) / 1000
+
+    def statement_span(self, prefix: str) -> tuple[int, int] | None:
+        """(start, end) epoch ms of the last finished statement starting with `prefix`
+        (case-insensitive; after dbt's query comment and the materialization's comments)."""
+        for sql, start, end in reversed(self.statements):
+            text = LEADING_COMMENTS.sub("", sql).lstrip().lower()
+            if text.startswith(prefix.lower()) and end is not None:
+                return start, end
+        return None
+
+    def statement_s(self, prefix: str) -> float | None:
+        span = self.statement_span(prefix)
+        return None if span is None else (span[1] - span[0]) / 1000
+
+
+def run_dbt(project: Path, args: Sequence[str], own_paths: Path | None = None) -> TimedDbt:
+    """dbt in this process (dbtRunner), timed; statements of nodes and of run-operations alike."""
+    from dbt.cli.main import dbtRunner
+
+    from dbt_iceberg_maint.invoke import _epoch_ms
+
+    statements: list[list[Any]] = []
+    messages: list[str] = []
+
+    def collect(event: Any) -> None:
+        messages.append(event.info.msg)
+        name = event.info.name
+        if name == "SQLQuery":
+            statements.append([getattr(event.data, "sql", ""), _epoch_ms(event.info.ts), None])
+        elif name == "SQLQueryStatus" and statements and statements[-1][2] is None:
+            statements[-1][2] = _epoch_ms(event.info.ts)
+
+    # own_paths: a target and log folder of this process's own (several dbt processes, one project).
+    extra = ["--target-path", str(own_paths / "target"), "--log-path", str(own_paths / "logs")] if own_paths else []
+    started = time.perf_counter()
+    outcome = dbtRunner(callbacks=[collect]).invoke(
+        [*args, "--quiet", "--project-dir", str(project), "--profiles-dir", str(project), *extra])
+    wall = time.perf_counter() - started
+    failures = tuple(str(r.message) for r in getattr(outcome.result, "results", None) or []
+                     if str(getattr(r.status, "value", r.status)) in {"error", "fail", "runtime error"})
+    return TimedDbt(bool(outcome.success), wall, tuple((s[0], int(s[1] or 0), s[2]) for s in statements),
+                    tuple(messages), None if outcome.exception is None else str(outcome.exception), failures)
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def write_results(name: str, figures: Mapping[str, Any], results: Path) -> Path:
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / f"{name}.json"
+    path.write_text(json.dumps(figures, indent=2) + "\n")
+    return path
+
+
+def pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+
+
+def run_benchmark(name: str, args: argparse.Namespace, run: Callable[[Lake, Path], dict[str, Any]],
+                  plot: Callable[[dict[str, Any], Path], None], summary: Callable[[dict[str, Any]], None]) -> None:
+    """`run` on the lake (given or started here) in a scratch folder; then the JSON, the plot and
+    the summary table."""
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    try:
+        with bench_lake(work, args.master, catalog_properties(args)) as lake:
+            figures = run(lake, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    write_results(name, figures, args.results)
+    plot(figures, args.results / f"{name}.png")
+    summary(figures)
+

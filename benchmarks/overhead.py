@@ -1,0 +1,217 @@
+"""P4 overhead: each maintenance procedure through the package (`dbt run-operation
+iceberg_maintenance`, as a nightly job calls it) vs the raw `CALL` it sends, on identical table
+states rebuilt before every call, alternating which goes first.
+
+Three timed spans per macro call: end-to-end (the whole dbtRunner invocation: dbt start-up,
+project load, connection, the macro's planning queries, the CALL, its result line), the SQL span
+(first statement dbt sent to last statement's end: everything the macro asks Spark to do) and the
+CALL statement alone; the raw side is `spark.sql(CALL).collect()` in the same process and session.
+Writes benchmarks/results/overhead.{json,png}; prints a summary table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchmarks import field
+from dbt_iceberg_maint.results import parse_result_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PROCEDURES = ("rewrite_data_files", "rewrite_position_delete_files", "expire_snapshots", "remove_orphan_files",
+              "rewrite_manifests")
+MODEL = "overhead_target"
+GOAL_RATIO = 1.05
+ORPHAN_AGE_S = 96 * 3600  # older than the policy's 72 h window: both sides delete them
+
+
+def build_state(spark: SparkSession, warehouse: Path, commits: int, deletes: int, orphans: int) -> dict[str, Any]:
+    """The same table state every time: `commits` appends over 4 day partitions,
+    `deletes` merge-on-read deletes (position delete files), and `orphans` files in the data
+    folder that no snapshot references, aged past the orphan window. Returns its fingerprint."""
+    name = field.table(MODEL)
+    spark.sql(f"drop table if exists {name} purge")
+    spark.sql(f"create table {name} (id bigint, day date, payload string) using iceberg partitioned by (day) "
+              "tblproperties ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+    for i in range(commits):
+        spark.sql(f"insert into {name} select /*+ REPARTITION(2) */ id, "
+                  f"date_add(date'2026-01-01', cast(id % 4 as int)), repeat('x', 40) "
+                  f"from range({i * 400}, {(i + 1) * 400})")
+    for j in range(deletes):
+        spark.sql(f"delete from {name} where id % 97 = {j}")
+    # The JDBC catalog's default table location: <warehouse>/<namespace>/<table>.
+    data_dir = warehouse / field.SCHEMA / MODEL / "data"
+    aged = time.time() - ORPHAN_AGE_S
+    for k in range(orphans):
+        orphan = data_dir / f"orphan-{k}.parquet"
+        orphan.write_bytes(b"not referenced by any snapshot")
+        os.utime(orphan, (aged, aged))
+    return fingerprint(spark, name)
+
+
+def fingerprint(spark: SparkSession, name: str) -> dict[str, Any]:
+    """The current snapshot's totals and the number of snapshots: one metadata query."""
+    row = spark.sql(f"select count(*), max_by(summary, committed_at) from {name}.snapshots").collect()[0]
+    summary = row[1]
+    return {"snapshots": int(row[0]), **{key: int(summary[key]) for key in
+                                         ("total-data-files", "total-delete-files", "total-records")}}
+
+
+def planned_sql(project: Path) -> dict[str, str]:
+    """The CALL each procedure's step sends, from iceberg_maintenance's dry run (it renders the
+    plan and executes nothing): the raw side sends exactly this text."""
+    args = {"select": MODEL, "operations": list(PROCEDURES), "force": True, "dry_run": True}
+    run = field.run_dbt(project, ["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps(args)])
+    sql = {r.operation: r.sql for r in parse_result_lines(run.messages) if r.sql}
+    if not run.success or set(sql) != set(PROCEDURES):
+        raise RuntimeError(f"iceberg_maintenance dry run rendered {sorted(sql)}: {run.error}")
+    return sql
+
+
+def macro_call(project: Path, procedure: str) -> dict[str, Any]:
+    args = {"select": MODEL, "operations": [procedure], "force": True}
+    run = field.run_dbt(project, ["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps(args)])
+    results = [r for r in parse_result_lines(run.messages) if r.operation == procedure]
+    if not run.success or len(results) != 1 or results[0].status != "success":
+        raise RuntimeError(f"iceberg_maintenance {procedure} did not succeed: {run.error} {results}")
+    return {"end_to_end_s": run.wall_s, "sql_span_s": run.sql_span_s, "call_s": run.statement_s("call"),
+            "statements": len(run.statements), "sql": results[0].sql, "metrics": dict(results[0].metrics)}
+
+
+def _masked(sql: str) -> str:
+    """remove_orphan_files' cut-off is "72 h before now": equal SQL up to that instant."""
+    return re.sub(r"TIMESTAMP '[^']*'", "TIMESTAMP '<instant>'", sql)
+
+
+def raw_call(spark: SparkSession, sql: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    rows = spark.sql(sql).collect()
+    elapsed = time.perf_counter() - started
+    return {"raw_s": elapsed, "rows": len(rows), "first_row": rows[0].asDict() if rows else {}}
+
+
+def comparable_output(procedure: str, macro: dict[str, Any], raw: dict[str, Any]) -> tuple[Any, Any]:
+    """What both sides did, in the same terms (remove_orphan_files returns a row per file)."""
+    if procedure == "remove_orphan_files":
+        return macro["metrics"].get("orphan_file_count"), raw["rows"]
+    keys = sorted(k for k in raw["first_row"] if k in macro["metrics"])
+    return ({k: macro["metrics"][k] for k in keys if "bytes" not in k},
+            {k: raw["first_row"][k] for k in keys if "bytes" not in k})
+
+
+def run(lake: field.Lake, work: Path, reps: int, quick: bool) -> dict[str, Any]:
+    commits, deletes, orphans = (2, 1, 2) if quick else (3, 1, 3)
+    samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PROCEDURES}
+    started = time.perf_counter()
+    with field.LoadSampler() as load:
+        spark = field.start_spark(lake, "bench-overhead")
+        try:
+            project = field.scratch_project(work)
+            build_state(spark, lake.warehouse, commits, deletes, orphans)
+            sql = planned_sql(project)
+            for rep in range(reps):
+                for index, procedure in enumerate(PROCEDURES):
+                    order = ("macro", "raw") if (rep + index) % 2 == 0 else ("raw", "macro")
+                    pair: dict[str, Any] = {"rep": rep, "order": list(order)}
+                    for side in order:
+                        pair[f"{side}_state"] = build_state(spark, lake.warehouse, commits, deletes, orphans)
+                        pair[side] = (macro_call(project, procedure) if side == "macro"
+                                      else raw_call(spark, sql[procedure]))
+                    macro_out, raw_out = comparable_output(procedure, pair["macro"], pair["raw"])
+                    pair["same_state"] = pair["macro_state"] == pair["raw_state"]
+                    pair["same_output"] = macro_out == raw_out
+                    pair["same_sql"] = _masked(pair["macro"].pop("sql")) == _masked(sql[procedure])
+                    samples[procedure].append(pair)
+                print(f"  overhead: rep {rep + 1}/{reps} done ({time.perf_counter() - started:.0f} s)", flush=True)
+        finally:
+            spark.stop()
+    return summarize(samples, sql, reps, quick, (commits, deletes, orphans), load, lake.master,
+                     time.perf_counter() - started)
+
+
+def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], reps: int, quick: bool,
+              state: tuple[int, int, int], load: field.LoadSampler, master: str, duration_s: float) -> dict[str, Any]:
+    procedures = {}
+    for procedure, pairs in samples.items():
+        raw = field.median([p["raw"]["raw_s"] for p in pairs])
+        medians = {key: field.median([p["macro"][key] for p in pairs if p["macro"][key] is not None])
+                   for key in ("end_to_end_s", "sql_span_s", "call_s")}
+        ratios = {f"{key.removesuffix('_s')}_over_raw": (round(value / raw, 3) if value and raw else None)
+                  for key, value in medians.items()}
+        procedures[procedure] = {
+            "sql": sql[procedure], "pairs": len(pairs),
+            "median_s": {"raw": raw, **{f"macro_{k}": v for k, v in medians.items()}},
+            "ratios": ratios,
+            "macro_statements": field.median([p["macro"]["statements"] for p in pairs]),
+            "identical_states": sum(p["same_state"] for p in pairs),
+            "identical_outputs": sum(p["same_output"] for p in pairs),
+            "identical_sql": sum(p["same_sql"] for p in pairs),
+            "goal_met_sql_span": (ratios["sql_span_over_raw"] or 99) <= GOAL_RATIO,
+            "samples": pairs,
+        }
+    return {
+        "benchmark": "overhead", "quick": quick, "repetitions": reps, "master": master,
+        "state": {"commits": state[0], "deletes": state[1], "orphans": state[2], "partitions": 4},
+        "goal": {"ratio_of_medians_max": GOAL_RATIO,
+                 "evaluated_on": "sql_span (every statement the macro sends) over the raw CALL"},
+        "procedures": procedures, "duration_s": round(duration_s, 1),
+        "machine": field.machine(load), "versions": field.versions(),
+        "settings": {"spark": field.SPARK_CONF, "macro": "dbt run-operation dbt_iceberg_maint.iceberg_maintenance "
+                     "--args {select: overhead_target, operations: [<procedure>], force: true}"},
+    }
+
+
+def plot(figures: dict[str, Any], path: Path) -> None:
+    plt = field.pyplot()
+    procs = list(figures["procedures"])
+    series = (("raw", "raw CALL", "#2e7d32"), ("macro_call_s", "macro: CALL statement", "#66bb6a"),
+              ("macro_sql_span_s", "macro: all its SQL", "#fbc02d"), ("macro_end_to_end_s", "dbt run-operation",
+                                                                      "#c62828"))
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.2
+    for i, (key, label, color) in enumerate(series):
+        values = [figures["procedures"][p]["median_s"][key] or 0 for p in procs]
+        ax.bar([x + (i - 1.5) * width for x in range(len(procs))], values, width, label=label, color=color)
+    ax.set_xticks(range(len(procs)))
+    ax.set_xticklabels([p.replace("_", "_\n", 1) for p in procs], fontsize=8)
+    ax.set_ylabel("median seconds")
+    ax.set_title(f"P4 overhead: macro vs raw CALL, {figures['repetitions']} alternating pairs per procedure")
+    ax.legend(fontsize=8)
+    field.save_figure(fig, path)
+
+
+def print_summary(figures: dict[str, Any]) -> None:
+    print(f"overhead benchmark: {figures['repetitions']} pairs per procedure, master {figures['master']}, "
+          f"load {figures['machine']['load_average_1m']}, {figures['duration_s']} s")
+    print(f"  {'procedure':<32}{'raw s':>8}{'call s':>8}{'sql s':>8}{'e2e s':>8}{'call x':>8}{'sql x':>8}"
+          f"{'e2e x':>8}  same state/output")
+    for name, p in figures["procedures"].items():
+        m, r = p["median_s"], p["ratios"]
+        print(f"  {name:<32}{m['raw']:>8.3f}{m['macro_call_s']:>8.3f}{m['macro_sql_span_s']:>8.3f}"
+              f"{m['macro_end_to_end_s']:>8.3f}{r['call_over_raw']:>8.2f}{r['sql_span_over_raw']:>8.2f}"
+              f"{r['end_to_end_over_raw']:>8.2f}  {p['identical_states']}/{p['pairs']} {p['identical_outputs']}/"
+              f"{p['pairs']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="./scripts/bench overhead", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=None, help="pairs per procedure (default 10; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="small states, 1 pair each: for the test suite")
+    field.add_lake_arguments(parser)
+    parser.add_argument("--results", type=Path, default=field.RESULTS)
+    args = parser.parse_args()
+    reps = args.rounds or (1 if args.quick else 10)
+    if reps < 1:
+        parser.error(f"--rounds {reps}: expected a whole number >= 1")
+    field.run_benchmark("overhead", args, lambda lake, work: run(lake, work, reps, args.quick), plot,
+                        print_summary)
+
+
+if __name__ == "__main__":
+    main()

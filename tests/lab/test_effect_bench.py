@@ -1,0 +1,102 @@
+"""The field benchmarks' --quick forms (overhead, effect, merge_conflicts), each run as users run
+it (`python -m benchmarks.<name>`, its own Spark application) on the session's standalone cluster
+and PostgreSQL JDBC catalog: their invariants and JSON shape, not the statistical targets."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbt_iceberg_maint.conflicts.kinds import RETRYABLE_KINDS
+from lab.cluster import JdbcCatalog, SparkCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE_S = 1800  # a backstop: the suite-wide pytest timeout (900 s per test) stops a stuck run first
+
+
+def bench(name: str, cluster: SparkCluster, catalog: JdbcCatalog, results: Path, *extra: str) -> dict[str, Any]:
+    properties = {**catalog.properties(), "warehouse": str(results / "warehouse")}
+    command = [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--results", str(results),
+               "--master", cluster.master_url, *extra,
+               *(arg for key, value in properties.items() for arg in ("--catalog-property", f"{key}={value}"))]
+    # run() kills the benchmark (its own Spark application ends with it) if it overruns.
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=DEADLINE_S)
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert (results / f"{name}.png").stat().st_size > 0
+    figures: dict[str, Any] = json.loads((results / f"{name}.json").read_text())
+    assert figures["benchmark"] == name and figures["quick"] is True
+    assert figures["master"] == cluster.master_url
+    assert figures["machine"]["load_average_1m"]["samples"] >= 1
+    assert figures["versions"]["pyspark"] and figures["versions"]["postgresql"]
+    return figures
+
+
+def test_overhead_quick_compares_each_procedure_on_identical_states(
+        spark_cluster: SparkCluster, jdbc_catalog: JdbcCatalog, tmp_path: Path) -> None:
+    figures = bench("overhead", spark_cluster, jdbc_catalog, tmp_path)
+    procedures = figures["procedures"]
+    assert sorted(procedures) == sorted(["rewrite_data_files", "rewrite_position_delete_files", "expire_snapshots",
+                                         "remove_orphan_files", "rewrite_manifests"])
+    for name, p in procedures.items():
+        assert p["pairs"] == figures["repetitions"] == 1, name
+        # Both sides met the same table state, sent the same CALL and got the same result.
+        assert p["identical_states"] == p["identical_outputs"] == p["identical_sql"] == p["pairs"], (name, p)
+        assert p["sql"].startswith(f"CALL system.{name}("), p["sql"]
+        medians = p["median_s"]
+        assert all(medians[k] > 0 for k in ("raw", "macro_call_s", "macro_sql_span_s", "macro_end_to_end_s")), name
+        # The CALL is one of the statements the macro sent, inside its invocation.
+        assert medians["macro_call_s"] <= medians["macro_sql_span_s"] <= medians["macro_end_to_end_s"], (name, medians)
+        assert all(isinstance(r, float) for r in p["ratios"].values()), p["ratios"]
+    state = procedures["remove_orphan_files"]["samples"][0]
+    assert state["macro"]["metrics"]["orphan_file_count"] == figures["state"]["orphans"]
+    assert state["macro_state"]["total-delete-files"] > 0  # rewrite_position_delete_files has work
+
+
+def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
+        spark_cluster: SparkCluster, jdbc_catalog: JdbcCatalog, tmp_path: Path) -> None:
+    figures = bench("effect", spark_cluster, jdbc_catalog, tmp_path, "--rounds", "12", "--maintain-every", "6")
+    assert figures["commits"] == 12
+    files = figures["files"]
+    assert files["over_commits"][-1]["commit"] == 12
+    assert 0 < files["final"]["maintained"] < files["final"]["unmaintained"]
+    unmaintained = [p["unmaintained"] for p in files["over_commits"]]
+    assert unmaintained == sorted(unmaintained), "the unmaintained copy never loses a file"
+    for checkpoint in figures["latency"]["checkpoints"]:
+        assert checkpoint["same_answer"] and checkpoint["answer_rows"] > 0, checkpoint
+        assert checkpoint["median_s"]["maintained"] > 0 and checkpoint["median_s"]["unmaintained"] > 0
+    assert [m["commit"] for m in figures["maintenance"]] == [6, 12]
+    for record in figures["maintenance"]:
+        assert record["operations"]["rewrite_data_files"]["status"] == "success", record
+        assert record["files_after"] < record["files_before"]
+        # Iceberg's own count of the bytes it rewrote is the size of the files that left the table.
+        assert record["compaction_bytes"] == record["rewritten_input_bytes"] > 0, record
+    throughput = figures["throughput"]
+    assert throughput["spark_bytes"] == throughput["proxy_bytes"] > 0
+    assert throughput["spark_bytes_per_s"] > 0 and throughput["proxy_bytes_per_s"] > 0
+    assert figures["snapshots"]["effect_maintained"] < figures["snapshots"]["effect_unmaintained"]
+
+
+def test_merge_conflicts_quick_runs_both_writers_together_in_every_variant(
+        spark_cluster: SparkCluster, jdbc_catalog: JdbcCatalog, tmp_path: Path) -> None:
+    figures = bench("merge_conflicts", spark_cluster, jdbc_catalog, tmp_path, "--rounds", "1")
+    assert [v["name"] for v in figures["variants"]] == ["serializable/no_predicate", "serializable/predicate",
+                                                        "snapshot/no_predicate", "snapshot/predicate"]
+    assert figures["rounds_played"] == 4 and not figures["stopped_early"]
+    assert figures["duplicate_ids"] == 0
+    for variant in figures["variants"]:
+        assert variant["rounds"] == 1 and variant["writer_runs"] == 2
+        # Both MERGEs reached the barrier, so both had planned before either could commit; where
+        # both finished (a failed statement has no end in dbt's events), their runs overlapped.
+        assert variant["barrier_met"] == variant["rounds"], variant
+        assert variant["merges_overlapped"] == variant["rounds"] - variant["conflict_rounds"], variant
+        # Green writers' rows carry their round; failed writers changed nothing.
+        assert variant["state_mismatches"] == 0, variant
+        # Every failure is a real Iceberg commit conflict, never a broken benchmark.
+        assert set(variant["failures_by_kind"]) <= set(RETRYABLE_KINDS), variant
