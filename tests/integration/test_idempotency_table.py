@@ -18,7 +18,6 @@ import pytest
 from dbt_iceberg_maint.idempotency import idempotency
 from dbt_iceberg_maint.invoke import invoke_dbt
 from dbt_iceberg_maint.spark import CatalogSpec, register_catalog, switch_warehouse
-from lab.postgres import postgres_server  # noqa: F401  (fixture)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -86,7 +85,7 @@ def test_overwrite_holds_each_batch_once(spark: SparkSession, dbt_project: DbtPr
 
 def test_a_snapshot_re_run_after_its_commit_landed_records_nothing_new(
     spark: SparkSession, dbt_project: DbtProject, warehouse: Path, tmp_path: Path,
-    postgres_server: PostgresServer,  # noqa: F811
+    postgres_server: PostgresServer,
 ) -> None:
     """On the JDBC catalog: batch 1, batch 2 (every second user's country changes: the landed
     commit), batch 2 again (the re-run). The re-run leaves the snapshot table as it was."""
