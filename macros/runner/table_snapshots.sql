@@ -40,7 +40,9 @@
       {#- The session's catalog caches table metadata (Iceberg's CachingCatalog). After a commit whose
           outcome its own writer misjudged (a connection cut after the catalog committed), the cache
           still holds the old metadata and the landed write is invisible: read fresh metadata. -#}
-      {%- do run_query('refresh table ' ~ relation) -%}
+      {#- A statement, not run_query: `refresh` returns no result set, which run_query cannot
+          iterate over thrift. -#}
+      {%- call statement('iceberg_maint_refresh_table') -%}refresh table {{ relation }}{%- endcall -%}
       {%- for row in run_query(dbt_iceberg_maint.get_table_snapshots_sql(relation, after.get(name))) -%}
         {%- do entry.snapshots.append({
               'snapshot_id': row['snapshot_id'] | int, 'committed_at_ms': row['committed_at_ms'] | int,
