@@ -1,21 +1,33 @@
 {#- What the catalog says about a table: its catalog type, existence, properties. -#}
 
-{#- Whether the table exists: dbt's relation cache for the current catalog, SHOW statements for
-    a named one (SHOW TABLES IN a missing namespace would fail, so the namespace comes first). -#}
+{#- Whether the table exists. Inside a node (`dbt run` hooks) dbt's relation cache answers for
+    the current catalog without a statement. Elsewhere (run-operation) the cache is empty and
+    adapter.get_relation would list the whole schema: on Iceberg's v2 catalogs dbt-spark then
+    describes every table in it, one statement each, so maintaining n tables of a schema cost
+    O(n^2) statements. Two SHOW statements answer for one table instead. -#}
 {% macro _iceberg_maint_table_exists(relation) %}
   {%- set parts = dbt_iceberg_maint._iceberg_maint_relation_parts(relation) -%}
-  {%- if parts.catalog is none -%}
+  {%- if parts.catalog is none and dbt_iceberg_maint._iceberg_maint_in_node() -%}
     {{ return(adapter.get_relation(database=none, schema=parts.schema, identifier=parts.identifier) is not none) }}
   {%- endif -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_show_table_exists(parts.catalog, parts.schema, parts.identifier)) }}
+{% endmacro %}
+
+
+{#- SHOW NAMESPACES, then SHOW TABLES (which fails on a missing namespace), in `catalog` or the
+    current one (none). LIKE takes a pattern: names are compared exactly; temporary views do not
+    count. -#}
+{% macro _iceberg_maint_show_table_exists(catalog, schema, identifier) %}
   {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
-  {%- if run_query('show namespaces in ' ~ parts.catalog ~ ' like ' ~ literal(parts.schema)).rows | length == 0 -%}
+  {%- set in_catalog = (' in ' ~ catalog) if catalog else '' -%}
+  {%- if run_query('show namespaces' ~ in_catalog ~ ' like ' ~ literal(schema)).rows | length == 0 -%}
     {{ return(false) }}
   {%- endif -%}
-  {#- LIKE takes a pattern; compare names exactly and leave out temporary views. -#}
-  {%- for row in run_query('show tables in ' ~ parts.catalog ~ '.' ~ parts.schema ~ ' like '
-        ~ literal(parts.identifier)) -%}
-    {%- if (row['tableName'] | lower) == (parts.identifier | lower)
-          and not row['isTemporary'] -%}{{ return(true) }}{%- endif -%}
+  {%- set namespace = (catalog ~ '.' ~ schema) if catalog else schema -%}
+  {%- for row in run_query('show tables in ' ~ namespace ~ ' like ' ~ literal(identifier)) -%}
+    {%- if (row['tableName'] | lower) == (identifier | lower) and not row['isTemporary'] -%}
+      {{ return(true) }}
+    {%- endif -%}
   {%- endfor -%}
   {{ return(false) }}
 {% endmacro %}

@@ -34,9 +34,11 @@
       {{ exceptions.raise_compiler_error("table_snapshots: argument `tables` contains '" ~ name
           ~ "'; expected 'schema.table'") }}
     {%- endif -%}
-    {%- set relation = adapter.get_relation(database=none, schema=parts[0], identifier=parts[1]) -%}
-    {%- set entry = {'table': name, 'exists': relation is not none, 'snapshots': []} -%}
-    {%- if relation is not none -%}
+    {#- Not adapter.get_relation: outside a node it lists (and on v2 catalogs describes) the whole schema. -#}
+    {%- set exists = dbt_iceberg_maint._iceberg_maint_show_table_exists(none, parts[0], parts[1]) -%}
+    {%- set relation = api.Relation.create(schema=parts[0], identifier=parts[1]) -%}
+    {%- set entry = {'table': name, 'exists': exists, 'snapshots': []} -%}
+    {%- if exists -%}
       {#- The session's catalog caches table metadata (Iceberg's CachingCatalog). After a commit whose
           outcome its own writer misjudged (a connection cut after the catalog committed), the cache
           still holds the old metadata and the landed write is invisible: read fresh metadata. -#}
