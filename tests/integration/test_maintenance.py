@@ -215,6 +215,27 @@ def test_a_missing_table_in_a_named_catalog_is_skipped(built: DbtProject, relati
     assert {r.table for r in results} == {"local." + relation.format(schema=built.schema)}
 
 
+@pytest.mark.parametrize("relation", ["{schema}.not_built_yet", "no_such_schema.events"])
+def test_a_missing_table_in_the_current_catalog_is_skipped(built: DbtProject, relation: str) -> None:
+    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args",
+                       json.dumps({"relation": relation.format(schema=built.schema)}))
+    results = parse_result_lines(invocation.log_messages)
+    assert [r.operation for r in results] == ORDER
+    assert {(r.status, r.reason) for r in results} == {("skipped", "table does not exist (model not built yet?)")}
+
+
+def test_run_operation_checks_one_table_without_listing_its_schema(built: DbtProject) -> None:
+    """Outside a node dbt's relation cache is empty: adapter.get_relation would list the schema
+    and, on Iceberg's v2 catalogs, describe every table in it. Two SHOW statements instead."""
+    invocation, results = maintenance(built, select="event_log", operations=["rewrite_data_files"], force=True,
+                                      dry_run=True)
+    assert [(r.operation, r.status) for r in results] == [("rewrite_data_files", "dry_run")]
+    sent = [e.msg.lower() for e in invocation.events if e.name == "SQLQuery"]
+    assert not [s for s in sent if "show table extended" in s or "describe table extended" in s], sent
+    assert sum(f"show namespaces like '{built.schema}'" in s for s in sent) == 1, sent
+    assert sum(f"show tables in {built.schema} like 'event_log'" in s for s in sent) == 1, sent
+
+
 def test_maintain_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None:
     run = built("run", "--vars", "{batch: 4, maintain_after_run: true}", "--select", "event_log")
     results = parse_result_lines(run.log_messages)
