@@ -58,6 +58,7 @@ SEED_DAYS = 3  # cold days the backfill writes each round
 SEED_FILES_PER_DAY = 6  # > Iceberg's default min-input-files (5): naive compaction has work too
 PROCESS_TIMEOUT_S = 900.0
 MAX_STAGGER_S = 90.0
+SMALL_FILE_BYTES = 0.75 * 512 * 1024 * 1024  # 75 % of the default target file size: every file in this lab
 
 
 @dataclass(frozen=True)
@@ -296,6 +297,27 @@ class FileRow:
     size: int
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """P2 for one round. `alone`: cold small files that were their partition's only small file at
+    the start, so no compaction can merge them with anything (mostly an earlier round's output);
+    `compactable` the others, `compacted_compactable` those of them the round's compaction removed."""
+    at_start: int
+    compacted: int
+    alone: int
+    compactable: int
+    compacted_compactable: int
+
+
+def coverage(before: Sequence[FileRow], live: set[str], boundary: date, small_bytes: float) -> Coverage:
+    cold_small = [f for f in before if f.day is not None and f.day < boundary and f.size < small_bytes]
+    per_day = Counter(f.day for f in cold_small)
+    alone = {f.path for f in cold_small if per_day[f.day] == 1}
+    paths = {f.path for f in cold_small}
+    compactable = paths - alone
+    return Coverage(len(paths), len(paths - live), len(alone), len(compactable), len(compactable - live))
+
+
 def table_files(lab: Lab, variant: Variant) -> list[FileRow]:
     table = lab.iceberg().load_table(variant.identifier)
     files = table.inspect.files().to_pylist()
@@ -337,8 +359,6 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int) -> dict[
     boundary = cold_before(batch if writers else batch + 1)
     seed_cold_days(lab, state, boundary)
     before = table_files(lab, variant)
-    small = 0.75 * 512 * 1024 * 1024  # Iceberg's default target file size: every file here is small
-    cold_small = {f.path for f in before if f.day is not None and f.day < boundary and f.size < small}
     env = {"LAB_BATCH": str(batch), "LAB_ROWS": str(ROWS_PER_BATCH), "LAB_ROUNDS_PER_DAY": str(ROUNDS_PER_DAY),
            "LAB_BASE_DAY": BASE_DAY.isoformat(), "LAB_COLD_BEFORE": boundary.isoformat()}
     maintenance = proc.maintain(f"maintain-{variant.name}", lab.project,
@@ -383,9 +403,12 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int) -> dict[
                              if compaction.get("status") == "failed" else None,
                              "rewritten_files": (compaction.get("metrics") or {}).get("rewritten_data_files_count")}
     after = table_files(lab, variant)
-    live = {f.path for f in after}
-    record["cold_small_files_at_start"] = len(cold_small)
-    record["cold_small_files_compacted"] = len(cold_small - live)
+    covered = coverage(before, {f.path for f in after}, boundary, SMALL_FILE_BYTES)
+    record["cold_small_files_at_start"] = covered.at_start
+    record["cold_small_files_compacted"] = covered.compacted
+    record["cold_small_files_alone"] = covered.alone
+    record["cold_small_files_compactable"] = covered.compactable
+    record["cold_small_files_compactable_compacted"] = covered.compacted_compactable
     record["data_files_before"] = len(before)
     record["data_files_after"] = len(after)
     rows, distinct, per_batch = table_rows(lab, variant)
@@ -463,25 +486,43 @@ def summarize(records: Sequence[Mapping[str, Any]], states: Mapping[str, Variant
             "p2_compacted_with_writers": sum(r["cold_small_files_compacted"] for r in mine),
             "p2_control_at_start": sum(r["cold_small_files_at_start"] for r in controls),
             "p2_control_compacted": sum(r["cold_small_files_compacted"] for r in controls),
+            "p2_alone_at_start": sum(r["cold_small_files_alone"] for r in mine),
+            "p2_compactable_at_start": sum(r["cold_small_files_compactable"] for r in mine),
+            "p2_compactable_compacted": sum(r["cold_small_files_compactable_compacted"] for r in mine),
+            "p2_control_compactable_at_start": sum(r["cold_small_files_compactable"] for r in controls),
+            "p2_control_compactable_compacted": sum(r["cold_small_files_compactable_compacted"] for r in controls),
         })
     return variants
 
 
 def p2_figures(variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Coverage per maintenance kind: compacted share of the cold small files, with writers
-    running and with writers stopped, and their ratio."""
+    running and with writers stopped, and their ratio; the same over the compactable ones
+    (a partition's lone file has nothing to be compacted with)."""
+    def share(done: int, total: int) -> float | None:
+        return done / total if total else None
+
+    def ratio(mine: float | None, reference: float | None) -> float | None:
+        return _round(mine / reference) if mine is not None and reference else None
+
     figures: dict[str, Any] = {}
     for kind in ("naive", "policy"):
         mine = [v for v in variants if v["maintenance"] == kind]
-        at_start = sum(v["p2_cold_small_files_at_start"] for v in mine)
-        compacted = sum(v["p2_compacted_with_writers"] for v in mine)
-        c_start = sum(v["p2_control_at_start"] for v in mine)
-        c_done = sum(v["p2_control_compacted"] for v in mine)
-        with_writers = compacted / at_start if at_start else None
-        stopped = c_done / c_start if c_start else None
+        def total(key: str, of: Sequence[Mapping[str, Any]] = mine) -> int:
+            return sum(v[key] for v in of)
+        with_writers = share(total("p2_compacted_with_writers"), total("p2_cold_small_files_at_start"))
+        stopped = share(total("p2_control_compacted"), total("p2_control_at_start"))
+        compactable = share(total("p2_compactable_compacted"), total("p2_compactable_at_start"))
+        compactable_stopped = share(total("p2_control_compactable_compacted"),
+                                    total("p2_control_compactable_at_start"))
         figures[kind] = {"with_writers": _round(with_writers), "writers_stopped": _round(stopped),
-                         "ratio": _round(with_writers / stopped) if with_writers is not None and stopped else None,
-                         "cold_small_files_at_start": at_start, "control_cold_small_files_at_start": c_start}
+                         "ratio": ratio(with_writers, stopped),
+                         "cold_small_files_at_start": total("p2_cold_small_files_at_start"),
+                         "control_cold_small_files_at_start": total("p2_control_at_start"),
+                         "alone_at_start": total("p2_alone_at_start"),
+                         "compactable_with_writers": _round(compactable),
+                         "compactable_writers_stopped": _round(compactable_stopped),
+                         "compactable_ratio": ratio(compactable, compactable_stopped)}
     return figures
 
 
@@ -607,7 +648,8 @@ def print_summary(figures: Mapping[str, Any]) -> None:
               f"{v['writer_seconds_median'] or 0:>8}  {v['failures_by_kind']}")
     for kind, p2 in figures["p2"].items():
         print(f"  P2 {kind:<7} compacted share of cold small files: with writers {p2['with_writers']}, "
-              f"writers stopped {p2['writers_stopped']}, ratio {p2['ratio']}")
+              f"writers stopped {p2['writers_stopped']}, ratio {p2['ratio']}; of the compactable ones "
+              f"{p2['compactable_with_writers']} vs {p2['compactable_writers_stopped']}")
 
 
 def main() -> None:

@@ -41,6 +41,8 @@ def test_quick_concurrency_rounds_keep_the_invariants(spark_cluster: SparkCluste
     for record in rounds:
         # Every round's compaction had cold small files to work on and really ran.
         assert record["cold_small_files_at_start"] > 0, record
+        assert record["cold_small_files_alone"] + record["cold_small_files_compactable"] == \
+            record["cold_small_files_at_start"], record
         assert record["maintenance"]["status"] in ("success", "failed"), record
         if record["overlap"]["ui_answered"]:  # a loaded machine may leave the Spark UI unanswered
             assert record["overlap"]["compaction_statements"] >= 1, record

@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import date
 
 from benchmarks.concurrency import (
+    SMALL_FILE_BYTES,
     VARIANTS,
+    FileRow,
     Interval,
     cold_before,
+    coverage,
     day_of_batch,
     ledger_mismatches,
     overlapped,
@@ -94,3 +97,15 @@ def test_stagger_aims_the_compaction_at_a_third_of_the_merge() -> None:
     assert stagger(30.0, 9.0, 10.0) == 23.0
     assert stagger(5.0, 3.0, 40.0) == -34.0
     assert stagger(500.0, 0.0, 0.0) == 90.0
+
+
+def test_coverage_separates_a_partitions_lone_file_from_compactable_ones() -> None:
+    jan = [date(2024, 1, d) for d in (1, 2, 3, 4)]
+    before = [FileRow("a1", jan[0], 10), FileRow("a2", jan[0], 10), FileRow("a3", jan[0], 10),  # cold, compactable
+              FileRow("b1", jan[1], 10),  # cold, alone in its day: nothing to compact it with
+              FileRow("c1", jan[2], int(SMALL_FILE_BYTES) + 1), FileRow("c2", jan[2], 10),  # c2: the lone small one
+              FileRow("d1", jan[3], 10), FileRow("d2", jan[3], 10)]  # hot: not counted
+    live = {"a3", "b1", "c1", "d1", "d2", "new"}
+    covered = coverage(before, live, date(2024, 1, 4), SMALL_FILE_BYTES)
+    assert (covered.at_start, covered.compacted) == (5, 3)  # a1, a2, a3, b1, c2; a1, a2, c2 gone
+    assert (covered.alone, covered.compactable, covered.compacted_compactable) == (2, 3, 2)
