@@ -4,7 +4,8 @@ writes them); the maintained copy is maintained every few commits by `dbt run-op
 iceberg_maintenance` with its model's policy, the other never. Measured: data files over the
 commits, the latency of a typical dashboard query (last 7 days, per day: events, users, revenue)
 on both copies, alternating, and compaction throughput (bytes rewritten per second of
-rewrite_data_files) vs a pyarrow proxy reading and rewriting the same Parquet files.
+rewrite_data_files) vs a pyarrow proxy reading and rewriting the same Parquet files, on those
+small commits and on a bulk table of bigger files.
 Writes benchmarks/results/effect.{json,png}; prints a summary table."""
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ COMMITS_PER_DAY = 24
 ROWS_PER_COMMIT = 1000
 LATE_ROWS_PER_COMMIT = 100
 GOALS = {"speedup_min": 3.0, "fewer_files_min_pct": 95.0, "throughput_over_proxy_min": 0.5}
+BULK = "effect_bulk"
+# The bulk phase: files x rows per file, in 2 day partitions. Each file is a few MB, so the
+# compaction's fixed costs (planning, one job and one commit per file group) stop dominating.
+BULK_SHAPE = {"files": 24, "rows_per_file": 300_000}
+BULK_SHAPE_QUICK = {"files": 4, "rows_per_file": 20_000}
 
 
 def create(spark: SparkSession) -> None:
@@ -112,6 +118,39 @@ def pyarrow_proxy(files: dict[str, tuple[int, str]], out: Path) -> dict[str, flo
     return {"seconds": elapsed, "bytes": float(sum(size for size, _day in files.values()))}
 
 
+def bulk_throughput(spark: SparkSession, project: Path, work: Path, files: int, rows_per_file: int) -> dict[str, Any]:
+    """Compaction throughput on bigger files: `files` appends of `rows_per_file` rows (one file per
+    day partition each), compacted through `dbt run-operation maintain`, and the pyarrow proxy on
+    the same files. Separates Spark's per-byte rate from the fixed cost that dominates the small
+    commits above."""
+    name = field.table(BULK)
+    spark.sql(f"drop table if exists {name} purge")
+    spark.sql(f"create table {name} (id bigint, user_id bigint, day date, amount double) "
+              "using iceberg partitioned by (day)")
+    for i in range(files):
+        first = i * rows_per_file
+        spark.sql(f"insert into {name} select /*+ REPARTITION(1) */ id, id % 997, date_add(date'2026-01-01', {i % 2}), "
+                  f"(id % 1000) / 10.0 from range({first}, {first + rows_per_file})")
+    before = data_files(spark, BULK)
+    args = {"relation": f"{field.SCHEMA}.{BULK}", "operations": ["rewrite_data_files"], "force": True,
+            "policy": {"compaction": {"min_input_files": 2}}}
+    run = field.run_dbt(project, ["run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(args)])
+    result = {r.operation: r for r in parse_result_lines(run.messages)}.get("rewrite_data_files")
+    if not run.success or result is None or result.status != "success":
+        raise RuntimeError(f"bulk compaction failed: {run.error} {result}")
+    after = data_files(spark, BULK)
+    proxy = pyarrow_proxy({path: before[path] for path in before.keys() - after.keys()}, work / "proxy")
+    spark_bytes = int(result.metrics.get("rewritten_bytes_count", 0))
+    spark_s = (result.duration_ms or 0) / 1000
+    spark_bps = spark_bytes / spark_s if spark_s else None
+    proxy_bps = proxy["bytes"] / proxy["seconds"] if proxy["seconds"] else None
+    spark.sql(f"drop table if exists {name} purge")
+    return {"files": files, "rows_per_file": rows_per_file, "files_before": len(before), "files_after": len(after),
+            "spark_bytes": spark_bytes, "spark_compaction_s": round(spark_s, 3), "spark_bytes_per_s": spark_bps,
+            "proxy_bytes": proxy["bytes"], "proxy_s": round(proxy["seconds"], 3), "proxy_bytes_per_s": proxy_bps,
+            "spark_over_proxy": round(spark_bps / proxy_bps, 3) if spark_bps and proxy_bps else None}
+
+
 def timed_queries(spark: SparkSession, last_day: int, reps: int) -> dict[str, Any]:
     """Both copies, alternating which goes first; the answers must be equal."""
     samples: dict[str, list[float]] = {MAINTAINED: [], UNMAINTAINED: []}
@@ -170,16 +209,20 @@ def run(lake: field.Lake, work: Path, commits: int, maintain_every: int, reps: i
                           f"query speedup {checkpoint['speedup']} ({time.perf_counter() - started:.0f} s)", flush=True)
             snapshots = {name: int(spark.sql(f"select count(*) from {field.table(name)}.snapshots").collect()[0][0])
                          for name in (MAINTAINED, UNMAINTAINED)}
+            bulk = bulk_throughput(spark, project, work, **(BULK_SHAPE_QUICK if quick else BULK_SHAPE))
+            print(f"  effect: bulk compaction {bulk['spark_bytes']} bytes, {bulk['spark_over_proxy']}x the proxy "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
         finally:
             spark.stop()
     return summarize(commits, maintain_every, reps, quick, lake.master, files_over_commits, maintenance, checkpoints,
-                     proxies, commit_s, snapshots, load, time.perf_counter() - started)
+                     proxies, commit_s, snapshots, bulk, load, time.perf_counter() - started)
 
 
 def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master: str,
               files_over_commits: list[dict[str, int]], maintenance: list[dict[str, Any]],
               checkpoints: list[dict[str, Any]], proxies: list[dict[str, float]], commit_s: list[float],
-              snapshots: dict[str, int], load: field.LoadSampler, duration_s: float) -> dict[str, Any]:
+              snapshots: dict[str, int], bulk: dict[str, Any], load: field.LoadSampler,
+              duration_s: float) -> dict[str, Any]:
     final_files = files_over_commits[-1]
     fewer_pct = round(100 * (1 - final_files["maintained"] / final_files["unmaintained"]), 1)
     spark_bytes = sum(m["compaction_bytes"] for m in maintenance)
@@ -201,7 +244,7 @@ def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master:
         "latency": {"final": final, "checkpoints": checkpoints},
         "throughput": {"spark_bytes": spark_bytes, "spark_compaction_s": round(spark_s, 3),
                        "spark_bytes_per_s": spark_bps, "proxy_bytes": proxy_bytes, "proxy_s": round(proxy_s, 3),
-                       "proxy_bytes_per_s": proxy_bps, "spark_over_proxy": throughput_ratio},
+                       "proxy_bytes_per_s": proxy_bps, "spark_over_proxy": throughput_ratio, "bulk": bulk},
         "maintenance": maintenance,
         "goals": {**GOALS, "speedup_met": (final["speedup"] or 0) >= GOALS["speedup_min"],
                   "fewer_files_met": fewer_pct >= GOALS["fewer_files_min_pct"],
@@ -246,6 +289,10 @@ def print_summary(figures: dict[str, Any]) -> None:
     spark_bps, proxy_bps = tp["spark_bytes_per_s"] or 0, tp["proxy_bytes_per_s"] or 0
     print(f"  compaction bytes/s     spark {spark_bps:>12,.0f}  pyarrow proxy {proxy_bps:>12,.0f}  "
           f"(ratio {tp['spark_over_proxy']})")
+    bulk = tp["bulk"]
+    print(f"  bulk compaction        {bulk['files']} files of {bulk['rows_per_file']:,} rows: spark "
+          f"{bulk['spark_bytes_per_s'] or 0:>12,.0f}  pyarrow proxy {bulk['proxy_bytes_per_s'] or 0:>12,.0f}  "
+          f"(ratio {bulk['spark_over_proxy']})")
     print(f"  goals: {figures['goals']}")
 
 

@@ -81,7 +81,13 @@ def macro_call(project: Path, procedure: str) -> dict[str, Any]:
     if not run.success or len(results) != 1 or results[0].status != "success":
         raise RuntimeError(f"iceberg_maintenance {procedure} did not succeed: {run.error} {results}")
     return {"end_to_end_s": run.wall_s, "sql_span_s": run.sql_span_s, "call_s": run.statement_s("call"),
-            "statements": len(run.statements), "sql": results[0].sql, "metrics": dict(results[0].metrics)}
+            "statements": len(run.statements), "sent": [statement_head(sql) for sql, _start, _end in run.statements],
+            "sql": results[0].sql, "metrics": dict(results[0].metrics)}
+
+
+def statement_head(sql: str) -> str:
+    """A statement's first words, without dbt's query comment: what the macro asked Spark for."""
+    return " ".join(field.LEADING_COMMENTS.sub("", sql).split()[:6])
 
 
 def _masked(sql: str) -> str:
@@ -149,6 +155,7 @@ def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], rep
             "median_s": {"raw": raw, **{f"macro_{k}": v for k, v in medians.items()}},
             "ratios": ratios,
             "macro_statements": field.median([p["macro"]["statements"] for p in pairs]),
+            "macro_sent": pairs[0]["macro"]["sent"] if pairs else [],
             "identical_states": sum(p["same_state"] for p in pairs),
             "identical_outputs": sum(p["same_output"] for p in pairs),
             "identical_sql": sum(p["same_sql"] for p in pairs),

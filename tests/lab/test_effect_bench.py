@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.field import SCHEMA
 from dbt_iceberg_maint.conflicts.kinds import RETRYABLE_KINDS
 from lab.cluster import JdbcCatalog, SparkCluster
 
@@ -54,6 +55,10 @@ def test_overhead_quick_compares_each_procedure_on_identical_states(
         # The CALL is one of the statements the macro sent, inside its invocation.
         assert medians["macro_call_s"] <= medians["macro_sql_span_s"] <= medians["macro_end_to_end_s"], (name, medians)
         assert all(isinstance(r, float) for r in p["ratios"].values()), p["ratios"]
+        # Existence by two SHOW statements: run-operation lists and describes no schema.
+        assert p["macro_sent"][:2] == [f"show namespaces like '{SCHEMA}'",
+                                       f"show tables in {SCHEMA} like 'overhead_target'"], p["macro_sent"]
+        assert p["macro_sent"][-1].startswith("CALL system."), p["macro_sent"]
     state = procedures["remove_orphan_files"]["samples"][0]
     assert state["macro"]["metrics"]["orphan_file_count"] == figures["state"]["orphans"]
     assert state["macro_state"]["total-delete-files"] > 0  # rewrite_position_delete_files has work
@@ -80,6 +85,9 @@ def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
     throughput = figures["throughput"]
     assert throughput["spark_bytes"] == throughput["proxy_bytes"] > 0
     assert throughput["spark_bytes_per_s"] > 0 and throughput["proxy_bytes_per_s"] > 0
+    bulk = throughput["bulk"]  # the bigger files' compaction: every input file rewritten, one per day left
+    assert bulk["spark_bytes"] == bulk["proxy_bytes"] > 0
+    assert (bulk["files_before"], bulk["files_after"]) == (bulk["files"], 2)
     assert figures["snapshots"]["effect_maintained"] < figures["snapshots"]["effect_unmaintained"]
 
 
