@@ -47,7 +47,10 @@
     {{ return(steps) }}
   {%- endif -%}
 
-  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
+  {#- Only gc.enabled is read here, and only expire_snapshots and remove_orphan_files depend on it:
+      a compaction plan sends no SHOW TBLPROPERTIES. -#}
+  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table)
+        if 'expire_snapshots' in requested or 'remove_orphan_files' in requested else {} -%}
   {%- set as_of_text = instant.value.strftime('%Y-%m-%d %H:%M:%S.%f') if instant.value is not none else none -%}
   {%- set reference = instant.value if instant.value is not none else dbt_iceberg_maint._iceberg_maint_now() -%}
   {%- set health = none -%}

@@ -226,7 +226,8 @@ def test_a_missing_table_in_the_current_catalog_is_skipped(built: DbtProject, re
 
 def test_run_operation_checks_one_table_without_listing_its_schema(built: DbtProject) -> None:
     """Outside a node dbt's relation cache is empty: adapter.get_relation would list the schema
-    and, on Iceberg's v2 catalogs, describe every table in it. Two SHOW statements instead."""
+    and, on Iceberg's v2 catalogs, describe every table in it. Two SHOW statements instead, and
+    a compaction plan reads no table properties."""
     invocation, results = maintenance(built, select="event_log", operations=["rewrite_data_files"], force=True,
                                       dry_run=True)
     assert [(r.operation, r.status) for r in results] == [("rewrite_data_files", "dry_run")]
@@ -234,6 +235,7 @@ def test_run_operation_checks_one_table_without_listing_its_schema(built: DbtPro
     assert not [s for s in sent if "show table extended" in s or "describe table extended" in s], sent
     assert sum(f"show namespaces like '{built.schema}'" in s for s in sent) == 1, sent
     assert sum(f"show tables in {built.schema} like 'event_log'" in s for s in sent) == 1, sent
+    assert not [s for s in sent if "show tblproperties" in s], sent  # gc.enabled matters to expire/orphans only
 
 
 def test_maintain_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None:
