@@ -98,9 +98,10 @@ SUMMARIES: dict[ConflictKind, str] = {
         "`undecided`, not re-run without evidence)"
     ),
     ConflictKind.CONCURRENT_MODIFICATION: (
-        "the table changed while this copy-on-write statement was planned (shared Spark session); "
-        "nothing was committed; re-run is safe for idempotent models; run maintenance in its "
-        "own session"
+        "the table changed between planning this copy-on-write statement and its runtime filter: a "
+        "commit from the same Spark session, or from any application when the catalog does not cache "
+        "tables (a Thrift Server's `cache-enabled=false`); nothing was committed; re-run is safe for "
+        "idempotent models"
     ),
     ConflictKind.COMMIT_FAILED: (
         "the catalog rejected the commit after Iceberg's own retries (concurrent commits); "
