@@ -126,6 +126,15 @@ def runner_outcome(exit_code: int, report: Mapping[str, Any] | None, output: str
                                                                                           "not_iceberg_conflict"))
 
 
+def maintenance_kind(result: Mapping[str, Any]) -> str | None:
+    """A failed maintenance result's conflict kind: the one `dbt-iceberg-maint maintain` recorded
+    from Spark's error (its `reason` is the package's own sentence, not Iceberg's message)."""
+    if result.get("status") != "failed":
+        return None
+    metrics = result.get("metrics") or {}
+    return metrics.get("kind") or classify(metrics.get("error") or result.get("reason") or "").kind
+
+
 def ledger_mismatches(committed: Iterable[int], rows_per_batch: Mapping[int, int], expected_rows: int) -> list[int]:
     """Committed batches not present exactly once (each batch is `expected_rows` distinct events)."""
     return sorted(b for b in set(committed) if rows_per_batch.get(b, 0) != expected_rows)
@@ -399,8 +408,7 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int) -> dict[
     compaction = results[0] if results else {}
     record["maintenance"] = {"exit_code": maintained.exit_code, "seconds": round(maintained.seconds, 2),
                              "status": compaction.get("status"), "reason": compaction.get("reason"),
-                             "kind": classify(compaction.get("reason") or "").kind
-                             if compaction.get("status") == "failed" else None,
+                             "kind": maintenance_kind(compaction),
                              "rewritten_files": (compaction.get("metrics") or {}).get("rewritten_data_files_count")}
     after = table_files(lab, variant)
     covered = coverage(before, {f.path for f in after}, boundary, SMALL_FILE_BYTES)

@@ -13,6 +13,7 @@ from benchmarks.concurrency import (
     coverage,
     day_of_batch,
     ledger_mismatches,
+    maintenance_kind,
     overlapped,
     plain_dbt_outcome,
     runner_outcome,
@@ -109,3 +110,12 @@ def test_coverage_separates_a_partitions_lone_file_from_compactable_ones() -> No
     covered = coverage(before, live, date(2024, 1, 4), SMALL_FILE_BYTES)
     assert (covered.at_start, covered.compacted) == (5, 3)  # a1, a2, a3, b1, c2; a1, a2, c2 gone
     assert (covered.alone, covered.compactable, covered.compacted_compactable) == (2, 3, 2)
+
+
+def test_maintenance_kind_is_the_one_maintain_recorded_from_sparks_error() -> None:
+    failed = {"status": "failed", "reason": "stopped the run-operation at run time (missing_files_to_delete): ...",
+              "metrics": {"kind": "missing_files_to_delete", "error": MISSING_FILES}}
+    assert maintenance_kind(failed) == "missing_files_to_delete"
+    assert maintenance_kind({"status": "failed", "reason": "x", "metrics": {"error": MISSING_FILES}}) == \
+        "missing_files_to_delete"
+    assert maintenance_kind({"status": "success", "reason": "a partition has 7 small files"}) is None
