@@ -85,7 +85,7 @@ def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
     throughput = figures["throughput"]
     assert throughput["spark_bytes"] == throughput["proxy_bytes"] > 0
     assert throughput["spark_bytes_per_s"] > 0 and throughput["proxy_bytes_per_s"] > 0
-    bulk = throughput["bulk"]  # the bigger files' compaction: every input file rewritten, one per day left
+    [bulk] = throughput["bulk"]  # the bigger files' compaction: every input file rewritten, one per day left
     assert bulk["spark_bytes"] == bulk["proxy_bytes"] > 0
     assert (bulk["files_before"], bulk["files_after"]) == (bulk["files"], 2)
     assert figures["snapshots"]["effect_maintained"] < figures["snapshots"]["effect_unmaintained"]
