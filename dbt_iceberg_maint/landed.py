@@ -3,10 +3,16 @@
 dbt reports a node as failed whether its write statement failed or a later statement (a
 post-hook) failed after the write had committed, and Iceberg's `CommitStateUnknownException`
 leaves even Iceberg unsure. The snapshot log knows: every Spark write commits a snapshot whose
-summary names the application (`spark.app.id`), and its commit time falls inside the statement
-that made it. The runner records the table's current snapshot before an attempt
-(`TableLog` from the `table_snapshots` macro) and, after a failure, reads the snapshots committed
-since; `verify_landed` decides:
+summary names the application (`spark.app.id`). The runner reads the table's whole log before an
+attempt (`TableLog` from the `table_snapshots` macro: every snapshot with its parent, and the
+current one from the `main` ref) and again after a failure; `verify_landed` decides.
+
+"Since the attempt began" is decided by **lineage, never by clocks**: the snapshots on the
+current snapshot's parent chain down to the one recorded before the attempt, plus every snapshot
+id that was not in the log before. Commit times come from whichever JVM committed (a maintenance
+job's, another writer's) and Iceberg accepts a snapshot timestamped up to a minute before the
+table's last update, so a writer whose clock runs behind commits "before" the snapshot it
+follows: a time filter would drop its append and call it not landed.
 
 - **not landed** (`False`): no data-changing snapshot of this application since the recorded
   one. A write of this node would carry this application's id, so a re-run cannot duplicate.
@@ -20,9 +26,9 @@ since; `verify_landed` decides:
   client, another session of the same process) or while a statement that raised a conflict was
   running, or the recorded snapshot is gone (expired, table dropped). The runner then refuses.
 
-Clocks: snapshot times are the Spark driver's, statement times the runner's; they only move a
-snapshot between "landed" and "undecidable", never to "not landed" (which only needs the
-application id), so clock skew can never cause a duplicating re-run.
+Clocks only attribute a snapshot that lineage already put in "since" to one of the node's
+statements (landed) or to none (undecidable); neither outcome re-runs a write, so clock skew can
+never cause a duplicating re-run.
 """
 
 from __future__ import annotations
@@ -49,11 +55,12 @@ class Snapshot:
     """One row of an Iceberg table's `snapshots` metadata table (what the decision needs)."""
 
     snapshot_id: int
-    committed_at_ms: int
+    committed_at_ms: int  # the committing JVM's clock: orders snapshots for display, never selects them
     operation: str
     app_id: str | None = None  # summary `spark.app.id` (or `app-id`)
     added_records: int | None = None
     deleted_records: int | None = None
+    parent_id: int | None = None
 
     @property
     def changes_data(self) -> bool:
@@ -66,24 +73,37 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class TableLog:
-    """A table's snapshots as read by one `table_snapshots` call.
-
-    `snapshots`: without `after`, the current snapshot only; with `after`, that snapshot and every
-    snapshot committed at or after it (so `has(after)` tells whether it is still there).
-    """
+    """A table's snapshot log as read by one `table_snapshots` call: every snapshot the table's
+    metadata holds, and `current_id`, the snapshot the `main` ref points at (None: no snapshot)."""
 
     table: str
     exists: bool
     snapshots: tuple[Snapshot, ...] = ()
+    current_id: int | None = None
 
     @property
     def current(self) -> Snapshot | None:
-        if not self.snapshots:
-            return None
-        return max(self.snapshots, key=lambda s: (s.committed_at_ms, s.snapshot_id))
+        return None if self.current_id is None else self.find(self.current_id)
+
+    @property
+    def snapshot_ids(self) -> frozenset[int]:
+        return frozenset(s.snapshot_id for s in self.snapshots)
 
     def find(self, snapshot_id: int) -> Snapshot | None:
         return next((s for s in self.snapshots if s.snapshot_id == snapshot_id), None)
+
+    def since(self, before: TableLog) -> list[Snapshot]:
+        """The snapshots committed after `before` was read, by lineage: the current snapshot's
+        parent chain down to `before`'s current one, plus every snapshot `before` did not hold."""
+        known = before.snapshot_ids
+        by_id = {s.snapshot_id: s for s in self.snapshots}
+        chain: set[int] = set()
+        stop = before.current_id
+        cursor = self.current_id
+        while cursor is not None and cursor != stop and cursor not in chain and cursor in by_id:
+            chain.add(cursor)
+            cursor = by_id[cursor].parent_id
+        return [s for s in self.snapshots if s.snapshot_id in chain or s.snapshot_id not in known]
 
 
 @dataclass(frozen=True)
@@ -138,6 +158,7 @@ def snapshot_from_row(row: Mapping[str, Any]) -> Snapshot:
             app_id=row.get("app_id") or None,
             added_records=_int_or_none(row.get("added_records")),
             deleted_records=_int_or_none(row.get("deleted_records")),
+            parent_id=_int_or_none(row.get("parent_id")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotLogError(
@@ -160,7 +181,8 @@ def parse_snapshot_lines(messages: Sequence[str]) -> tuple[str | None, dict[str,
         for entry in document.get("tables") or ():
             table = str(entry["table"])
             tables[table] = TableLog(
-                table, bool(entry.get("exists")), tuple(snapshot_from_row(r) for r in entry.get("snapshots") or ())
+                table, bool(entry.get("exists")), tuple(snapshot_from_row(r) for r in entry.get("snapshots") or ()),
+                _int_or_none(entry.get("current_snapshot_id")),
             )
     return app_id, tables
 
@@ -184,8 +206,8 @@ def verify_landed(
 ) -> LandedVerdict:
     """Decide whether the failed node's write to `after.table` landed (see the module doc).
 
-    `before`: the log recorded before the attempt (current snapshot only); `after`: read after
-    the failure, from the recorded snapshot on. `kind`: the failure's classification kind.
+    `before`: the log read before the attempt; `after`: read after the failure (both whole logs;
+    which snapshots are new is decided by lineage, `TableLog.since`). `kind`: the failure's classification kind.
     `app_id`: the Spark application dbt's connection writes with. `statements`: the node's SQL
     statements in this attempt, in order; the last one without an end is the one that raised.
     """
@@ -201,16 +223,10 @@ def verify_landed(
         if before.exists:
             return verdict(None, f"{table} existed before the attempt and is gone now")
         return verdict(False, f"{table} did not exist before the attempt and still does not: nothing landed")
-    if recorded is not None:
-        if after.find(recorded.snapshot_id) is None:
-            return verdict(None, f"snapshot {recorded.snapshot_id}, current before the attempt, is no longer in "
-                                 f"{table}'s log (expired or table replaced)")
-        since = [s for s in after.snapshots if s.snapshot_id != recorded.snapshot_id
-                 and s.committed_at_ms >= recorded.committed_at_ms]
-    elif before.exists:
-        since = list(after.snapshots)  # an existing table without snapshots (created empty)
-    else:
-        since = list(after.snapshots)  # the table was created during the attempt
+    if recorded is not None and after.find(recorded.snapshot_id) is None:
+        return verdict(None, f"snapshot {recorded.snapshot_id}, current before the attempt, is no longer in "
+                             f"{table}'s log (expired or table replaced)")
+    since = after.since(before)
     since.sort(key=lambda s: (s.committed_at_ms, s.snapshot_id))
     writes = [s for s in since if s.changes_data]
     ignored = [s for s in since if not s.changes_data]

@@ -16,8 +16,6 @@ from typing import Any, Protocol
 from dbt_iceberg_maint.invoke import Invoker
 from dbt_iceberg_maint.landed import SnapshotLogError, TableLog, parse_snapshot_lines
 
-# `after` value of `read` for a table that had no snapshot before: every snapshot it has now.
-EVERY_SNAPSHOT = -1
 # dbt flags that change what the project is (selection aside): kept for `ls` and `run-operation`.
 CONTEXT_FLAGS = frozenset({"--vars", "--target", "-t", "--profile", "--state", "--defer", "--no-defer",
                            "--favor-state", "--no-favor-state", "--defer-state"})
@@ -39,8 +37,8 @@ class SnapshotReader(Protocol):
     def selected_nodes(self, dbt_args: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         """Manifest nodes (unique_id -> node with schema, alias, config) that `dbt_args` select."""
 
-    def read(self, tables: Sequence[str], after: Mapping[str, int]) -> SnapshotRead:
-        """The snapshot logs of `tables` (`after`: read from that snapshot id on)."""
+    def read(self, tables: Sequence[str]) -> SnapshotRead:
+        """The whole snapshot logs of `tables`."""
 
 
 def keep_flags(dbt_args: Sequence[str], flags: frozenset[str]) -> list[str]:
@@ -91,10 +89,10 @@ class DbtSnapshotReader:
                 nodes[str(node["unique_id"])] = node
         return nodes
 
-    def read(self, tables: Sequence[str], after: Mapping[str, int]) -> SnapshotRead:
+    def read(self, tables: Sequence[str]) -> SnapshotRead:
         if not tables:
             return SnapshotRead(None)
-        args = json.dumps({"tables": list(tables), "after": dict(after)})
+        args = json.dumps({"tables": list(tables)})
         invocation = self.invoke(["run-operation", "dbt_iceberg_maint.table_snapshots", "--args", args,
                                   *self.context, "--quiet"])
         try:

@@ -24,7 +24,6 @@ from dbt_iceberg_maint.runner.plan import COMMANDS, NodeOutcome, plan_reruns, re
 from dbt_iceberg_maint.runner.report import HookRerun, ReportBuilder, RunReport
 from dbt_iceberg_maint.snapshot_reader import (
     CONTEXT_FLAGS,
-    EVERY_SNAPSHOT,
     DbtSnapshotReader,
     SnapshotReader,
     keep_flags,
@@ -128,11 +127,11 @@ def run_dbt_with_retries(
 
 
 class _SnapshotWatch:
-    """One attempt's landed verification: the tables' current snapshots before, the verdicts after.
+    """One attempt's landed verification: the tables' snapshot logs before, the verdicts after.
 
-    `known`: logs read after the previous attempt; a table found there is not read again (its
-    newest snapshot then is as good a starting point: whatever this application committed since
-    falls outside the node's statements and makes the verdict undecidable, never "not landed").
+    `known`: logs read after the previous attempt; a table found there is not read again (that log
+    is as good a starting point: whatever this application committed since falls outside the
+    node's statements and makes the verdict undecidable, never "not landed").
     """
 
     def __init__(self, reader: SnapshotReader, candidates: Mapping[str, Mapping[str, Any]],
@@ -141,14 +140,11 @@ class _SnapshotWatch:
         self.tables = {uid: table for uid, node in candidates.items() if (table := verified_table(node))}
         known = known or {}
         missing = sorted(set(self.tables.values()) - set(known))
-        read = reader.read(missing, {}) if missing else None
+        read = reader.read(missing) if missing else None
         self.app_id = (read.app_id if read else None) or app_id
         self.before: dict[str, TableLog] = {t: known[t] for t in set(self.tables.values()) & set(known)}
         self.before.update(read.tables if read else {})
-        self.latest: dict[str, TableLog] = {}  # newest snapshot of each table read after the attempt
-
-    def tables_failed(self, failed: Sequence[NodeResult], table: str) -> bool:
-        return any(self.tables[n.unique_id] == table for n in failed)
+        self.latest: dict[str, TableLog] = {}  # each table's log read after the attempt
 
     def verify(self, invocation: DbtInvocation) -> dict[str, LandedVerdict]:
         """Verdicts for the failed nodes; also reads the skipped nodes' tables, for the next attempt."""
@@ -159,11 +155,8 @@ class _SnapshotWatch:
         skipped = {self.tables[n.unique_id] for n in invocation.nodes
                    if n.status == "skipped" and n.unique_id in self.tables}
         tables = sorted({self.tables[n.unique_id] for n in failed} | skipped)
-        after = {t: current.snapshot_id if (current := self.before[t].current) is not None else EVERY_SNAPSHOT
-                 for t in tables if t in self.before and self.tables_failed(failed, t)}
-        read = self.reader.read(tables, after)
-        self.latest = {t: TableLog(t, log.exists, (log.current,) if log.current else ())
-                       for t, log in read.tables.items()}
+        read = self.reader.read(tables)
+        self.latest = dict(read.tables)
         verdicts: dict[str, LandedVerdict] = {}
         for node in failed:
             table = self.tables[node.unique_id]

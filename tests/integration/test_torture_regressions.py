@@ -106,10 +106,14 @@ def test_table_snapshots_sees_a_commit_the_sessions_cache_does_not(spark: SparkS
         assert stale == len(before) == 1, "the cached catalog was expected to be stale"
 
         invocation = dbt_project("run-operation", "dbt_iceberg_maint.table_snapshots", "--args",
-                                 json.dumps({"tables": [f"{schema}.cached"], "after": {f"{schema}.cached": -1}}))
+                                 json.dumps({"tables": [f"{schema}.cached"]}))
         logged = [m for m in invocation.log_messages if "ICEBERG_MAINT_SNAPSHOTS" in m]
         document = json.loads(logged[-1].split("ICEBERG_MAINT_SNAPSHOTS", 1)[1])
-        assert len(document["tables"][0]["snapshots"]) == 2, document
+        [entry] = document["tables"]
+        assert len(entry["snapshots"]) == 2, document
+        newest = spark.sql(f"select snapshot_id from behind.{schema}.cached.refs where name = 'main'").collect()[0][0]
+        assert entry["current_snapshot_id"] == newest, document
+        assert [s["parent_id"] for s in entry["snapshots"]] == [None, before[0][0]], document
 
 
 def test_the_plain_spark_writer_does_not_rerun_a_merge_that_landed(spark: SparkSession, dbt_project: DbtProject,

@@ -175,3 +175,62 @@ NO_ID = {"tables": [{"table": "s.t", "exists": True, "snapshots": [{"operation":
 def test_unreadable_snapshot_lines_raise(bad: str) -> None:
     with pytest.raises(SnapshotLogError):
         parse_snapshot_lines([bad])
+
+
+# Lineage, not clocks: a compaction committed by another application's JVM (C), then this
+# writer's append (A, parent C). Iceberg accepts A stamped up to a minute before C.
+COMPACTION_ID, WRITE_ID, OLD_ID = 501, 502, 500
+OLD = Snapshot(OLD_ID, 1_000_000, "append", APP, 10)
+COMPACTION = Snapshot(COMPACTION_ID, 2_000_000, "replace", OTHER_APP, 10, parent_id=OLD_ID)
+BEFORE_WRITE = TableLog(TABLE, True, (OLD, COMPACTION), current_id=COMPACTION_ID)
+
+
+def appended(skew_ms: int) -> tuple[TableLog, tuple[Statement, ...]]:
+    """After the attempt: A committed by a writer whose clock is `skew_ms` off the compactor's;
+    the node's statements as that writer's process timed them (the insert, then the failing hook)."""
+    at = COMPACTION.committed_at_ms + 5_000 + skew_ms
+    write = Snapshot(WRITE_ID, at, "append", APP, 35, parent_id=COMPACTION_ID)
+    statements = (Statement(at - 900, at + 50), Statement(at + 100, None))
+    return TableLog(TABLE, True, (OLD, COMPACTION, write), current_id=WRITE_ID), statements
+
+
+@pytest.mark.parametrize("skew_ms", [-30_000, -59_000, 0, 30_000])
+def test_an_append_stamped_before_the_snapshot_it_follows_still_landed(skew_ms: int) -> None:
+    after, statements = appended(skew_ms)
+    verdict = verify_landed(BEFORE_WRITE, after, kind="missing_files_to_delete", app_id=APP, statements=statements)
+    assert verdict.landed is True and verdict.failed_in == "post-hook"
+    assert verdict.snapshot_ids == (WRITE_ID,) and verdict.recorded_snapshot_id == COMPACTION_ID
+
+
+def test_snapshots_present_before_the_attempt_never_count_whatever_their_time() -> None:
+    # This application's old append is stamped after the compaction (a clock ahead): still old.
+    old_ahead = replace(OLD, committed_at_ms=COMPACTION.committed_at_ms + 60_000)
+    before = TableLog(TABLE, True, (old_ahead, COMPACTION), current_id=COMPACTION_ID)
+    other = Snapshot(503, COMPACTION.committed_at_ms - 20_000, "append", OTHER_APP, 3, parent_id=COMPACTION_ID)
+    after = TableLog(TABLE, True, (old_ahead, COMPACTION, other), current_id=503)
+    verdict = verify_landed(before, after, kind="missing_files_to_delete", app_id=APP, statements=STATEMENTS)
+    assert verdict.landed is False and verdict.snapshot_ids == (503,)
+
+
+def test_a_rolled_back_descendant_present_before_is_not_new() -> None:
+    # 504 was committed on top of the compaction and rolled back before the attempt began.
+    rolled_back = Snapshot(504, COMPACTION.committed_at_ms + 1_000, "append", APP, 4, parent_id=COMPACTION_ID)
+    before = TableLog(TABLE, True, (OLD, COMPACTION, rolled_back), current_id=COMPACTION_ID)
+    verdict = verify_landed(before, before, kind="missing_files_to_delete", app_id=APP, statements=STATEMENTS)
+    assert verdict.landed is False and verdict.snapshot_ids == ()
+
+
+def test_a_replacement_snapshot_without_parent_counts_as_new() -> None:
+    # create or replace: the new snapshot starts a new lineage (no parent) and is stamped earlier.
+    replaced = Snapshot(505, COMPACTION.committed_at_ms - 10_000, "overwrite", APP, 35)
+    after = TableLog(TABLE, True, (OLD, COMPACTION, replaced), current_id=505)
+    statements = (Statement(replaced.committed_at_ms - 500, replaced.committed_at_ms + 10),
+                  Statement(replaced.committed_at_ms + 20, None))
+    verdict = verify_landed(BEFORE_WRITE, after, kind="missing_files_to_delete", app_id=APP, statements=statements)
+    assert verdict.landed is True and verdict.snapshot_ids == (505,)
+
+
+def test_since_follows_the_parent_chain_and_new_ids_only() -> None:
+    after, _ = appended(-30_000)
+    assert [s.snapshot_id for s in after.since(BEFORE_WRITE)] == [WRITE_ID]
+    assert after.current is not None and after.current.snapshot_id == WRITE_ID  # the main ref, not the newest stamp

@@ -136,18 +136,18 @@ class ReplayedDbt:
 
 
 class ReplayedSnapshots:
-    """A `SnapshotReader` over recorded logs: `before` for reads without `after`, then `after`."""
+    """A `SnapshotReader` over recorded logs: `before` for the first read, then `after`."""
 
     def __init__(self, nodes: Mapping[str, Any], before: TableLog, after: TableLog) -> None:
         self.nodes, self.before, self.after = nodes, before, after
-        self.reads: list[tuple[list[str], dict[str, int]]] = []
+        self.reads: list[list[str]] = []
 
     def selected_nodes(self, dbt_args: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         return dict(self.nodes)
 
-    def read(self, tables: Sequence[str], after: Mapping[str, int]) -> SnapshotRead:
-        self.reads.append((list(tables), dict(after)))
-        return SnapshotRead(APP, {self.before.table: self.after if after else self.before})
+    def read(self, tables: Sequence[str]) -> SnapshotRead:
+        self.reads.append(list(tables))
+        return SnapshotRead(APP, {self.before.table: self.after if len(self.reads) > 1 else self.before})
 
 
 def iceberg(node: dict[str, Any]) -> dict[str, Any]:
@@ -161,17 +161,18 @@ RECORDED_SNAPSHOT = Snapshot(11, 500, "append", APP, 5)
 
 def test_loop_re_runs_an_append_proven_not_landed_and_reports_the_evidence() -> None:
     nodes = {LOG["unique_id"]: LOG}
-    log = TableLog("analytics.event_log", True, (RECORDED_SNAPSHOT,))
-    compacted = TableLog(log.table, True, (RECORDED_SNAPSHOT, Snapshot(12, 1_500, "replace", APP, 5)))
+    log = TableLog("analytics.event_log", True, (RECORDED_SNAPSHOT,), current_id=11)
+    compacted = TableLog(log.table, True, (RECORDED_SNAPSHOT, Snapshot(12, 1_500, "replace", APP, 5, parent_id=11)),
+                         current_id=12)
     reader = ReplayedSnapshots(nodes, log, compacted)
     conflict = ("error", MISSING_FILES.format(name="event_log"))
     dbt = ReplayedDbt([{"event_log": conflict}, {"event_log": conflict}, {"event_log": ("success", None)}], nodes)
     report = run_dbt_with_retries(["--vars", "{batch: 2}"], invoke=dbt, snapshots=reader, sleep=lambda s: None)
     assert report.success and report.attempts == 3
-    # Before attempt 1; after each failure from the snapshot recorded before it. Attempt 2 starts
-    # from the newest snapshot read after attempt 1 (12), without reading again.
+    # Before attempt 1, and after each failure. Attempt 2 starts from the log read after attempt 1
+    # (current snapshot 12), without reading again.
     table = "analytics.event_log"
-    assert reader.reads == [([table], {}), ([table], {table: 11}), ([table], {table: 12})]
+    assert reader.reads == [[table], [table], [table]]
     node = report.node("event_log").to_dict()
     assert node["write_landed"] is False
     assert node["landed_evidence"]["recorded_snapshot_id"] == 12
@@ -182,11 +183,11 @@ def test_loop_re_runs_an_append_proven_not_landed_and_reports_the_evidence() -> 
 
 def test_loop_reads_every_snapshot_of_a_table_created_during_the_failed_attempt() -> None:
     nodes = {LOG["unique_id"]: LOG}
-    created = TableLog("analytics.event_log", True, (Snapshot(12, 1_500, "append", APP, 5),))
+    created = TableLog("analytics.event_log", True, (Snapshot(12, 1_500, "append", APP, 5),), current_id=12)
     reader = ReplayedSnapshots(nodes, TableLog("analytics.event_log", False), created)
     dbt = ReplayedDbt([{"event_log": ("error", MISSING_FILES.format(name="event_log"))}], nodes)
     report = run_dbt_with_retries([], invoke=dbt, snapshots=reader, sleep=lambda s: None)
-    assert reader.reads[1] == (["analytics.event_log"], {"analytics.event_log": -1})
+    assert reader.reads[1] == ["analytics.event_log"]
     node = report.node("event_log").to_dict()
     assert node["write_landed"] is True and node["landed_evidence"]["snapshot_ids"] == [12]
     assert report.attempts == 1 and "write landed; post-hook failed" in (node["not_rerun_reason"] or "")
@@ -195,8 +196,9 @@ def test_loop_reads_every_snapshot_of_a_table_created_during_the_failed_attempt(
 @pytest.mark.parametrize("hook_success", [True, False])
 def test_loop_re_runs_a_failed_maintain_hook_alone_after_a_landed_append(hook_success: bool) -> None:
     nodes = {HOOKED["unique_id"]: HOOKED}
-    log = TableLog("analytics.maintained_log", True, (RECORDED_SNAPSHOT,))
-    appended = TableLog(log.table, True, (RECORDED_SNAPSHOT, Snapshot(12, 1_500, "append", APP, 5)))
+    log = TableLog("analytics.maintained_log", True, (RECORDED_SNAPSHOT,), current_id=11)
+    appended = TableLog(log.table, True, (RECORDED_SNAPSHOT, Snapshot(12, 1_500, "append", APP, 5, parent_id=11)),
+                        current_id=12)
     dbt = ReplayedDbt([{"maintained_log": ("error", MISSING_FILES.format(name="maintained_log"))}], nodes,
                       hook_success)
     report = run_dbt_with_retries(["--vars", "{batch: 2}", "--threads", "2"], invoke=dbt,
