@@ -15,7 +15,6 @@ from dbt_iceberg_maint.invoke import (
     FAILED_STATUSES,
     DbtInvocation,
     Invoker,
-    NodeResult,
     default_profiles_dir,
     invoke_dbt,
 )
