@@ -22,6 +22,7 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FRAGMENT_MARKERS = (";", "--", "/*", "*/")
 ORPHAN_FLOOR_HOURS = 24
 _QUOTES = ("'", '"', "`")
+_WORD = re.compile(r"[A-Za-z0-9_]")
 # A string literal as the package renders it: only \\ and \' escapes.
 _PACKAGE_LITERAL = re.compile(r"'(?:[^'\\]|\\[\\'])*'")
 _CUTOFF_LITERAL = re.compile(r"TIMESTAMP '(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?)Z'")
@@ -44,24 +45,27 @@ class Scan:
 
 def scan_expression(text: str) -> Scan:
     """Walk `text` as Spark's lexer does: '...' and "..." literals (backslash escapes, a doubled
-    quote stays inside), `...` identifiers (a doubled backtick stays inside), parenthesis depth."""
+    quote stays inside; r'...' raw literals without escapes), `...` identifiers (a doubled
+    backtick stays inside), parenthesis depth."""
     quote: str | None = None
     depth = opened_at = start = 0
-    skip = False
+    skip = raw = False
     parts: list[str] = []
     for i, char in enumerate(text):
         if skip:
             skip = False
         elif quote is not None:
-            if char == "\\" and quote != "`":
+            if char == "\\" and quote != "`" and not raw:
                 skip = True
             elif char == quote:
-                if text[i + 1:i + 2] == char:
-                    skip = True
+                if text[i + 1:i + 2] == char:  # '' = the literal ends, a new (not raw) one starts
+                    skip, raw = True, False
                 else:
                     quote = None
         elif char in _QUOTES:
             quote, opened_at = char, i
+            # r'...' / R"...": Spark's raw literal, where a backslash escapes nothing.
+            raw = char != "`" and text[i - 1:i] in ("r", "R") and not _WORD.fullmatch(text[i - 2:i - 1] or " ")
         elif char == "(":
             depth += 1
         elif char == ")":

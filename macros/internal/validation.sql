@@ -80,26 +80,32 @@
 
 
 {#- Walk a SQL text as Spark's lexer does: '...' and "..." literals (backslash escapes, a doubled
-    quote stays inside), `...` identifiers (a doubled backtick stays inside), parenthesis depth.
+    quote stays inside; r'...' raw literals without escapes), `...` identifiers (a doubled
+    backtick stays inside), parenthesis depth.
     {'problem': why it is not balanced, or none; 'parts': the text split at commas outside any
     literal and parenthesis}. The one scanner of the package: the where guard and the replayed
     CALL's arguments both read text with it. -#}
 {% macro _iceberg_maint_scan_expression(text) %}
-  {%- set state = namespace(quote=none, depth=0, skip=false, problem=none, start=0, opened_at=0) -%}
+  {%- set state = namespace(quote=none, raw=false, depth=0, skip=false, problem=none, start=0, opened_at=0) -%}
   {%- set parts = [] -%}
   {%- for char in text if state.problem is none -%}
     {%- set i = loop.index0 -%}
     {%- if state.skip -%}
       {%- set state.skip = false -%}
     {%- elif state.quote is not none -%}
-      {%- if char == '\\' and state.quote != '`' -%}
+      {%- if char == '\\' and state.quote != '`' and not state.raw -%}
         {%- set state.skip = true -%}
       {%- elif char == state.quote -%}
-        {%- if text[i + 1:i + 2] == char -%}{%- set state.skip = true -%}{%- else -%}{%- set state.quote = none -%}{%- endif -%}
+        {#- '' ends the literal and starts a new one, not raw. -#}
+        {%- if text[i + 1:i + 2] == char -%}{%- set state.skip = true -%}{%- set state.raw = false -%}
+        {%- else -%}{%- set state.quote = none -%}{%- endif -%}
       {%- endif -%}
     {%- elif char in ["'", '"', '`'] -%}
       {%- set state.quote = char -%}
       {%- set state.opened_at = i -%}
+      {#- r'...' / R"...": Spark's raw literal, where a backslash escapes nothing. -#}
+      {%- set state.raw = char != '`' and text[i - 1:i] in ['r', 'R'] and i > 0
+            and not modules.re.fullmatch('[A-Za-z0-9_]', text[i - 2:i - 1] if i > 1 else ' ') -%}
     {%- elif char == '(' -%}
       {%- set state.depth = state.depth + 1 -%}
     {%- elif char == ')' -%}

@@ -17,6 +17,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from dbt_iceberg_maint import guards
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import PlanStep, replay
@@ -35,6 +36,10 @@ BYPASSES = [
     "x = 'open",
     "x = 'a\\') or (true",  # a backslash-escaped quote does not close the literal
     'x = "a\\") or (true',
+    # A raw literal ends at its first quote (no backslash escape): on Spark 3.5 this selects every
+    # row of `(<it>) and (false)`.
+    "x = r'\\' or true) or (true or x = 'z\\''",
+    'x = R"\\" or true) or (true or x = "z\\""',
     "x = 1, y = 2",
     "x = 1; drop table t",
     "x = 1 -- the rest",
@@ -47,6 +52,7 @@ ACCEPTED = [
     "note = 'it\\'s (really)'",
     'name = "a\\"b)"',
     "`odd)col` = 1",
+    "x = r'a\\' and y = '(\\''",
     "`col) or (true` = 1",  # an identifier, however odd: the cold scope stays a top-level conjunct
     "coalesce(a, b) > 0",
     "(a = 1 or b = 2)",
@@ -218,12 +224,15 @@ def rendered(target: Path) -> dict[str, dict[str, Any]]:
 def test_macro_where_guard_refuses_each_bypass(rendered: dict[str, dict[str, Any]], index: int, where: str) -> None:
     [message] = rendered[f"where_bypass_{index}"]["errors"]
     assert message.startswith(f"rewrite_data_files: argument `where` is {json.dumps(where)}; it must")
+    # The Python paths' guard says exactly the same.
+    assert guards.where_errors("rewrite_data_files", "where", where) == [message]
 
 
 @pytest.mark.parametrize(("index", "where"), enumerate(ACCEPTED))
 def test_macro_cold_scope_is_a_top_level_conjunct(rendered: dict[str, dict[str, Any]], index: int,
                                                   where: str) -> None:
     assert rendered[f"where_accepted_{index}"]["errors"] == []
+    assert guards.where_errors("rewrite_data_files", "where", where) == []
     statement = rendered[f"cold_{index}"]["sql"]
     assert_cold_is_a_top_level_conjunct(where_literal(statement), COLD)
     # The Python planner renders the same CALL text.
