@@ -21,13 +21,14 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from rich.table import Table
 
-from dbt_iceberg_maint import protocol
+from dbt_iceberg_maint import guards, protocol
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
@@ -142,7 +143,18 @@ def planning_failed(table: str, operations: Sequence[str], error_text: str) -> t
 
 
 def replay(pending: Sequence[PlanStep]) -> list[str]:
-    """The run-operation that executes the logged plan's remaining steps as recorded."""
+    """The run-operation that executes the logged plan's remaining steps as recorded, once each
+    planned step's arguments pass the guards of its procedure (execute_maintenance_steps checks
+    them again, and an orphan step's location against the table's)."""
+    now = datetime.now(timezone.utc)
+    for step in pending:
+        if step.status != "planned" or step.sql is None:
+            continue
+        head = step.sql.split("(", 1)[0] + "("
+        values, errors = guards.call_arguments(step.sql, head)
+        errors += guards.replayed_step_errors(step.operation, values, now)
+        if errors:
+            raise UsageError(f"refusing to replay {step.table} {step.operation}: {'; '.join(errors)}")
     return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
             json.dumps({"steps": [step.to_dict() for step in pending]})]
 

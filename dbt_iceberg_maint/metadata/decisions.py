@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dbt_iceberg_maint import guards
 from dbt_iceberg_maint.errors import IcebergMaintError
 
 OPERATION_ORDER = (
@@ -134,6 +135,15 @@ def resolved_policy(raw: Any, overrides: Any = None) -> dict[str, Any]:
                     chosen = layer[key]
             resolved[key] = chosen
     return resolved
+
+
+def policy_errors(policy: Mapping[str, Any]) -> list[str]:
+    """The guards `_iceberg_maint_policy_errors` applies to what reaches SQL: each `where`, the
+    orphan window's 24 h floor (the location needs the table: planned_sql checks it)."""
+    errors = guards.where_errors("rewrite_data_files", "where", policy["compaction"]["where"])
+    errors += guards.where_errors("rewrite_position_delete_files", "where",
+                                  policy["rewrite_position_delete_files"]["where"])
+    return errors + guards.orphan_window_errors(policy["remove_orphan_files"]["older_than_hours"])
 
 
 def policy_section(operation: str) -> str:
@@ -274,14 +284,28 @@ class TableRef:
     def name(self) -> str:
         return f"{self.schema}.{self.identifier}"
 
+    def errors(self) -> list[str]:
+        """The identifier guard on every part (`_iceberg_maint_relation_parts`)."""
+        parts = [("schema", self.schema), ("identifier", self.identifier)]
+        if self.catalog is not None:
+            parts.insert(0, ("catalog", self.catalog))
+        return [e for label, value in parts for e in guards.identifier_errors(f"table `{label}`", value)]
+
     @property
     def qualified(self) -> str:
         return f"{self.catalog}.{self.name}" if self.catalog else self.name
 
 
 def planned_sql(table: TableRef, operation: str, policy: Mapping[str, Any], now: dt.datetime,
-                cold_where: str | None = None) -> tuple[str | None, str | None]:
-    """`_iceberg_maint_planned_sql`: (CALL text, None) or (None, why nothing runs)."""
+                cold_where: str | None = None, table_location: str | None = None) -> tuple[str | None, str | None]:
+    """`_iceberg_maint_planned_sql`: (CALL text, None) or (None, why nothing runs). Raises
+    PolicyError when a guard refuses what would reach the SQL (`table_location`: the table's
+    location, which a remove_orphan_files `location` must lie inside)."""
+    refused = table.errors() + policy_errors(policy)
+    if operation == "remove_orphan_files":
+        refused += guards.orphan_location_errors(table_location, policy["remove_orphan_files"]["location"])
+    if refused:
+        raise PolicyError("dbt_iceberg_maint: invalid arguments: " + "; ".join(refused))
     lit = string_literal
     args: list[tuple[str, str]] = [("table", lit(table.name))]
     if operation == "rewrite_data_files":
@@ -291,7 +315,7 @@ def planned_sql(table: TableRef, operation: str, policy: Mapping[str, Any], now:
             if cold_where is None or not cold_where.strip():
                 return None, (f"no partition has been quiet for {_num(section['cold_partitions_hours'])} h "
                               "(cold_partitions_hours), nothing cold to compact")
-            where = f"({where}) and ({cold_where})" if where else cold_where
+            where, _ = guards.cold_scoped_where(where, cold_where)  # `where` was guarded above
         # Iceberg 1.10's partial-progress group commits fail against each other on every catalog
         # (Hadoop and JDBC measured): groups are rewritten one at a time and commit one by one.
         options = compaction_options(section, bool(section["partial_progress"]))
@@ -352,16 +376,14 @@ def planned_sql(table: TableRef, operation: str, policy: Mapping[str, Any], now:
 
 # ---- cold partitions (macros/health/get_partition_range_sql.sql) ----
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-_FRAGMENT_MARKERS = (";", "--", "/*", "*/")
 
 
 def partition_range_sql(transform: str, column: str | None, column_type: str | None, value: Any) -> str | None:
     """`get_partition_range_sql`: a predicate selecting one partition value, or None."""
     if column is None or column_type is None:
         return None
-    col = column if _IDENT.fullmatch(column) else "`" + column.replace("`", "``") + "`"
+    col = column if guards.IDENTIFIER.fullmatch(column) else "`" + column.replace("`", "``") + "`"
     kind_type = column_type.lower()
     if transform not in ("identity", "years", "months", "days", "hours", "year", "month", "day", "hour"):
         return None
@@ -400,7 +422,7 @@ def partition_range_sql(transform: str, column: str | None, column_type: str | N
 
 def _identity_sql(col: str, kind_type: str, value: Any) -> str | None:
     if kind_type == "string" or kind_type.startswith(("varchar", "char")):
-        if not isinstance(value, str) or any(marker in value for marker in _FRAGMENT_MARKERS):
+        if not isinstance(value, str) or any(marker in value for marker in guards.FRAGMENT_MARKERS):
             return None
         return f"{col} = '" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if kind_type == "boolean":

@@ -165,7 +165,7 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
     requested = d.requested_operations(operations)
     errors = d.policy_shape_errors(target.raw_policy) + d.policy_shape_errors(overrides, "maintain: argument `policy`")
     policy = d.resolved_policy(target.raw_policy, overrides)
-    errors += d.cost_gate_errors(policy["cost_gate"])
+    errors += d.cost_gate_errors(policy["cost_gate"]) + target.ref.errors() + d.policy_errors(policy)
     if errors:
         return [PlannedOperation(name, op, False, "failed", "; ".join(errors), None, target.model)
                 for op in requested], set()
@@ -237,7 +237,11 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
             plan.append(row(operation, True, "failed", f"Cannot {verb}: GC is disabled (deleting files may corrupt "
                                                       "other tables); table property gc.enabled=false"))
             continue
-        sql, why_not = d.planned_sql(target.ref, operation, policy, now, cold_where)
+        try:
+            sql, why_not = d.planned_sql(target.ref, operation, policy, now, cold_where, table.location())
+        except d.PolicyError as exc:  # a guard refused it (the location outside the table)
+            plan.append(row(operation, True, "failed", str(exc)))
+            continue
         if sql is None:
             plan.append(row(operation, False, "skipped", why_not or ""))
         else:

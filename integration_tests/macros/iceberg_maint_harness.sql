@@ -40,7 +40,7 @@
     {%- elif kind == 'planned' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
       {%- do outcome.update({'sql': dbt_iceberg_maint._iceberg_maint_planned_sql(kwargs.relation, kwargs.operation,
-            policy).sql}) -%}
+            policy, cold_scope=kwargs.get('cold_scope')).sql}) -%}
     {%- elif kind == 'policy' -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy'),
             kwargs.get('overrides'))}) -%}

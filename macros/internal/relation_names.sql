@@ -4,29 +4,41 @@
     current catalog). -#}
 
 {% macro _iceberg_maint_identifier_pattern() -%}
-  {{ return('^[A-Za-z_][A-Za-z0-9_]*$') }}
+  {{ return('[A-Za-z_][A-Za-z0-9_]*') }}
 {%- endmacro %}
 
 
+{#- The identifier guard: whether `value` is, as a whole string, one plain identifier (letters,
+    digits, underscores; no quoting, no whitespace, no trailing newline). Every name the package
+    renders into SQL unquoted passes through here. -#}
+{% macro _iceberg_maint_is_identifier(value) %}
+  {{ return(value is string and modules.re.fullmatch(dbt_iceberg_maint._iceberg_maint_identifier_pattern(), value)
+      is not none) }}
+{% endmacro %}
+
+
 {#- {'catalog': str|none, 'schema': str, 'identifier': str}; raises a compiler error naming the
-    argument and the value when the relation cannot be resolved. -#}
+    argument (or the var) and the value when the relation cannot be resolved to identifiers. -#}
 {% macro _iceberg_maint_relation_parts(relation, argument='relation') %}
+  {%- set is_identifier = dbt_iceberg_maint._iceberg_maint_is_identifier -%}
   {%- set catalog_var = var('dbt_iceberg_maint_catalog', none) -%}
+  {%- if catalog_var is not none and not is_identifier(catalog_var) -%}
+    {{ exceptions.raise_compiler_error(
+        "dbt_iceberg_maint: var `dbt_iceberg_maint_catalog` is " ~ tojson(catalog_var)
+            ~ "; expected a catalog name made of letters, digits and underscores (e.g. local, glue), or none") }}
+  {%- endif -%}
   {%- if relation is none -%}
     {{ exceptions.raise_compiler_error(
         "dbt_iceberg_maint: argument `" ~ argument
             ~ "` is none; pass `this`, a ref(), a source() or a 'schema.table' string") }}
   {%- elif relation is string -%}
-    {%- set parts = relation.strip().split('.') -%}
+    {%- set parts = relation.split('.') -%}
     {%- set check = namespace(valid=parts | length <= 3) -%}
-    {%- for part in parts -%}
-      {%- if not modules.re.match(dbt_iceberg_maint._iceberg_maint_identifier_pattern(),
-            part) -%}{%- set check.valid = false -%}{%- endif -%}
-    {%- endfor -%}
+    {%- for part in parts if not is_identifier(part) -%}{%- set check.valid = false -%}{%- endfor -%}
     {%- if not check.valid -%}
       {{ exceptions.raise_compiler_error(
-          "dbt_iceberg_maint: argument `" ~ argument ~ "` is '" ~ relation
-              ~ "'; expected 'table', 'schema.table' or 'catalog.schema.table' made of letters, digits and"
+          "dbt_iceberg_maint: argument `" ~ argument ~ "` is '" ~ relation ~ "'"
+              ~ "; expected 'table', 'schema.table' or 'catalog.schema.table' made of letters, digits and"
               ~ " underscores, or a relation (this, ref(), source())") }}
     {%- endif -%}
     {%- if parts | length == 3 -%}
@@ -34,16 +46,24 @@
     {%- elif parts | length == 2 -%}
       {{ return({'catalog': catalog_var, 'schema': parts[0], 'identifier': parts[1]}) }}
     {%- else -%}
-      {{ return({'catalog': catalog_var, 'schema': target.schema, 'identifier': parts[0]}) }}
+      {%- set schema = target.schema -%}
     {%- endif -%}
+    {%- set identifier = parts[0] -%}
   {%- elif relation.identifier is defined and relation.identifier -%}
-    {{ return({'catalog': catalog_var, 'schema': relation.schema or target.schema,
-          'identifier': relation.identifier}) }}
+    {%- set schema = relation.schema or target.schema -%}
+    {%- set identifier = relation.identifier -%}
   {%- else -%}
     {{ exceptions.raise_compiler_error(
         "dbt_iceberg_maint: argument `" ~ argument ~ "` is " ~ relation
             ~ "; expected `this`, a ref(), a source() or a 'schema.table' string") }}
   {%- endif -%}
+  {#- A relation object's parts and the target schema are checked like a string's. -#}
+  {%- for name, value in [['schema', schema], ['identifier', identifier]] if not is_identifier(value) -%}
+    {{ exceptions.raise_compiler_error(
+        "dbt_iceberg_maint: argument `" ~ argument ~ "` has " ~ name ~ " " ~ tojson(value | string)
+            ~ "; expected letters, digits and underscores") }}
+  {%- endfor -%}
+  {{ return({'catalog': catalog_var, 'schema': schema, 'identifier': identifier}) }}
 {% endmacro %}
 
 

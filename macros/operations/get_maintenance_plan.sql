@@ -238,9 +238,68 @@
               ~ "(table => '" ~ dbt_iceberg_maint._iceberg_maint_table_name(table) ~ "'" -%}
         {%- if sql is not string or not sql.startswith(call) or not sql.endswith(')') or ';' in sql -%}
           {%- do errors.append(where ~ "has sql " ~ tojson(sql) ~ "; expected one statement starting " ~ call) -%}
+        {%- else -%}
+          {#- Its arguments pass the guards the procedure's own macro applies. -#}
+          {%- set arguments = dbt_iceberg_maint._iceberg_maint_call_arguments(sql, call.split('(', 1)[0] ~ '(') -%}
+          {%- for problem in arguments.errors + dbt_iceberg_maint._iceberg_maint_replayed_argument_errors(table,
+                operation, arguments['values']) -%}
+            {%- do errors.append(where ~ "has sql " ~ tojson(sql) ~ ": " ~ problem) -%}
+          {%- endfor -%}
         {%- endif -%}
       {%- endif -%}
     {%- endif -%}
   {%- endfor -%}
+  {{ return(errors) }}
+{% endmacro %}
+
+
+{#- {'values': {name: literal text}, 'errors': [...]} of `CALL <procedure>(name => literal, ...)`
+    (`head` is the text up to the opening parenthesis), read with the package's one scanner. -#}
+{% macro _iceberg_maint_call_arguments(sql, head) %}
+  {%- set inner = sql[head | length:-1] -%}
+  {%- set problems = dbt_iceberg_maint._iceberg_maint_fragment_problems(inner) -%}
+  {%- set scanned = dbt_iceberg_maint._iceberg_maint_scan_expression(inner) -%}
+  {%- if problems or scanned.problem -%}
+    {{ return({'values': {}, 'errors': ["its arguments must be balanced and hold no " ~ (problems + [scanned.problem])
+        | select | join(' or ')]}) }}
+  {%- endif -%}
+  {%- set values = {} -%}
+  {%- set errors = [] -%}
+  {%- for part in scanned.parts -%}
+    {%- set name, separator, literal = part.partition('=>') -%}
+    {%- if not separator or not dbt_iceberg_maint._iceberg_maint_is_identifier(name.strip())
+          or name.strip() in values -%}
+      {%- do errors.append("argument " ~ tojson(part.strip()) ~ " is not `name => value`") -%}
+    {%- else -%}
+      {%- do values.update({name.strip(): literal.strip()}) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return({'values': values, 'errors': errors}) }}
+{% endmacro %}
+
+
+{#- The value of a string literal the package rendered (only \\ and \' escapes, as
+    _iceberg_maint_string_literal writes them), or none for any other text: Spark's other escapes
+    (\u002e, ...) would make Spark read a different value from the one checked. -#}
+{% macro _iceberg_maint_string_literal_value(literal) %}
+  {%- if literal is not string or not modules.re.fullmatch("'(?:[^'\\\\]|\\\\[\\\\'])*'", literal) -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {{ return(modules.re.sub("\\\\(.)", "\\1", literal[1:-1])) }}
+{% endmacro %}
+
+
+{#- A replayed step's arguments against the guards of its procedure: the `where` guard for the
+    rewrites, the 24 h floor, the location guard and no file_list_view for remove_orphan_files. -#}
+{% macro _iceberg_maint_replayed_argument_errors(table, operation, values) %}
+  {%- set errors = [] -%}
+  {%- if 'where' in values and operation in ['rewrite_data_files', 'rewrite_position_delete_files'] -%}
+    {%- set where = dbt_iceberg_maint._iceberg_maint_string_literal_value(values.where) -%}
+    {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_where(operation, 'where', where)
+          if where is not none else [operation ~ ": argument `where` is " ~ values.where
+          ~ "; expected a string literal"]) -%}
+  {%- elif operation == 'remove_orphan_files' -%}
+    {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_orphan_step_errors(table, values)) -%}
+  {%- endif -%}
   {{ return(errors) }}
 {% endmacro %}

@@ -27,9 +27,12 @@
   {%- set lit = dbt_iceberg_maint._iceberg_maint_string_literal -%}
   {%- set arguments = [['table', lit(dbt_iceberg_maint._iceberg_maint_table_name(relation))]] -%}
   {#- older_than is always explicit, so Iceberg's own 24 h guard applies too. -#}
-  {%- do arguments.append(['older_than',
-        dbt_iceberg_maint._iceberg_maint_timestamp_hours_ago(older_than_hours if older_than_hours is not none
-            else 72)]) -%}
+  {%- set older_than = dbt_iceberg_maint._iceberg_maint_timestamp_hours_ago(older_than_hours
+        if older_than_hours is not none else 72) -%}
+  {#- Every path to this CALL (the macro, the plan, this twin) passes the scope guard here. -#}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_orphan_scope_errors(
+        relation, location, file_list_view, older_than)) -%}
+  {%- do arguments.append(['older_than', older_than]) -%}
   {%- if location is not none -%}{%- do arguments.append(['location', lit(location)]) -%}{%- endif -%}
   {%- if dry_run -%}{%- do arguments.append(['dry_run', 'true']) -%}{%- endif -%}
   {%- if max_concurrent_deletes is not none -%}{%- do arguments.append(['max_concurrent_deletes',
@@ -73,7 +76,7 @@
     {%- do errors.append(proc ~ ": argument `location` is '" ~ location ~ "'; expected a non-empty path or URI") -%}
   {%- endif -%}
   {%- if file_list_view is not none and (file_list_view is not string
-        or not modules.re.match('^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$', file_list_view)) -%}
+        or not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*', file_list_view)) -%}
     {%- do errors.append(proc ~ ": argument `file_list_view` is '" ~ file_list_view
           ~ "'; expected a view name (letters, digits, underscores, dots) with columns file_path string"
           ~ " and last_modified timestamp") -%}
@@ -100,8 +103,6 @@
 
 {% macro spark__remove_orphan_files(relation, older_than_hours, dry_run, location, max_concurrent_deletes,
       file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode, prefix_listing) %}
-  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
-        dbt_iceberg_maint._iceberg_maint_orphan_location_errors(relation, location)) -%}
   {%- set sql = dbt_iceberg_maint.get_remove_orphan_files_sql(relation, older_than_hours, dry_run, location,
         max_concurrent_deletes, file_list_view, equal_schemes, equal_authorities, prefix_mismatch_mode,
             prefix_listing) -%}
@@ -111,29 +112,59 @@
 {% endmacro %}
 
 
-{#- Iceberg deletes every unreferenced file under `location` that is older than the window, so a
-    location outside the table (a shared parent folder, another table) would delete files this
-    table's snapshots know nothing about: it must be the table's location or a folder inside it
-    (the torture suite's fuzz found it accepted, tests/integration/test_torture_regressions.py). -#}
-{% macro _iceberg_maint_orphan_location_errors(relation, location) %}
-  {%- if location is none or location is not string or not execute -%}{{ return([]) }}{%- endif -%}
+{#- The orphan scope guard, run by every path that renders a remove_orphan_files CALL
+    (get_remove_orphan_files_sql, hence remove_orphan_files and the plan; a replayed step through
+    _iceberg_maint_orphan_step_errors). Iceberg deletes every unreferenced file under `location`
+    older than `older_than`, so a location outside the table (a shared parent folder, another
+    table) would delete files this table's snapshots know nothing about: it must be the table's
+    location or a folder inside it (the torture suite's fuzz found it accepted,
+    tests/integration/test_torture_regressions.py). A `file_list_view` replaces Iceberg's listing
+    with the caller's, and Iceberg only keeps entries whose path starts with the location as a
+    bare string (a neighbour table `<name>2` matches): every entry must lie inside the table (or
+    `location`) and be older than `older_than` (a TIMESTAMP literal), or the view is refused. -#}
+{% macro _iceberg_maint_orphan_scope_errors(relation, location, file_list_view, older_than, owner='remove_orphan_files') %}
+  {%- if not execute or (location is not string and file_list_view is not string) -%}{{ return([]) }}{%- endif -%}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
-  {%- set table_location = namespace(value=none) -%}
-  {%- for row in run_query('describe table extended ' ~ table) -%}
-    {%- if (row[0] | string).strip() == 'Location' -%}{%- set table_location.value = row[1] -%}{%- endif -%}
-  {%- endfor -%}
-  {%- if table_location.value is none -%}
-    {{ return(["remove_orphan_files: argument `location` is '" ~ location ~ "' but the location of " ~ table
+  {%- set table_location = dbt_iceberg_maint._iceberg_maint_table_location(table) -%}
+  {%- set given = location if location is string else file_list_view -%}
+  {%- set argument = 'location' if location is string else 'file_list_view' -%}
+  {%- if table_location is none -%}
+    {{ return([owner ~ ": argument `" ~ argument ~ "` is '" ~ given ~ "' but the location of " ~ table
         ~ " could not be read, so it cannot be checked to lie inside the table"]) }}
   {%- endif -%}
-  {%- set root = dbt_iceberg_maint._iceberg_maint_normalised_location(table_location.value) -%}
-  {%- set wanted = dbt_iceberg_maint._iceberg_maint_normalised_location(location) -%}
-  {%- if wanted == root or (wanted.startswith(root ~ '/') and '/../' not in wanted ~ '/') -%}
-    {{ return([]) }}
+  {%- set root = dbt_iceberg_maint._iceberg_maint_normalised_location(table_location) -%}
+  {%- if location is string -%}
+    {%- set wanted = dbt_iceberg_maint._iceberg_maint_normalised_location(location) -%}
+    {%- if not (wanted == root or (wanted.startswith(root ~ '/') and '/../' not in wanted ~ '/')) -%}
+      {{ return([owner ~ ": argument `location` is '" ~ location ~ "'; it must be the table's location '"
+          ~ table_location ~ "' or a folder inside it: every unreferenced file under it is deleted, other"
+          ~ " tables' files included"]) }}
+    {%- endif -%}
+    {%- set root = wanted -%}
   {%- endif -%}
-  {{ return(["remove_orphan_files: argument `location` is '" ~ location ~ "'; it must be the table's location '"
-      ~ table_location.value ~ "' or a folder inside it: every unreferenced file under it is deleted, other"
-      ~ " tables' files included"]) }}
+  {%- if file_list_view is not string -%}{{ return([]) }}{%- endif -%}
+  {%- set lit = dbt_iceberg_maint._iceberg_maint_string_literal -%}
+  {%- set path = "regexp_replace(file_path, '^file:(//)?', '')" -%}
+  {%- set inside = '(' ~ path ~ ' = ' ~ lit(root) ~ ' or (startswith(' ~ path ~ ', ' ~ lit(root ~ '/')
+        ~ ') and not contains(' ~ path ~ " || '/', '/../')))" -%}
+  {%- set rows = run_query('select count(*) as refused, min(file_path) as example from ' ~ file_list_view
+        ~ ' where file_path is null or last_modified is null or last_modified >= ' ~ older_than
+        ~ ' or not ' ~ inside).rows -%}
+  {%- if rows[0]['refused'] | int > 0 -%}
+    {{ return([owner ~ ": argument `file_list_view` is '" ~ file_list_view ~ "'; " ~ rows[0]['refused']
+        ~ " of its entries (e.g. " ~ tojson(rows[0]['example']) ~ ") lie outside '" ~ root
+        ~ "' or are not older than " ~ older_than ~ ": every entry must be a file inside the table"
+        ~ (" location" if location is none else "'s `location`")
+        ~ " with a last_modified older than the window"]) }}
+  {%- endif -%}
+  {{ return([]) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_table_location(table) %}
+  {%- for row in run_query('describe table extended ' ~ table) -%}
+    {%- if (row[0] | string).strip() == 'Location' -%}{{ return(row[1]) }}{%- endif -%}
+  {%- endfor -%}
+  {{ return(none) }}
 {% endmacro %}
 
 {% macro _iceberg_maint_normalised_location(path) %}
@@ -168,11 +199,43 @@
 
 {#- Always against the real clock (never as_of): the 24 h floor protects writes in flight. -#}
 {% macro _iceberg_maint_remove_orphan_files_planned_sql(relation, section, context={}) %}
-  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
-        dbt_iceberg_maint._iceberg_maint_orphan_location_errors(relation, section.location)) -%}
   {{ return({'sql': dbt_iceberg_maint.get_remove_orphan_files_sql(relation=relation,
       older_than_hours=section.older_than_hours, location=section.location,
       max_concurrent_deletes=section.max_concurrent_deletes, equal_schemes=section.equal_schemes,
       equal_authorities=section.equal_authorities, prefix_mismatch_mode=section.prefix_mismatch_mode,
       prefix_listing=section.prefix_listing), 'reason': none}) }}
+{% endmacro %}
+
+
+{#- A replayed remove_orphan_files step (execute_maintenance_steps): its `older_than` must be a
+    constant at least 24 h before now (a plan's cut-off only grows older while it waits), it may
+    not carry a file_list_view (a plan never renders one), and its location passes the scope
+    guard. Missing older_than means Iceberg's default, 3 days. -#}
+{% macro _iceberg_maint_orphan_step_errors(table, values) %}
+  {%- set owner = 'remove_orphan_files' -%}
+  {%- set errors = [] -%}
+  {%- set literal = values.get('older_than') -%}
+  {%- if literal is not none -%}
+    {%- set match = modules.re.fullmatch("TIMESTAMP '([0-9: .-]+)Z'", literal) -%}
+    {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant(owner, 'older_than', match.group(1)).value
+          if match else none -%}
+    {%- set floor = dbt_iceberg_maint._iceberg_maint_now() - modules.datetime.timedelta(hours=24) -%}
+    {%- if instant is none or instant > floor -%}
+      {%- do errors.append(owner ~ ": argument `older_than` is " ~ literal ~ "; expected a constant TIMESTAMP "
+            ~ "'YYYY-MM-DD HH:MM:SSZ' at least 24 h before now: a younger file may belong to a write in progress") -%}
+    {%- endif -%}
+  {%- endif -%}
+  {%- if 'file_list_view' in values -%}
+    {%- do errors.append(owner ~ ": argument `file_list_view` is " ~ values.file_list_view ~ "; a replayed plan"
+          ~ " step never lists files itself (call remove_orphan_files with file_list_view instead)") -%}
+  {%- endif -%}
+  {%- if 'location' in values -%}
+    {%- set location = dbt_iceberg_maint._iceberg_maint_string_literal_value(values.location) -%}
+    {%- if location is none -%}
+      {%- do errors.append(owner ~ ": argument `location` is " ~ values.location ~ "; expected a string literal") -%}
+    {%- elif not errors -%}
+      {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_orphan_scope_errors(table, location, none, none)) -%}
+    {%- endif -%}
+  {%- endif -%}
+  {{ return(errors) }}
 {% endmacro %}

@@ -35,7 +35,7 @@
 {% macro _iceberg_maint_rewrite_data_files_errors(where=none, strategy=none, sort_order=none, options=none) %}
   {%- set proc = 'rewrite_data_files' -%}
   {%- set errors = [] -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_sql_fragment(proc, 'where', where)) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_where(proc, 'where', where)) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_choice(proc, 'strategy', strategy, ['binpack',
         'sort'])) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_string_map(proc, 'options', options)) -%}
@@ -152,12 +152,23 @@
       {{ return({'sql': none, 'reason': 'no partition has been quiet for ' ~ section.cold_partitions_hours
           ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
     {%- endif -%}
-    {%- set where = ('(' ~ where ~ ') and (' ~ cold ~ ')') if where else cold -%}
+    {%- set where = dbt_iceberg_maint._iceberg_maint_cold_scoped_where(where, cold) -%}
   {%- endif -%}
   {%- set options = dbt_iceberg_maint._iceberg_maint_compaction_options(section,
         serial_group_commits=section.partial_progress) -%}
   {{ return({'sql': dbt_iceberg_maint.get_rewrite_data_files_sql(relation=relation, where=where,
       strategy=section.strategy, sort_order=section.sort_order, options=options), 'reason': none}) }}
+{% endmacro %}
+
+
+{#- The user's `where` (guarded first: one balanced boolean expression) ANDed with the cold
+    predicate, each in its own parentheses: the cold scope is a top-level conjunct of the filter
+    whatever the user wrote. -#}
+{% macro _iceberg_maint_cold_scoped_where(where, cold) %}
+  {%- if not where -%}{{ return(cold) }}{%- endif -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
+        dbt_iceberg_maint._iceberg_maint_check_where('rewrite_data_files', 'where', where)) -%}
+  {{ return('(' ~ where.strip() ~ ') and (' ~ cold ~ ')') }}
 {% endmacro %}
 
 

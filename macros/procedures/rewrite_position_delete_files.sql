@@ -27,7 +27,7 @@
 
 {% macro _iceberg_maint_rewrite_position_delete_files_errors(where=none, options=none) %}
   {%- set proc = 'rewrite_position_delete_files' -%}
-  {%- set errors = dbt_iceberg_maint._iceberg_maint_check_sql_fragment(proc, 'where', where) -%}
+  {%- set errors = dbt_iceberg_maint._iceberg_maint_check_where(proc, 'where', where) -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_string_map(proc, 'options', options)) -%}
   {{ return(errors) }}
 {% endmacro %}

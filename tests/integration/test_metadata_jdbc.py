@@ -4,7 +4,7 @@ the catalog added to the shared SparkSession, pyiceberg's SqlCatalog on the same
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -44,3 +44,48 @@ def test_planner_equals_macros_on_jdbc_catalog(spark: SparkSession, dbt_project:
     compaction = planner_plan[(f"{CATALOG}.{dbt_project.schema}.small_files", "rewrite_data_files")]
     assert compaction[0] == "dry_run" and "'max-concurrent-file-group-rewrites', '1'" in compaction[2]
     assert compaction[2].startswith(f"CALL {CATALOG}.system.rewrite_data_files(")
+
+
+def test_jdbc_uri_parameters_reach_pyiceberg(spark: SparkSession, tmp_path: Path,
+                                             postgres_server: PostgresServer) -> None:
+    """Spark's JDBC catalog keeps its tables in the schema `currentSchema` names; the planner's
+    pyiceberg connection must read the same schema (and keep the other parameters), or it sees an
+    empty catalog in `public` (issue 22)."""
+    import psycopg2
+
+    name = database = "pgparams"
+
+    def connect(dbname: str) -> Any:
+        connection = psycopg2.connect(host="127.0.0.1", port=postgres_server.port, dbname=dbname,
+                                      user="postgres", password="postgres")
+        connection.autocommit = True
+        return connection
+
+    # A database of its own: Iceberg's JdbcCatalog looks for an existing `iceberg_tables` in any
+    # schema (another test's in `public` would be found) but queries the one on the search path.
+    server = connect(postgres_server.database)
+    with server.cursor() as cursor:
+        cursor.execute(f"create database {database}")
+    server.close()
+    connection = connect(database)
+    with connection.cursor() as cursor:
+        cursor.execute("create schema iceberg_meta")
+    properties = postgres_server.spark_catalog_properties(str(tmp_path / "params_warehouse"))
+    properties["uri"] = (properties["uri"].rsplit("/", 1)[0] + f"/{database}"
+                         "?currentSchema=iceberg_meta&ApplicationName=dbt_iceberg_maint&sslmode=disable")
+    spark.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
+    for key, value in properties.items():
+        spark.conf.set(f"spark.sql.catalog.{name}.{key}", value)
+    spark.sql(f"create namespace if not exists {name}.params")
+    spark.sql(f"create table {name}.params.events (id bigint) using iceberg")
+    spark.sql(f"insert into {name}.params.events values (1), (2)")
+    with connection.cursor() as cursor:  # Spark put the catalog's rows in that schema
+        cursor.execute("select table_name from iceberg_meta.iceberg_tables where catalog_name = %s", (name,))
+        assert cursor.fetchall() == [("events",)]
+    connection.close()
+
+    catalog = open_catalog(config_from_options(None, [f"{k}={v}" for k, v in properties.items()], name))
+    assert catalog.list_tables() == ["params.events"]
+    table = catalog.load("params.events")
+    assert table.current_snapshot() is not None
+    assert table.current_snapshot().summary["total-records"] == "2"

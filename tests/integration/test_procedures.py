@@ -414,3 +414,79 @@ def test_bad_input_is_refused_and_changes_nothing(
     assert results == ()
     assert current_snapshot(spark, table) == snapshot
     assert data_files(spark, table) == files
+
+
+def swept_tables(spark: SparkSession, schema: str, name: str) -> tuple[str, str, str]:
+    """A table, a neighbour whose folder name starts with the table's (a bare prefix test takes
+    it for inside), every file old; returns (table, its location, a data file of the neighbour)."""
+    table = small_files_table(spark, f"local.{schema}.{name}", 2)
+    neighbour = small_files_table(spark, f"local.{schema}.{name}2", 1)
+    location = next(r[1] for r in spark.sql(f"describe table extended {table}").collect() if r[0] == "Location")
+    old = time.time() - 96 * HOUR
+    for path in Path(location.removeprefix("file:")).parent.rglob("*"):
+        if path.is_file():
+            os.utime(path, (old, old))
+    return table, location, scalar(spark, f"select file_path from {neighbour}.data_files limit 1")
+
+
+def refused(invocation: Any, *needles: str) -> None:
+    text = " ".join(invocation.log_messages) + (invocation.exception or "")
+    assert not invocation.success and all(n in text for n in needles), text
+
+
+def test_the_sql_only_orphan_twin_checks_the_location(spark: SparkSession, dbt_project: DbtProject,
+                                                      schema: str) -> None:
+    """get_remove_orphan_files_sql (the twin that only returns SQL) holds `location` to the table
+    like remove_orphan_files does (issue 22), and escapes a quote of a folder inside it."""
+    _, location, _ = swept_tables(spark, schema, "twin")
+    twin = dbt_project("run-operation", "dbt_iceberg_maint.get_remove_orphan_files_sql", "--args",
+                       json.dumps({"relation": f"{schema}.twin", "location": str(Path(location).parent)}),
+                       expect_success=False)
+    refused(twin, "argument `location`", "must be the table's location")
+
+    quoted = f"{location}/data/it's"
+    rendered = dbt_project("run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": [
+        {"id": "quoted", "procedure": "remove_orphan_files", "kwargs": {"relation": f"{schema}.twin",
+                                                                          "location": quoted}}]}))
+    [line] = [json.loads(m.split(" ", 1)[1]) for m in rendered.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    assert line["sql"].endswith("location => '" + quoted.replace("'", "\\'") + "')")
+
+
+def test_a_file_list_view_is_held_to_the_location_and_age_rules(spark: SparkSession, dbt_project: DbtProject,
+                                                                schema: str) -> None:
+    """A caller's listing replaces Iceberg's: an entry outside the table (a neighbour sharing the
+    name prefix, which Iceberg's own prefix filter lets through), younger than the window or of
+    unknown age is refused before anything runs (issue 22)."""
+    table, location, neighbour_file = swept_tables(spark, schema, "listed")
+    snapshot = current_snapshot(spark, table)
+    listings = {
+        "outside_listing": [(neighbour_file, datetime.fromtimestamp(time.time() - 96 * HOUR))],
+        "young_listing": [(f"{location}/data/part=a/young.parquet", datetime.now())],
+        "unaged_listing": [(f"{location}/data/part=a/unaged.parquet", None)],
+    }
+    for name, rows in listings.items():
+        spark.createDataFrame(rows, "file_path string, last_modified timestamp").createOrReplaceTempView(name)
+        invocation, results, _ = call(dbt_project, "remove_orphan_files", expect_success=False,
+                                      relation=f"{schema}.listed", dry_run=True, file_list_view=name)
+        refused(invocation, "argument `file_list_view`", name)
+        assert results == ()
+    assert Path(neighbour_file.removeprefix("file:")).exists()
+    assert current_snapshot(spark, table) == snapshot
+
+
+def test_a_replayed_orphan_step_is_held_to_the_location_rule(spark: SparkSession, dbt_project: DbtProject,
+                                                            schema: str) -> None:
+    """execute_maintenance_steps (what `dbt-iceberg-maint maintain` resumes a plan with) checks a
+    remove_orphan_files step's location against the table like a planned one (issue 22)."""
+    table, location, neighbour_file = swept_tables(spark, schema, "replayed")
+    snapshot = current_snapshot(spark, table)
+    cutoff = datetime.fromtimestamp(time.time() - 72 * HOUR, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    step = {"table": f"{schema}.replayed", "operation": "remove_orphan_files", "status": "planned", "reason": "due",
+            "sql": f"CALL system.remove_orphan_files(table => '{schema}.replayed', older_than => TIMESTAMP "
+                   f"'{cutoff}Z', location => '{Path(location.removeprefix('file:')).parent}')"}
+    replayed = dbt_project("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                           json.dumps({"steps": [step]}), expect_success=False)
+    refused(replayed, "step 1", "argument `location`", "must be the table's location")
+    assert parse_result_lines(replayed.log_messages) == ()
+    assert Path(neighbour_file.removeprefix("file:")).exists()
+    assert current_snapshot(spark, table) == snapshot
