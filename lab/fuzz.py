@@ -202,6 +202,15 @@ def _policy_case(defaults: Mapping[str, Any]) -> st.SearchStrategy[dict[str, Any
         lambda items: {"kind": "policy", "policy": dict(items)})
 
 
+def _key_sweep(defaults: Mapping[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """One policy key of the defaults at a time with its own hostile values: every key is set by
+    some case however hypothesis samples the mixed policies above."""
+    keys = [(s, k) for s, section in defaults.items() if isinstance(section, Mapping) for k in section]
+    keys += [(k, None) for k, v in defaults.items() if not isinstance(v, Mapping)]
+    return st.sampled_from(keys).flatmap(lambda key: _value(key[1] or key[0]).map(
+        lambda value: {"kind": "policy", "policy": {key[0]: {key[1]: value}} if key[1] else {key[0]: value}}))
+
+
 def _where_case() -> st.SearchStrategy[dict[str, Any]]:
     """`where` as rewrite_data_files' argument, and as the compaction policy's `where` scoped to
     the cold partitions (the cold target has identity partitions, all cold after a moment)."""
@@ -323,10 +332,21 @@ def plan_cases(examples: int, seed: int, defaults: Mapping[str, Any],
              *draw_cases(_twin_case(twins), examples * 2, seed + 3), *draw_cases(_where_case(), examples, seed + 4),
              *draw_cases(_orphan_case(), max(5, examples // 2), seed + 5),
              *draw_cases(_relation_case(), max(5, examples // 5), seed + 2),
-             *draw_cases(_var_case(variables), max(4, examples // 10), seed + 6), *map(dict, EXPLICIT)]
+             *draw_cases(_var_case(variables), max(2, examples // 10), seed + 6), *map(dict, EXPLICIT)]
+    # Each policy key of the defaults at least once (a new key is fuzzed the day it lands); the
+    # quick sample (fewer than 20 examples) leaves the sweep to the full run.
+    sweep = _key_sweep(defaults) if examples >= 20 else None
+    set_keys = {k for c in cases for k in policy_keys(c)}
+    for section, value in defaults.items():
+        for key in value if isinstance(value, Mapping) else [None]:
+            name = f"{section}.{key}" if key is not None else section
+            if sweep is not None and name not in set_keys:
+                cases.extend(c for c in draw_cases(sweep.filter(lambda c, n=name: policy_keys(c) == [n]), 2, seed + 8))
     # Each twin at least once, whatever hypothesis drew (a new twin is fuzzed the day it lands).
     for name in sorted(set(twins) - {c.get("twin") for c in cases}):
         cases.extend(draw_cases(_twin_case({name: twins[name]}), 3, seed + 7))
+    for name in sorted(set(variables) - {v for c in cases for v in c.get("vars", {})}):
+        cases.extend(draw_cases(_var_case([name]), 1, seed + 9))
     for number, case in enumerate(cases):
         case["id"] = number
     return cases
