@@ -285,6 +285,10 @@ EXPLICIT: tuple[dict[str, Any], ...] = (
     {"kind": "procedure", "procedure": "remove_orphan_files", "kwargs": {"file_list_view": VIEW_OUTSIDE}},
     {"kind": "procedure", "procedure": "expire_snapshots", "kwargs": {"retain_last": 10**30}},
     {"kind": "twin", "twin": "get_rewrite_data_files_sql", "kwargs": {"relation": "fuzz.target", "where": "a\\"}},
+    {"kind": "twin", "twin": "get_table_snapshots_sql", "kwargs": {"relation": "fuzz.target; drop table fuzz.target"}},
+    {"kind": "twin", "twin": "get_table_health_sql", "kwargs": {"relation": "fuzz.target; drop table fuzz.target",
+                                                                "target_file_size_bytes": 1000}},
+    {"kind": "policy", "policy": {"remove_orphan_files": {"older_than_hours": 2**63}}},
     {"kind": "policy", "policy": {"properties": {"write.target-file-size-bytes": "1'); drop table fuzz.target; --"}}},
     {"kind": "policy", "policy": {"properties": {"k') , ('gc.enabled": "false"}}},
     {"kind": "policy", "policy": {"compaction": {"where": "1=1) or (1=1"}, "isolation_level": "snapshot"}},
@@ -575,8 +579,10 @@ class _Session:
 
 
 def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, examples: int, seed: int = 14,
-             cold_table: str | None = None) -> dict[str, Any]:
-    """Every case through the macros; returns torture.json's `bad_inputs` (defects listed)."""
+             cold_table: str | None = None, replay: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Every case through the macros; returns torture.json's `bad_inputs` (defects listed, each
+    with its `template`: the case before this run's paths were filled in). `replay`: run those
+    templates (a previous run's defects) instead of drawing."""
     catalog = table.rsplit(".", 2)[0] if table.count(".") == 2 else "local"
     cold_table = cold_table or f"{catalog}.fuzz.cold_target"
     session = _Session(run, spark, [table, cold_table, f"{catalog}.fuzz.neighbour"], relation,
@@ -589,7 +595,8 @@ def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, exa
     defaults = _outcomes(defaults_run.log_messages, DEFAULTS_MARKER)
     if not defaults:
         raise RuntimeError(f"torture_fuzz_policy_defaults logged nothing: {defaults_run.exception}")
-    cases = [_substitute(c, places) for c in plan_cases(examples, seed, next(iter(defaults.values())))]
+    templates = {c["id"]: c for c in (replay or plan_cases(examples, seed, next(iter(defaults.values()))))}
+    cases = [_substitute(dict(c), places) for c in templates.values()]
     verdicts: dict[int, str] = {}
     outcomes: dict[int, dict[str, Any]] = {}
     single = [c for c in cases if c.get("relation") is not None]
@@ -644,6 +651,8 @@ def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, exa
         for number in ids:
             verdicts[number] = f"DEFECT: a table's snapshot or properties changed in the invocation of cases {ids}"
     result = summarise(cases, verdicts, int(bool(session.changed)))
+    for defect in result["defects"]:
+        defect["template"] = templates[defect["id"]]
     result["invocations"] = session.invocations
     result["seed"], result["examples"] = seed, examples
     return result
@@ -677,15 +686,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--examples", type=int, default=100, help="hypothesis draws per strategy")
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--out", "--output", dest="output", type=Path, required=True)
+    parser.add_argument("--replay", type=Path, default=None,
+                        help="a previous --out file (or torture.json): run only its defects' cases again")
     args = parser.parse_args(argv)
+    replay = None
+    if args.replay:
+        document = json.loads(args.replay.read_text())
+        replay = [d.get("template") or {**d["case"], "id": d["id"]}
+                  for d in document.get("bad_inputs", document)["defects"]]
     with tempfile.TemporaryDirectory(prefix="fuzz-") as scratch:
-        result = _standalone(args.workdir or Path(scratch), args.examples, args.seed)
+        result = _standalone(args.workdir or Path(scratch), args.examples, args.seed, replay)
     args.output.write_text(json.dumps(result, indent=2, default=str, ensure_ascii=False) + "\n")
     print(f"tried {result['tried']}, refused {result['refused']}, accepted {result['accepted']}, "
           f"unclear {result['unclear']}, defects {result['defect_count']}, table changed {result['table_changed']}")
 
 
-def _standalone(workdir: Path, examples: int, seed: int) -> dict[str, Any]:
+def _standalone(workdir: Path, examples: int, seed: int, replay: Sequence[Mapping[str, Any]] | None = None
+                ) -> dict[str, Any]:
     from dbt_iceberg_maint.invoke import invoke_dbt
     from dbt_iceberg_maint.spark import WAREHOUSE_ENV, start_session
 
@@ -705,7 +722,7 @@ def _standalone(workdir: Path, examples: int, seed: int) -> dict[str, Any]:
         if not deps.success:
             raise SystemExit(f"dbt deps failed: {deps.exception}")
         began = time.monotonic()
-        result = run_fuzz(run, spark, "local.fuzz.target", "fuzz.target", examples, seed)
+        result = run_fuzz(run, spark, "local.fuzz.target", "fuzz.target", examples, seed, replay=replay)
         result["seconds"] = round(time.monotonic() - began, 1)
         return result
     finally:

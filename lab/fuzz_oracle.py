@@ -196,11 +196,10 @@ def predicate_problems(sql: str, columns: Iterable[str]) -> list[str]:
 
 
 def same_table(name: str, table: str) -> bool:
-    """`name` and `table` name one table; a name without a catalog means the session's current one."""
+    """`name` and `table` name one table; a name without a catalog (or schema) means the current one."""
     left, right = name.lower().split("."), table.lower().split(".")
-    if len(left) != len(right) and min(len(left), len(right)) == 2:
-        left, right = left[-2:], right[-2:]
-    return left == right
+    shorter = min(len(left), len(right))
+    return left[-shorter:] == right[-shorter:]
 
 
 def query_problems(sql: str, table: str) -> list[str]:

@@ -149,3 +149,16 @@ def test_summary_counts_per_target_and_lists_defects() -> None:
     assert (summary["tried"], summary["refused"], summary["accepted"], summary["defect_count"]) == (3, 1, 1, 1)
     assert summary["defects"][0]["id"] == 1 and summary["by_target"]["get_rewrite_data_files_sql"]["defects"] == 1
     assert summary["table_changed"] == 0 and fuzz.covered(summary, ["rewrite_data_files", "nope"]) == ["nope"]
+
+
+def test_a_new_twin_is_found_with_its_parameters(tmp_path: Path) -> None:
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "new.sql").write_text(
+        "{% macro get_new_thing_sql(relation, options={'a': 1, 'b': [1, 2]},\n      where=none) %}{% endmacro %}\n"
+        "{% macro spark__get_new_thing_sql(relation) %}{% endmacro %}\n{{ var('new_var', none) }}")
+    twins = fuzz.twin_signatures(tmp_path)
+    assert twins == {"get_new_thing_sql": (("relation", False), ("options", True), ("where", True))}
+    assert fuzz.macro_vars(tmp_path) == ("new_var",)
+    cases = fuzz.plan_cases(3, 1, {"compaction": {"where": None}}, twins=twins, variables=["new_var"])
+    assert {c.get("twin") for c in cases if c["kind"] == "twin"} >= {"get_new_thing_sql"}
+    assert any("new_var" in c["vars"] for c in cases if c["kind"] == "var")
