@@ -55,7 +55,10 @@ def summary(document: dict[str, Any]) -> str:
     bad = document.get("bad_inputs")
     if bad:
         lines.append(f"bad inputs: tried {bad['tried']}, refused {bad['refused']}, accepted {bad['accepted']}, "
+                     f"unclear {bad.get('unclear', 0)}, defects {bad.get('defect_count', 0)}, "
                      f"table changed {bad['table_changed']}")
+        lines += [f"  DEFECT case {d['id']}: {json.dumps(d['case'], ensure_ascii=False)[:200]} -> {d['verdict'][:200]}"
+                  for d in bad.get("defects", [])[:10]]
     return "\n".join(lines)
 
 
@@ -105,7 +108,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="torture-") as scratch, ThreadPoolExecutor(1) as pool:
         tmp = str(args.keep or scratch)
         # The fuzz has its own JVM and warehouse: it runs beside the load instead of after it.
-        examples = args.fuzz_examples or (25 if args.quick else 150)
+        # The full run tries about 1,080 inputs (180 examples), the quick one about 75 (6).
+        examples = args.fuzz_examples or (6 if args.quick else 180)
         fuzz = pool.submit(run_fuzz_process, Path(tmp) / "fuzz", examples)
         document = run_torture(settings, Path(tmp) / "run", log=lambda m: print(time.strftime("%H:%M:%S"), m,
                                                                                flush=True))
@@ -114,7 +118,7 @@ def main() -> None:
             document["bad_inputs"] = fuzz.result()
         except RuntimeError as exc:
             document["bad_inputs"] = {"tried": 0, "refused": 0, "accepted": 0, "table_changed": 0,
-                                      "defect_count": 0, "error": str(exc)}
+                                      "defect_count": 0, "defects": [], "by_target": {}, "error": str(exc)}
     document["machine"] = {**machine(), "load_average_before": load_before}
     document["versions"] = versions()
     document["commit"] = os.environ.get("TORTURE_COMMIT") or _git_head()

@@ -1,12 +1,19 @@
-"""Fuzzed bad input for the macros (issue 14): hypothesis draws procedure arguments, policies and
-relation names (wrong types, negative/zero/huge numbers, SQL injection, unicode, empty strings);
-the integration project's `torture_fuzz_cases` runs hundreds of them in one dbt invocation and
-`torture_fuzz_one` runs single cases through the public macro alone. Each case must be refused
-with a message naming an argument it set, or be accepted with a CALL whose structure outside
-its string literals is intact; the table's current snapshot and properties never change.
+"""Fuzzed bad input for the macros (issues 14 and 22): hypothesis draws procedure arguments, every
+`get_*_sql` twin's arguments (the twins are found in the package's macro files), every policy key
+(from the policy defaults the macros merge over), the dbt vars the macros read, `where` filters
+(argument and policy `compaction.where`, with `cold_partitions_hours`), orphan locations and
+relation names, with wrong types, negative/zero/huge numbers, SQL injection, quote-breaking
+string contents, unicode and empty strings. The integration project's `torture_fuzz_cases` runs
+hundreds of them in one dbt invocation and `torture_fuzz_one` runs single cases through the public
+macro (or the twin) alone.
 
-`run_fuzz(run, spark, table, examples)` works on any dbt runner (the suite passes its in-process
-one); `python -m lab.fuzz` starts its own embedded Spark for ./scripts/torture.
+A case is refused (a message naming an argument it set), accepted, or a DEFECT, decided by the
+oracle (lab/fuzz_oracle.py) on the SQL it rendered, and by the tables' current snapshots and
+properties, read before and after every dbt invocation.
+
+`run_fuzz(run, spark, table, relation, examples)` works on any dbt runner (the suite passes its
+in-process one); `python -m lab.fuzz --examples N --out FILE` starts its own embedded Spark (for
+./scripts/torture, and for a fuzz run alone).
 
 Over 300 lines: the strategies, the judgement of an outcome and the runner belong together (a
 judgement reads the case's shape the strategies define).
@@ -19,23 +26,34 @@ import json
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lab import fuzz_oracle as oracle
+
+REPO = Path(__file__).resolve().parent.parent
+MACROS = REPO / "macros"
 MARKER = "TORTURE_FUZZ "
+DEFAULTS_MARKER = "TORTURE_FUZZ_DEFAULTS "
 INJECTIONS = ("1=1; drop table fuzz.target", "x' or '1'='1", "id > 0 -- comment", "/* hidden */ id > 0",
               "'); drop table fuzz.target; --", "id > 0) or (1=1", "\\'; select 1", "`target`", "${jndi:x}")
+# String contents that try to leave their quotes: each quoting and escaping form Spark knows.
+QUOTES = ("'", "\\'", "''", "`", '"', "\\", "a\\", "x'||'y", "\\\\'", "' or true or '", "\\' or true or \\'",
+          "''); drop table fuzz.target; --", '" or "1"="1', "`) or (`1`=`1", "id > 0\\", "\\'); --")
 # (dbt reads --args as YAML, which has no way to carry NUL, other control characters or lone
 # surrogates: those never reach a macro, so they are not drawn.)
 UNICODE = ("名前 = 'é'", "id > 0 or payload = '💥'", "\u202e id > 0", "ß", "\u00a0")
 NUMBERS = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True, allow_infinity=True),
                     st.sampled_from([0, -1, 1, 2**63, -(2**63), 0.5, 1e308]))
-TEXTS = st.one_of(st.sampled_from(INJECTIONS + UNICODE + ("", " ", "id > 0", "binpack", "sort", "zorder(id)")),
-                  st.text(st.characters(blacklist_categories=("Cs", "Cc", "Co", "Cn")), max_size=20))
+TEXTS = st.one_of(st.sampled_from(INJECTIONS + QUOTES + UNICODE + ("", " ", "id > 0", "binpack", "sort", "zorder(id)")),
+                  st.text(st.characters(blacklist_categories=("Cs", "Cc", "Co", "Cn")), max_size=20),
+                  st.tuples(st.sampled_from(("id > 0", "payload = 'a", "x")), st.sampled_from(QUOTES)).map("".join))
 SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, TEXTS)
 ANY = st.one_of(SCALARS, st.lists(SCALARS, max_size=3), st.dictionaries(TEXTS, SCALARS, max_size=3))
 
@@ -48,33 +66,175 @@ PROCEDURE_ARGS: dict[str, tuple[str, ...]] = {
     "rewrite_manifests": ("use_caching", "spec_id", "dry_run"),
     "rewrite_position_delete_files": ("where", "options", "dry_run"),
 }
-POLICY_KEYS: dict[str, tuple[str, ...]] = {
-    "compaction": ("cold_partitions_hours", "min_input_files", "target_file_size_mb", "strategy", "sort_order",
-                   "partial_progress", "max_failed_commits", "where", "options", "enabled"),
-    "expire_snapshots": ("older_than_hours", "retain_last", "enabled"),
-    "remove_orphan_files": ("older_than_hours", "location", "enabled"),
-    "rewrite_manifests": ("min_manifests", "use_caching", "enabled"),
-    "rewrite_position_delete_files": ("min_input_files", "where", "options", "enabled", "min_delete_files"),
-}
+# Top-level policy keys that are not sections of the defaults (declared table properties).
 TOP_POLICY_KEYS = ("isolation_level", "commit_retry", "properties", "idempotent", "enabled")
-IDENTIFIERS = st.one_of(st.sampled_from(["target", "t'; drop table x; --", "a b", "`x`", "名", "", "x.y", "t--"]),
+IDENTIFIERS = st.one_of(st.sampled_from(["target", "t'; drop table x; --", "a b", "`x`", "名", "", "x.y", "t--",
+                                         "target\n", "t`", "t'"]),
                         st.text(st.characters(blacklist_categories=("Cs", "Cc", "Co", "Cn")), max_size=12))
+
+# Placeholders the runner replaces with the run's own table locations (hypothesis draws before
+# the table exists).
+LOCATION, PARENT, NEIGHBOUR = "<<table_location>>", "<<schema_location>>", "<<neighbour_location>>"
+VIEW_OUTSIDE, VIEW_INSIDE = "fuzz_files_outside", "fuzz_files_inside"
+LOCATIONS = (LOCATION, LOCATION + "/data", LOCATION + "/", "file:" + LOCATION + "/data", "file://" + LOCATION,
+             LOCATION + "/..", LOCATION + "/../neighbour", LOCATION + "/data/../..", LOCATION + "/data/../../neighbour",
+             LOCATION + "x", LOCATION + "/./data", LOCATION + "/data/..", " " + LOCATION + "/data ",
+             LOCATION + "/data\n", PARENT, NEIGHBOUR, "/", "/tmp", "file:/", LOCATION + "'); --", "", ".")
+WHERES = ("1=1) or (1=1", "id > 0) or true or (1=1", "true) or (true", "id > 0 or true", "(id > 0", "id > 0)",
+          ")(", "id > 0) or (id < 0", "payload = ')' or true", "payload = '(' or (true", "id in (1, 2)",
+          "(id > 0) and (id < 10)", "not (id > 0) or id > 0", "id > 0 union select 1", "id > 0\\", "true",
+          "payload = 'a\\') or (\\'1\\'=\\'1'", "(id > 0) or (id <= 0)")
+COLD_HOURS = (0.0001, 0.001, 0.01, 1000.0)
+VAR_VALUES: dict[str, tuple[Any, ...]] = {
+    "dbt_iceberg_maint_catalog": ("local", "local; drop table fuzz.target", "local.system", "x`y", "a b", "",
+                                  "local --", "spark_catalog", "名", "local\n", "`local`", "local)", "local/*",
+                                  "local'", "local.fuzz", "1local", None, 3, True),
+    "dbt_iceberg_maint_enabled": (True, False, "false", "no", 0, 1, None, "x'; drop", [], {}),
+}
+PROCEDURE_TWINS = tuple(f"get_{p}_sql" for p in PROCEDURE_ARGS)
+
+
+# ---- what the package offers (read from its macro files) ------------------------------------
+def _parameters(text: str) -> list[tuple[str, bool]]:
+    """(name, has a default) per parameter of a macro signature; commas inside brackets skipped."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += char in "([{" and 1 or (-1 if char in ")]}" else 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [(part.split("=")[0].strip(), "=" in part) for part in parts if part.strip()]
+
+
+def twin_signatures(macros: Path = MACROS) -> dict[str, tuple[tuple[str, bool], ...]]:
+    """Every public `get_*_sql` macro of the package and its parameters (name, optional)."""
+    pattern = re.compile(r"\{%-?\s*macro\s+(get_\w+_sql)\s*\((.*?)\)\s*-?%\}", re.S)
+    return {match.group(1): tuple(_parameters(match.group(2)))
+            for path in sorted(macros.rglob("*.sql")) for match in pattern.finditer(path.read_text())}
+
+
+def macro_vars(macros: Path = MACROS) -> tuple[str, ...]:
+    """The dbt vars the package's macros read."""
+    return tuple(sorted({name for path in macros.rglob("*.sql")
+                         for name in re.findall(r"\bvar\(\s*['\"](\w+)['\"]", path.read_text())}))
+
+
+# ---- strategies ---------------------------------------------------------------------------------
+def _value(name: str) -> st.SearchStrategy[Any]:
+    """Values for an argument or policy key: its own plausible and hostile values, then anything."""
+    timestamps = st.sampled_from(["2020-01-01 00:00:00", "2999-01-01 00:00:00", "2020-01-01 00:00:00'); --",
+                                  "2020-01-01", "now", "2020-01-01 00:00:00\\"])
+    own: dict[str, st.SearchStrategy[Any]] = {
+        "where": st.sampled_from(WHERES), "sort_order": st.sampled_from(["id", "id desc", "zorder(id)", "id`; --"]),
+        "strategy": st.sampled_from(["binpack", "sort", "zorder", "BINPACK"]),
+        "older_than_hours": st.sampled_from([24, 23.99, 24.0001, 72, 0.0001, 1e9]), "older_than": timestamps,
+        "as_of": timestamps, "location": st.sampled_from(LOCATIONS),
+        "file_list_view": st.sampled_from([VIEW_OUTSIDE, VIEW_INSIDE, "no_such_view", "x; drop", "a.b"]),
+        "cold_partitions_hours": st.sampled_from(COLD_HOURS),
+        "transform": st.sampled_from(["identity", "days", "hours", "months", "years", "bucket[4]", "void"]),
+        "column_type": st.sampled_from(["string", "int", "bigint", "date", "timestamp", "timestamp_ntz", "boolean"]),
+        "column": IDENTIFIERS, "after_snapshot_id": st.one_of(st.integers(-2, 10**19), st.just(-1)),
+        "partitioned": st.booleans(), "target_file_size_bytes": st.integers(-5, 10**12),
+    }
+    strings = st.dictionaries(TEXTS, st.one_of(TEXTS, SCALARS), max_size=3)
+    for mapping in ("options", "equal_schemes", "equal_authorities", "declared", "current", "properties"):
+        own[mapping] = strings
+    drawn = [own[name]] if name in own else []
+    return st.one_of(*drawn, TEXTS, ANY) if drawn else ANY
 
 
 def _procedure_case() -> st.SearchStrategy[dict[str, Any]]:
     return st.sampled_from(sorted(PROCEDURE_ARGS)).flatmap(lambda procedure: st.fixed_dictionaries({
         "kind": st.just("procedure"), "procedure": st.just(procedure),
-        "kwargs": st.dictionaries(st.sampled_from(PROCEDURE_ARGS[procedure]), ANY, min_size=1, max_size=3)}))
+        "kwargs": st.lists(st.sampled_from(PROCEDURE_ARGS[procedure]), min_size=1, max_size=3, unique=True).flatmap(
+            lambda names: st.fixed_dictionaries({n: _value(n) for n in names}))}))
 
 
-def _policy_case() -> st.SearchStrategy[dict[str, Any]]:
-    section = st.sampled_from(sorted(POLICY_KEYS)).flatmap(
-        lambda name: st.tuples(st.just(name), st.dictionaries(st.sampled_from(POLICY_KEYS[name]), ANY, max_size=3)))
-    top = st.tuples(st.sampled_from(TOP_POLICY_KEYS), st.one_of(ANY, st.dictionaries(
+RELATION_STRINGS = st.one_of(st.just("fuzz.target"), IDENTIFIERS,
+                             st.tuples(st.just("fuzz."), IDENTIFIERS).map("".join),
+                             st.sampled_from(["fuzz.target; drop table fuzz.target", "fuzz.target\n",
+                                              "local.fuzz.target", "fuzz.target where 1=1", "fuzz.`target`"]))
+
+
+def _twin_case(twins: Mapping[str, Sequence[tuple[str, bool]]]) -> st.SearchStrategy[dict[str, Any]]:
+    """A twin called with its required parameters and a few optional ones; `relation` is the
+    target most of the time and a fuzzed name otherwise."""
+    def case(name: str) -> st.SearchStrategy[dict[str, Any]]:
+        parameters = twins[name]
+        required = [p for p, optional in parameters if not optional and p != "relation"]
+        optional = [p for p, has_default in parameters if has_default and p != "relation"]
+        relation = {"relation": st.one_of(st.just("fuzz.target"), st.just("fuzz.target"), RELATION_STRINGS)} if any(
+            p == "relation" for p, _ in parameters) else {}
+        extra = st.lists(st.sampled_from(optional), max_size=3, unique=True) if optional else st.just([])
+        kwargs = extra.flatmap(lambda names: st.fixed_dictionaries(
+            {**relation, **{n: _value(n) for n in [*required, *names]}}))
+        if name == "get_partitions_where_sql":
+            kwargs = _partitions_where_kwargs()
+        return st.fixed_dictionaries({"kind": st.just("twin"), "twin": st.just(name), "kwargs": kwargs})
+
+    return st.sampled_from(sorted(twins)).flatmap(case)
+
+
+def _partitions_where_kwargs() -> st.SearchStrategy[dict[str, Any]]:
+    """get_partitions_where_sql's structured input: fields, their column types, partition values."""
+    field = st.fixed_dictionaries({"transform": _value("transform"), "column": _value("column")})
+    return st.lists(field, min_size=1, max_size=2).flatmap(lambda fields: st.fixed_dictionaries({
+        "partition_fields": st.just(fields),
+        "columns": st.fixed_dictionaries({str(f["column"]): _value("column_type") for f in fields}),
+        "partitions": st.lists(st.fixed_dictionaries({f"f{i}": st.one_of(SCALARS, st.sampled_from(QUOTES))
+                                                      for i in range(len(fields))}), max_size=3)}))
+
+
+def _policy_case(defaults: Mapping[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """Policies over every key of the defaults (sections and their keys), plus unknown keys."""
+    sections = {name: tuple(value) for name, value in defaults.items() if isinstance(value, Mapping)}
+    section = st.sampled_from(sorted(sections)).flatmap(lambda name: st.tuples(st.just(name), st.lists(
+        st.sampled_from([*sections[name], "no_such_key"]), max_size=3, unique=True).flatmap(
+            lambda keys: st.fixed_dictionaries({k: _value(k) for k in keys}))))
+    top_keys = sorted({*TOP_POLICY_KEYS, *(k for k, v in defaults.items() if not isinstance(v, Mapping))})
+    top = st.tuples(st.sampled_from(top_keys), st.one_of(ANY, st.dictionaries(
         st.sampled_from(["num_retries", "min_wait_ms", "max_wait_ms", "total_timeout_ms", "delete", "merge",
-                         "write.target-file-size-bytes", "x'; drop", "k"]), ANY, max_size=3)))
+                         "write.target-file-size-bytes", "x'; drop", "k", "k'", "k\\"]), ANY, max_size=3)))
     return st.lists(st.one_of(section, top), min_size=1, max_size=3).map(
         lambda items: {"kind": "policy", "policy": dict(items)})
+
+
+def _key_sweep(defaults: Mapping[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """One policy key of the defaults at a time with its own hostile values: every key is set by
+    some case however hypothesis samples the mixed policies above."""
+    keys = [(s, k) for s, section in defaults.items() if isinstance(section, Mapping) for k in section]
+    keys += [(k, None) for k, v in defaults.items() if not isinstance(v, Mapping)]
+    return st.sampled_from(keys).flatmap(lambda key: _value(key[1] or key[0]).map(
+        lambda value: {"kind": "policy", "policy": {key[0]: {key[1]: value}} if key[1] else {key[0]: value}}))
+
+
+def _where_case() -> st.SearchStrategy[dict[str, Any]]:
+    """`where` as rewrite_data_files' argument, and as the compaction policy's `where` scoped to
+    the cold partitions (the cold target has identity partitions, all cold after a moment)."""
+    where = st.one_of(st.sampled_from(WHERES), TEXTS)
+    argument = st.fixed_dictionaries({"kind": st.just("procedure"), "procedure": st.just("rewrite_data_files"),
+                                      "kwargs": st.fixed_dictionaries({"where": where})})
+    policy = st.fixed_dictionaries({
+        "kind": st.just("policy"), "target": st.just("cold"), "operations": st.just(["rewrite_data_files"]),
+        "policy": st.fixed_dictionaries({"compaction": st.fixed_dictionaries({
+            "where": st.one_of(where, st.none()),
+            "cold_partitions_hours": st.one_of(st.sampled_from(COLD_HOURS), _value("cold_partitions_hours"))})})})
+    return st.one_of(argument, policy, policy)
+
+
+def _orphan_case() -> st.SearchStrategy[dict[str, Any]]:
+    """remove_orphan_files by the public macro and by its twin: locations in, at and outside the
+    table, windows around 24 h, file-list views listing files outside the table."""
+    kwargs = st.fixed_dictionaries({"location": st.sampled_from(LOCATIONS)}, optional={
+        "older_than_hours": _value("older_than_hours"), "file_list_view": _value("file_list_view")})
+    public = st.fixed_dictionaries({"kind": st.just("procedure"), "procedure": st.just("remove_orphan_files"),
+                                    "kwargs": kwargs})
+    twin = st.fixed_dictionaries({"kind": st.just("twin"), "twin": st.just("get_remove_orphan_files_sql"),
+                                  "kwargs": kwargs.map(lambda k: {"relation": "fuzz.target", **k})})
+    return st.one_of(public, twin)
 
 
 def _relation_case() -> st.SearchStrategy[dict[str, Any]]:
@@ -84,12 +244,30 @@ def _relation_case() -> st.SearchStrategy[dict[str, Any]]:
     # before any macro sees it (the first full run counted 3 of those as defects of the macros);
     # the explicit cases below carry one, which the harness passes as 'catalog.schema.table'.
     as_object = st.fixed_dictionaries({"schema": IDENTIFIERS, "identifier": IDENTIFIERS})
-    relation = st.one_of(IDENTIFIERS, as_object)
+    relation = st.one_of(IDENTIFIERS, as_object, RELATION_STRINGS)
     procedure = st.fixed_dictionaries({"kind": st.just("procedure"), "procedure": st.just("rewrite_data_files"),
                                        "kwargs": st.just({"dry_run": True}), "relation": relation})
     policy = st.fixed_dictionaries({"kind": st.just("policy"), "policy": st.just({}), "relation": relation})
     return st.one_of(procedure, policy)
 
+
+def _var_case(names: Sequence[str]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.sampled_from(sorted(names)).flatmap(lambda name: st.fixed_dictionaries({
+        "kind": st.just("var"), "vars": st.fixed_dictionaries({name: st.one_of(
+            st.sampled_from(VAR_VALUES.get(name, (None,))), IDENTIFIERS, SCALARS)})}))
+
+
+# What every var case runs under its vars: the twins and the plan that read them.
+VAR_PROBES: tuple[dict[str, Any], ...] = (
+    {"kind": "twin", "twin": "get_rewrite_data_files_sql", "kwargs": {"relation": "fuzz.target", "where": "id > 0"}},
+    {"kind": "twin", "twin": "get_remove_orphan_files_sql", "kwargs": {"relation": "fuzz.target"}},
+    {"kind": "twin", "twin": "get_table_health_sql", "kwargs": {"relation": "fuzz.target",
+                                                                "target_file_size_bytes": 1000}},
+    {"kind": "procedure", "procedure": "expire_snapshots", "kwargs": {"retain_last": 1}},
+    {"kind": "policy", "policy": {"compaction": {"cold_partitions_hours": 0.0001}}, "target": "cold",
+     "operations": ["rewrite_data_files"]},
+    {"kind": "policy", "policy": {}},
+)
 
 # Always tried, whatever hypothesis draws (like hypothesis' @example): the inputs most likely to
 # slip through if a check were missing.
@@ -100,10 +278,26 @@ EXPLICIT: tuple[dict[str, Any], ...] = (
     {"kind": "procedure", "procedure": "expire_snapshots", "kwargs": {"older_than": "2020-01-01 00:00:00'); --"}},
     {"kind": "procedure", "procedure": "remove_orphan_files", "kwargs": {"location": "/tmp'); drop table x; --"}},
     {"kind": "procedure", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": 23.99}},
+    {"kind": "procedure", "procedure": "remove_orphan_files", "kwargs": {"location": PARENT}},
+    {"kind": "twin", "twin": "get_remove_orphan_files_sql", "kwargs": {"relation": "fuzz.target", "location": PARENT}},
+    {"kind": "twin", "twin": "get_remove_orphan_files_sql", "kwargs": {"relation": "fuzz.target",
+                                                                        "file_list_view": VIEW_OUTSIDE}},
+    {"kind": "procedure", "procedure": "remove_orphan_files", "kwargs": {"file_list_view": VIEW_OUTSIDE}},
     {"kind": "procedure", "procedure": "expire_snapshots", "kwargs": {"retain_last": 10**30}},
+    {"kind": "twin", "twin": "get_rewrite_data_files_sql", "kwargs": {"relation": "fuzz.target", "where": "a\\"}},
+    {"kind": "twin", "twin": "get_table_snapshots_sql", "kwargs": {"relation": "fuzz.target; drop table fuzz.target"}},
+    {"kind": "twin", "twin": "get_table_health_sql", "kwargs": {"relation": "fuzz.target; drop table fuzz.target",
+                                                                "target_file_size_bytes": 1000}},
+    {"kind": "policy", "policy": {"remove_orphan_files": {"older_than_hours": 2**63}}},
     {"kind": "policy", "policy": {"properties": {"write.target-file-size-bytes": "1'); drop table fuzz.target; --"}}},
     {"kind": "policy", "policy": {"properties": {"k') , ('gc.enabled": "false"}}},
     {"kind": "policy", "policy": {"compaction": {"where": "1=1) or (1=1"}, "isolation_level": "snapshot"}},
+    {"kind": "policy", "target": "cold", "operations": ["rewrite_data_files"],
+     "policy": {"compaction": {"where": "1=1) or (1=1", "cold_partitions_hours": 0.0001}}},
+    {"kind": "policy", "target": "cold", "operations": ["rewrite_data_files"],
+     "policy": {"compaction": {"where": "id > 0", "cold_partitions_hours": 0.0001}}},
+    {"kind": "var", "vars": {"dbt_iceberg_maint_catalog": "local; drop table fuzz.target"}},
+    {"kind": "var", "vars": {"dbt_iceberg_maint_catalog": "local"}},
     {"kind": "policy", "relation": {"schema": "fuzz", "identifier": "target where 1=1 or"}, "policy": {}},
     {"kind": "policy", "relation": {"schema": "fu zz", "identifier": "target"}, "policy": {}},
     {"kind": "procedure", "procedure": "rewrite_data_files", "relation": {"schema": "fuzz", "identifier": "t`; --"},
@@ -131,29 +325,89 @@ def draw_cases(strategy: st.SearchStrategy[dict[str, Any]], examples: int, seed:
     return cases
 
 
+def plan_cases(examples: int, seed: int, defaults: Mapping[str, Any],
+               twins: Mapping[str, Sequence[tuple[str, bool]]] | None = None,
+               variables: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every case of a run with `examples` draws per strategy (fewer for the costly var cases),
+    numbered; the explicit ones included."""
+    twins = twin_signatures() if twins is None else twins
+    variables = macro_vars() if variables is None else variables
+    cases = [*draw_cases(_procedure_case(), examples, seed), *draw_cases(_policy_case(defaults), examples, seed + 1),
+             *draw_cases(_twin_case(twins), examples * 2, seed + 3), *draw_cases(_where_case(), examples, seed + 4),
+             *draw_cases(_orphan_case(), max(5, examples // 2), seed + 5),
+             *draw_cases(_relation_case(), max(5, examples // 5), seed + 2),
+             *draw_cases(_var_case(variables), max(2, examples // 10), seed + 6), *map(dict, EXPLICIT)]
+    # Each policy key of the defaults at least once (a new key is fuzzed the day it lands); the
+    # quick sample (fewer than 20 examples) leaves the sweep to the full run.
+    sweep = _key_sweep(defaults) if examples >= 20 else None
+    set_keys = {k for c in cases for k in policy_keys(c)}
+    for section, value in defaults.items():
+        for key in value if isinstance(value, Mapping) else [None]:
+            name = f"{section}.{key}" if key is not None else section
+            if sweep is not None and name not in set_keys:
+                cases.extend(c for c in draw_cases(sweep.filter(lambda c, n=name: policy_keys(c) == [n]), 2, seed + 8))
+    # Each twin at least once, whatever hypothesis drew (a new twin is fuzzed the day it lands).
+    for name in sorted(set(twins) - {c.get("twin") for c in cases}):
+        cases.extend(draw_cases(_twin_case({name: twins[name]}), 3, seed + 7))
+    for name in sorted(set(variables) - {v for c in cases for v in c.get("vars", {})}):
+        cases.extend(draw_cases(_var_case([name]), 1, seed + 9))
+    for number, case in enumerate(cases):
+        case["id"] = number
+    return cases
+
+
+def target_of(case: Mapping[str, Any]) -> str:
+    """What a case exercises, for `by_target`."""
+    if case["kind"] == "var":
+        return "var:" + ",".join(sorted(case["vars"]))
+    if case.get("relation") is not None:
+        return "relation"
+    if case["kind"] == "twin":
+        return str(case["twin"])
+    if case["kind"] == "procedure":
+        return str(case["procedure"])
+    if case.get("target") == "cold":
+        return "policy:compaction.where+cold_partitions_hours"
+    return "policy"
+
+
+def policy_keys(case: Mapping[str, Any]) -> list[str]:
+    """The policy keys a case sets ('section.key' or 'key')."""
+    keys = []
+    for key, value in (case.get("policy") or {}).items():
+        keys.extend([f"{key}.{k}" for k in value] if isinstance(value, Mapping) and value else [str(key)])
+    return keys
+
+
+def _substitute(value: Any, places: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        for token, path in places.items():
+            value = value.replace(token, path)
+        return value
+    if isinstance(value, list):
+        return [_substitute(v, places) for v in value]
+    if isinstance(value, dict):
+        return {_substitute(k, places): _substitute(v, places) for k, v in value.items()}
+    return value
+
+
 # ---- judging outcomes (pure) --------------------------------------------------------------
-_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'")
-_CALL = re.compile(r"^CALL ([A-Za-z_][A-Za-z0-9_]*\.)*system\.[a-z_]+\((?P<args>.*)\)$", re.S)
-_ARG = re.compile(r"^\s*[a-z_]+ => (L|-?\d+(\.\d+)?|true|false|TIMESTAMP L|map\(L(, L)*\)|array\((-?\d+(, -?\d+)*)?\))"
-                  r"\s*$")
-
-
 def call_is_intact(sql: str) -> bool:
-    """Outside its string literals, the CALL is `CALL ns.system.proc(name => value, ...)`."""
-    skeleton = _LITERAL.sub("L", sql.strip())
-    match = _CALL.match(skeleton)
-    if not match or "'" in skeleton or ";" in skeleton or "--" in skeleton:
-        return False
-    args = match.group("args").strip()
-    return not args or all(_ARG.match(arg) for arg in re.split(r",(?![^()]*\))", args))
+    """The CALL is `CALL [catalog.]system.proc(name => constant, ...)` and nothing else."""
+    return not oracle.call_problems(sql)
+
+
+def properties_sql_is_intact(sql: str, table: str | None = None) -> bool:
+    return not oracle.alter_problems(sql, table)
 
 
 def names_an_argument(errors: Sequence[str], case: Mapping[str, Any]) -> bool:
-    """Some message names an argument or policy key the case set (as a whole word)."""
+    """Some message names an argument, policy key or var the case set (as a whole word)."""
     names: set[str] = set()
     if case.get("relation") is not None:
         names.add("relation")
     names.update(case.get("kwargs", {}))
+    names.update(case.get("vars", {}))
     for key, value in (case.get("policy") or {}).items():
         names.add(key)
         if isinstance(value, Mapping):
@@ -162,31 +416,104 @@ def names_an_argument(errors: Sequence[str], case: Mapping[str, Any]) -> bool:
     return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) for name in names if name.strip())
 
 
-def judge(case: Mapping[str, Any], outcome: Mapping[str, Any]) -> str:
-    """refused | accepted | a defect description."""
+def _rendered_at(outcome: Mapping[str, Any]) -> datetime:
+    text = outcome.get("rendered_at")
+    if not text:
+        return datetime.now(timezone.utc)
+    return datetime.strptime(str(text), "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=timezone.utc)
+
+
+def sql_problems(case: Mapping[str, Any], outcome: Mapping[str, Any], places: Mapping[str, str]) -> list[str]:
+    """The oracle's findings on everything the case rendered."""
+    table = places.get("qualified_cold" if case.get("target") == "cold" else "qualified", "")
+    problems: list[str] = []
+    colds = [c for c in outcome.get("cold") or [] if c]
+    for sql in oracle.sql_texts(outcome.get("sql")):
+        text = str(sql).strip()
+        head = text.split(None, 1)[0].lower() if text else ""
+        twin = case.get("twin") if case["kind"] == "twin" else None
+        if head == "call":
+            problems.extend(oracle.call_problems(text, table_location=places.get("table_location"),
+                                                 rendered_at=_rendered_at(outcome)))
+            call = oracle.parse_call(text)
+            if colds and isinstance(call, oracle.Call) and call.procedure == "rewrite_data_files":
+                # The cold predicate read just before and just after the plan: either may be the one used.
+                attempts = [oracle.cold_conjunct_problems(call.text("where"), cold) for cold in colds]
+                if all(attempts):
+                    problems.extend(attempts[0])
+        elif twin in ("get_partition_range_sql", "get_partitions_where_sql"):
+            kwargs = case.get("kwargs", {})
+            columns = [str(kwargs.get("column"))] if twin == "get_partition_range_sql" else [
+                str(f.get("column")) for f in kwargs.get("partition_fields", []) if isinstance(f, Mapping)]
+            problems.extend(oracle.predicate_problems(text, columns))
+        elif head in ("select", "with"):
+            relation = (case.get("kwargs") or {}).get("relation", "fuzz.target")
+            problems.extend(oracle.query_problems(text, str(relation) if relation != "fuzz.target" else table))
+        elif head == "alter":
+            problems.extend(oracle.alter_problems(text, table))
+        elif text:
+            problems.append(f"rendered text that is none of CALL, SELECT, ALTER or a predicate: {text[:200]}")
+    properties = outcome.get("properties_sql")
+    if properties:
+        problems.extend(oracle.alter_problems(str(properties), table))
+    return problems
+
+
+def judge(case: Mapping[str, Any], outcome: Mapping[str, Any], places: Mapping[str, str] | None = None) -> str:
+    """refused | unclear (a twin or var refused without naming what it was given: not a safety
+    defect) | accepted | a defect description."""
+    places = places or {}
     errors = outcome.get("errors") or []
     if errors:
-        return "refused" if names_an_argument(errors, case) else f"refused without naming the argument: {errors}"
-    sqls = outcome.get("sql")
-    sqls = [sqls] if isinstance(sqls, str) else list(sqls or [])
-    broken = [s for s in sqls if not call_is_intact(s)]
-    if broken:
-        return f"accepted with a CALL whose structure changed: {broken[0]}"
-    properties = outcome.get("properties_sql")
-    if properties and not properties_sql_is_intact(properties):
-        return f"accepted with an ALTER TABLE whose structure changed: {properties}"
+        if names_an_argument(errors, case):
+            return "refused"
+        if case["kind"] in ("twin", "var"):
+            return "unclear"
+        return f"refused without naming the argument: {errors}"
+    problems = sql_problems(case, outcome, places)
+    if problems:
+        return "DEFECT: " + "; ".join(dict.fromkeys(problems))
     if case["kind"] == "procedure" and outcome.get("status") != "dry_run":
         return f"accepted but its dry run reported {outcome.get('status')!r}"
     return "accepted"
 
 
-_ALTER = re.compile(r"^alter table [A-Za-z0-9_.]+ (set tblproperties \(L = L(, L = L)*\)|unset tblproperties "
-                    r"(if exists )?\(L(, L)*\))(\s*;\s*alter table .*)?$", re.S | re.I)
+def judge_var(case: Mapping[str, Any], probes: Sequence[Mapping[str, Any]], outcomes: Mapping[int, Mapping[str, Any]],
+              error: str | None, places: Mapping[str, str]) -> str:
+    """A var case: every probe it rendered must pass the oracle; a failed invocation is a refusal
+    when its message names the var."""
+    for probe in probes:
+        outcome = outcomes.get(probe["id"])
+        if outcome is not None:
+            verdict = judge({**probe, "vars": case["vars"]}, outcome, places)
+            if verdict.startswith("DEFECT"):
+                return f"{verdict} (probe {probe.get('twin') or probe.get('procedure') or probe['kind']})"
+    if error is not None:
+        return judge(case, {"errors": [error]}, places)
+    return "accepted"
 
 
-def properties_sql_is_intact(sql: str) -> bool:
-    skeleton = _LITERAL.sub("L", " ".join(sql.split()))
-    return "'" not in skeleton and "--" not in skeleton and bool(_ALTER.match(skeleton))
+def summarise(cases: Sequence[Mapping[str, Any]], verdicts: Mapping[int, str], table_changed: int) -> dict[str, Any]:
+    """torture.json's `bad_inputs`: the counts, per target, per policy key, and every defect."""
+    by_target: dict[str, dict[str, int]] = {}
+    keys: dict[str, int] = {}
+    for case in cases:
+        verdict = verdicts[case["id"]]
+        bucket = verdict if verdict in ("refused", "accepted", "unclear") else "defects"
+        slot = by_target.setdefault(target_of(case), {"tried": 0, "refused": 0, "accepted": 0, "unclear": 0,
+                                                      "defects": 0})
+        slot["tried"] += 1
+        slot[bucket] += 1
+        for key in policy_keys(case):
+            keys[key] = keys.get(key, 0) + 1
+    defects = [{"case": {k: v for k, v in case.items() if k != "id"}, "id": case["id"],
+                "verdict": verdicts[case["id"]]} for case in cases
+               if verdicts[case["id"]] not in ("refused", "accepted", "unclear")]
+    return {"tried": len(cases), "refused": sum(s["refused"] for s in by_target.values()),
+            "accepted": sum(s["accepted"] for s in by_target.values()),
+            "unclear": sum(s["unclear"] for s in by_target.values()),
+            "defect_count": len(defects), "defects": defects, "table_changed": table_changed,
+            "by_target": dict(sorted(by_target.items())), "policy_keys": dict(sorted(keys.items()))}
 
 
 # ---- running (I/O) -----------------------------------------------------------------------------
@@ -196,12 +523,12 @@ def table_state(spark: Any, table: str) -> tuple[Any, ...]:
     return (snapshot[0][0] if snapshot else None, tuple(properties))
 
 
-def _outcomes(messages: Sequence[str]) -> dict[int, dict[str, Any]]:
+def _outcomes(messages: Sequence[str], marker: str = MARKER) -> dict[Any, dict[str, Any]]:
     found = {}
     for message in messages:
-        if message.startswith(MARKER):
-            outcome = json.loads(message.removeprefix(MARKER))
-            found[outcome["id"]] = outcome
+        if message.startswith(marker):
+            outcome = json.loads(message.removeprefix(marker))
+            found[outcome.get("id")] = outcome
     return found
 
 
@@ -213,78 +540,178 @@ def operation_error(messages: Sequence[str]) -> str | None:
     return None
 
 
-def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, examples: int,
-             seed: int = 14) -> dict[str, Any]:
-    """Every case through the macros; returns torture.json's `bad_inputs` (defects listed)."""
-    batched = [*draw_cases(_procedure_case(), examples, seed), *draw_cases(_policy_case(), examples, seed + 1)]
-    single = [*draw_cases(_relation_case(), max(5, examples // 5), seed + 2),
-              *[dict(case) for case in EXPLICIT if "relation" in case]]
-    batched.extend(dict(case) for case in EXPLICIT if "relation" not in case)
-    for number, case in enumerate([*batched, *single]):
-        case["id"] = number
-    before = table_state(spark, table)
+def table_location(spark: Any, table: str) -> str:
+    rows = spark.sql(f"describe table extended {table}").collect()
+    return str(next(r[1] for r in rows if str(r[0]).strip() == "Location"))
+
+
+def view_escapes(spark: Any, view: str, location: str) -> bool:
+    """Whether a file-list view names a file outside `location` (False when it cannot be read)."""
+    try:
+        paths = [r[0] for r in spark.sql(f"select file_path from {view}").collect()]
+    except Exception:  # noqa: BLE001 - no such view: Iceberg would fail, nothing is deleted
+        return False
+    return any(not oracle.inside(str(p), location) for p in paths)
+
+
+class _Session:
+    """One fuzz run's dbt invocations, each bracketed by the tables' states."""
+
+    def __init__(self, run: Callable[..., Any], spark: Any, tables: Sequence[str], relation: str,
+                 cold_relation: str) -> None:
+        self.run, self.spark, self.tables = run, spark, tables
+        self.relation, self.cold_relation = relation, cold_relation
+        self.changed: list[list[int]] = []
+        self.invocations = 0
+
+    def states(self) -> list[tuple[Any, ...]]:
+        return [table_state(self.spark, t) for t in self.tables]
+
+    def invoke(self, macro: str, involved: Sequence[Mapping[str, Any]], extra: Sequence[str] = (), **args: Any) -> Any:
+        before = self.states()
+        arguments = json.dumps({**args, "relation": self.relation, "cold_relation": self.cold_relation},
+                               ensure_ascii=False)
+        invocation = self.run("run-operation", macro, "--args", arguments, *extra, expect_success=False)
+        self.invocations += 1
+        if self.states() != before:
+            self.changed.append([c["id"] for c in involved])
+        return invocation
+
+
+def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, examples: int, seed: int = 14,
+             cold_table: str | None = None, replay: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Every case through the macros; returns torture.json's `bad_inputs` (defects listed, each
+    with its `template`: the case before this run's paths were filled in). `replay`: run those
+    templates (a previous run's defects) instead of drawing."""
+    catalog = table.rsplit(".", 2)[0] if table.count(".") == 2 else "local"
+    cold_table = cold_table or f"{catalog}.fuzz.cold_target"
+    session = _Session(run, spark, [table, cold_table, f"{catalog}.fuzz.neighbour"], relation,
+                       cold_table.split(".", 1)[1] if cold_table.count(".") == 2 else cold_table)
+    location = table_location(spark, table)
+    places = {LOCATION: location, PARENT: location.rsplit("/", 1)[0],
+              NEIGHBOUR: table_location(spark, f"{catalog}.fuzz.neighbour"), "table_location": location,
+              "qualified": table, "qualified_cold": cold_table}
+    defaults_run = session.invoke("torture_fuzz_policy_defaults", [])
+    defaults = _outcomes(defaults_run.log_messages, DEFAULTS_MARKER)
+    if not defaults:
+        raise RuntimeError(f"torture_fuzz_policy_defaults logged nothing: {defaults_run.exception}")
+    templates = {c["id"]: c for c in (replay or plan_cases(examples, seed, next(iter(defaults.values()))))}
+    cases = [_substitute(dict(c), places) for c in templates.values()]
     verdicts: dict[int, str] = {}
     outcomes: dict[int, dict[str, Any]] = {}
-    moved: set[int] = set()
-    for chunk in [batched[start:start + 200] for start in range(0, len(batched), 200)]:
-        arguments = json.dumps({"cases": chunk, "relation": relation}, ensure_ascii=False)
-        invocation = run("run-operation", "torture_fuzz_cases", "--args", arguments, expect_success=False)
+    single = [c for c in cases if c.get("relation") is not None]
+    batched = [c for c in cases if c.get("relation") is None and c["kind"] != "var"]
+    queue = [batched[start:start + 200] for start in range(0, len(batched), 200)]
+    while queue:
+        chunk = queue.pop(0)
+        invocation = session.invoke("torture_fuzz_cases", chunk, cases=chunk)
         found = _outcomes(invocation.log_messages)
-        if not invocation.success:  # one case broke out of the checks: run the chunk's cases one by one
-            retry = [case for case in chunk if case["id"] not in found]
-            single.extend(retry)
-            moved.update(case["id"] for case in retry)
         outcomes.update(found)
-    batched = [case for case in batched if case["id"] not in moved]
-    # Refused cases once more through the public macro alone (its own compiler error), and every
-    # relation case and every case that broke the batch.
+        if not invocation.success:
+            # The first case without an outcome broke the batch: alone through the macro, and
+            # the rest of the chunk batched again.
+            missing = [c for c in chunk if c["id"] not in found]
+            single.append(missing[0])
+            if missing[1:]:
+                queue.insert(0, missing[1:])
+    # Refused cases once more through the public macro alone (its own compiler error): one per
+    # target, enough to see every macro's own refusal.
     sampled: dict[str, dict[str, Any]] = {}
     for case in batched:
         outcome = outcomes.get(case["id"])
-        if outcome and outcome["errors"]:
-            # One per procedure and per policy section: enough to see every macro's own refusal.
-            key = case.get("procedure") or "policy:" + (sorted(map(str, case["policy"])) or [""])[0]
-            sampled.setdefault(key, case)
+        if outcome and outcome["errors"] and case not in single:
+            sampled.setdefault(target_of(case) + ":" + ",".join(sorted(map(str, case.get("policy") or {}))), case)
     for case in [*single, *sampled.values()]:
-        arguments = json.dumps({"case": case, "relation": relation}, ensure_ascii=False)
-        invocation = run("run-operation", "torture_fuzz_one", "--args", arguments, expect_success=False)
+        invocation = session.invoke("torture_fuzz_one", [case], case=case)
         found = _outcomes(invocation.log_messages)
         if invocation.success:
             outcomes[case["id"]] = found.get(case["id"], {"errors": [], "status": None})
         else:
             error = operation_error(invocation.log_messages) or str(invocation.exception or "dbt failed silently")
             previous = outcomes.get(case["id"])
-            if previous is not None and not previous.get("errors"):
+            if previous is not None and not previous.get("errors") and case["kind"] != "twin":
                 verdicts[case["id"]] = f"accepted by the checks but refused by the macro: {error[:300]}"
             outcomes[case["id"]] = {"errors": [error]}
-    for case in [*batched, *single]:
-        if case["id"] not in verdicts:
-            verdicts[case["id"]] = judge(case, outcomes.get(case["id"], {"errors": ["no outcome logged"]}))
-    after = table_state(spark, table)
-    defects = [{"case": case, "verdict": verdicts[case["id"]]} for case in [*batched, *single]
-               if verdicts[case["id"]] not in ("refused", "accepted")]
-    return {"tried": len(batched) + len(single), "single_invocations": len(single) + len(sampled),
-            "refused": sum(v == "refused" for v in verdicts.values()),
-            "accepted": sum(v == "accepted" for v in verdicts.values()),
-            "defects": defects[:50], "defect_count": len(defects), "table_changed": int(before != after)}
+    for case in [c for c in cases if c["kind"] == "var"]:
+        probes = [{**p, "id": f"{case['id']}.{n}"} for n, p in enumerate(VAR_PROBES)]
+        invocation = session.invoke("torture_fuzz_cases", [case], ["--vars", json.dumps(case["vars"])], cases=probes)
+        failure = None if invocation.success else (
+            operation_error(invocation.log_messages) or str(invocation.exception or "dbt failed silently"))
+        verdicts[case["id"]] = judge_var(case, probes, _outcomes(invocation.log_messages), failure, places)
+    for case in cases:
+        if case["id"] in verdicts:
+            continue
+        verdict = judge(case, outcomes.get(case["id"], {"errors": ["no outcome logged"]}), places)
+        view = (case.get("kwargs") or {}).get("file_list_view")
+        if verdict == "accepted" and isinstance(view, str) and view_escapes(spark, view, location):
+            verdict = (f"DEFECT: remove_orphan_files accepted file_list_view {view!r}, which lists files outside "
+                       "the table")
+        verdicts[case["id"]] = verdict
+    for ids in session.changed:
+        for number in ids:
+            verdicts[number] = f"DEFECT: a table's snapshot or properties changed in the invocation of cases {ids}"
+    result = summarise(cases, verdicts, int(bool(session.changed)))
+    for defect in result["defects"]:
+        defect["template"] = templates[defect["id"]]
+    result["invocations"] = session.invocations
+    result["seed"], result["examples"] = seed, examples
+    return result
+
+
+def build_target(spark: Any, catalog: str = "local") -> None:
+    """fuzz.target (bucketed), fuzz.cold_target (identity partitions: cold after a moment),
+    fuzz.neighbour (beside them: what an escaping location would delete) and two file-list
+    views, one naming the neighbour's files."""
+    spark.sql(f"create namespace if not exists {catalog}.fuzz")
+    spark.sql(f"create table if not exists {catalog}.fuzz.target (id bigint, payload string) using iceberg "
+              "partitioned by (bucket(2, id))")
+    spark.sql(f"create table if not exists {catalog}.fuzz.cold_target (id bigint, part int, payload string) "
+              "using iceberg partitioned by (part)")
+    spark.sql(f"create table if not exists {catalog}.fuzz.neighbour (id bigint) using iceberg")
+    for i in range(3):
+        spark.sql(f"insert into {catalog}.fuzz.target values ({i}, 'p{i}')")
+        spark.sql(f"insert into {catalog}.fuzz.cold_target values ({i}, {i}, 'p{i}')")
+    spark.sql(f"insert into {catalog}.fuzz.neighbour values (1)")
+    for view, table in ((VIEW_OUTSIDE, "neighbour"), (VIEW_INSIDE, "target")):
+        spark.sql(f"create or replace temporary view {view} as select file_path, "
+                  f"timestamp '2000-01-01 00:00:00' as last_modified from {catalog}.fuzz.{table}.files")
+    time.sleep(1)  # every partition older than the smallest cold_partitions_hours drawn (0.36 s)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Own embedded Spark + the integration project on a Hadoop warehouse (./scripts/torture)."""
+    """Own embedded Spark + the integration project on a Hadoop warehouse (./scripts/torture, or
+    a fuzz run alone: `python -m lab.fuzz --examples 500 --out fuzz.json`)."""
     parser = argparse.ArgumentParser(prog="lab.fuzz")
-    parser.add_argument("--workdir", type=Path, required=True)
-    parser.add_argument("--examples", type=int, default=100)
-    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder")
+    parser.add_argument("--examples", type=int, default=100, help="hypothesis draws per strategy")
+    parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--out", "--output", dest="output", type=Path, required=True)
+    parser.add_argument("--replay", type=Path, default=None,
+                        help="a previous --out file (or torture.json): run only its defects' cases again")
     args = parser.parse_args(argv)
+    replay = None
+    if args.replay:
+        document = json.loads(args.replay.read_text())
+        replay = [d.get("template") or {**d["case"], "id": d["id"]}
+                  for d in document.get("bad_inputs", document)["defects"]]
+    with tempfile.TemporaryDirectory(prefix="fuzz-") as scratch:
+        result = _standalone(args.workdir or Path(scratch), args.examples, args.seed, replay)
+    args.output.write_text(json.dumps(result, indent=2, default=str, ensure_ascii=False) + "\n")
+    print(f"tried {result['tried']}, refused {result['refused']}, accepted {result['accepted']}, "
+          f"unclear {result['unclear']}, defects {result['defect_count']}, table changed {result['table_changed']}")
+
+
+def _standalone(workdir: Path, examples: int, seed: int, replay: Sequence[Mapping[str, Any]] | None = None
+                ) -> dict[str, Any]:
     from dbt_iceberg_maint.invoke import invoke_dbt
     from dbt_iceberg_maint.spark import WAREHOUSE_ENV, start_session
 
-    warehouse = (args.workdir / "warehouse").resolve()
+    warehouse = (workdir / "warehouse").resolve()
     warehouse.mkdir(parents=True, exist_ok=True)
     spark = start_session(warehouse)
     spark.sparkContext.setLogLevel("ERROR")
     env = {"DBT_ICEBERG_MAINT_SCHEMA": "fuzz", WAREHOUSE_ENV: str(warehouse),
-           "DBT_TARGET_PATH": str(args.workdir / "target"), "DBT_LOG_PATH": str(args.workdir / "logs")}
+           "DBT_TARGET_PATH": str(workdir / "target"), "DBT_LOG_PATH": str(workdir / "logs")}
     try:
         build_target(spark)
 
@@ -294,18 +721,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         deps = run("deps", "--quiet")
         if not deps.success:
             raise SystemExit(f"dbt deps failed: {deps.exception}")
-        result = run_fuzz(run, spark, "local.fuzz.target", "fuzz.target", args.examples)
+        began = time.monotonic()
+        result = run_fuzz(run, spark, "local.fuzz.target", "fuzz.target", examples, seed, replay=replay)
+        result["seconds"] = round(time.monotonic() - began, 1)
+        return result
     finally:
         spark.stop()
-    args.output.write_text(json.dumps(result, indent=2, default=str))
-
-
-def build_target(spark: Any, catalog: str = "local") -> None:
-    spark.sql(f"create namespace if not exists {catalog}.fuzz")
-    spark.sql(f"create table if not exists {catalog}.fuzz.target (id bigint, payload string) using iceberg "
-              "partitioned by (bucket(2, id))")
-    for i in range(3):
-        spark.sql(f"insert into {catalog}.fuzz.target values ({i}, 'p{i}')")
 
 
 def run_fuzz_process(workdir: Path, examples: int) -> dict[str, Any]:
@@ -316,12 +737,16 @@ def run_fuzz_process(workdir: Path, examples: int) -> dict[str, Any]:
     output = workdir / "fuzz.json"
     with tempfile.TemporaryFile() as log:
         code = subprocess.run([sys.executable, "-m", "lab.fuzz", "--workdir", str(workdir), "--examples", str(examples),
-                               "--output", str(output)], stdout=log, stderr=subprocess.STDOUT,
-                              cwd=Path(__file__).resolve().parent.parent).returncode
+                               "--out", str(output)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO).returncode
         if code != 0:
             log.seek(0)
             raise RuntimeError(f"lab.fuzz failed ({code}): {log.read().decode(errors='replace')[-3000:]}")
     return dict(json.loads(output.read_text()))
+
+
+def covered(result: Mapping[str, Any], names: Iterable[str]) -> list[str]:
+    """The twins / targets among `names` a result did not try (empty when all were)."""
+    return [name for name in names if not result.get("by_target", {}).get(name, {}).get("tried")]
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ MODES = ("before_commit", "after_commit")
 # PostgreSQL's ReadyForQuery message: 'Z', length 5, then the transaction status byte.
 READY_FOR_QUERY = b"Z\x00\x00\x00\x05"
 _CHUNK = 65536
+STATEMENT_BYTES = 4096
 
 
 class ProxyError(IcebergMaintError):
@@ -40,6 +41,9 @@ class Cut:
     mode: str
     at: float
     reply_swallowed: bool  # after_commit: the server answered (so it committed) before the cut
+    # The bytes the client sent with the cut statement (its parameters, i.e. the table's name, are
+    # bound in the same write): the evidence of which table's commit this cut hit.
+    statement: bytes = b""
 
 
 class _Pair:
@@ -48,6 +52,7 @@ class _Pair:
         self.server = server
         self.swallow_reply = threading.Event()
         self.closed = threading.Event()
+        self.statement = b""
 
     def close(self) -> None:
         self.closed.set()
@@ -170,9 +175,10 @@ class CommitCutProxy:
                 tail = window[-len(self.statement):]
                 mode = self._take_armed() if self.statement in window else None
                 if mode == "before_commit":
-                    self._record(Cut(mode, time.time(), reply_swallowed=False))
+                    self._record(Cut(mode, time.time(), reply_swallowed=False, statement=window[:STATEMENT_BYTES]))
                     break
                 if mode == "after_commit":
+                    pair.statement = window[:STATEMENT_BYTES]
                     pair.swallow_reply.set()
                 pair.server.sendall(data)
         except OSError:
@@ -190,14 +196,14 @@ class CommitCutProxy:
                 if pair.swallow_reply.is_set():
                     swallowed += data
                     if READY_FOR_QUERY in swallowed:
-                        self._record(Cut("after_commit", time.time(), reply_swallowed=True))
+                        self._record(Cut("after_commit", time.time(), reply_swallowed=True, statement=pair.statement))
                         break
                     continue
                 pair.client.sendall(data)
         except OSError:
             pass
         if pair.swallow_reply.is_set() and READY_FOR_QUERY not in swallowed:
-            self._record(Cut("after_commit", time.time(), reply_swallowed=False))
+            self._record(Cut("after_commit", time.time(), reply_swallowed=False, statement=pair.statement))
         pair.close()
 
     def _record(self, cut: Cut) -> None:

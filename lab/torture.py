@@ -307,7 +307,8 @@ class Run:
         return {"kind": f"catalog_cut_{mode}" + ("_and_retry" if times > 1 else ""), "worker": target,
                 "armed_at": armed, "cut_at": made[0].at if made else None, "cuts": len(made),
                 "injected": bool(made), "cuts_pending_at_disarm": pending,
-                "reply_swallowed": [c.reply_swallowed for c in made]}
+                "reply_swallowed": [c.reply_swallowed for c in made],
+                "tables_cut": cut_tables([c.statement for c in made])}
 
 
 def _exception_names(text: str) -> list[str]:
@@ -380,25 +381,102 @@ def describe_outcome(outcome: Mapping[str, Any]) -> str:
     return text if kinds or outcome["exceptions"] else text + ", no error reached the writer"
 
 
-def fault_survived(record: Mapping[str, Any], tables: Sequence[str], table_ok: Mapping[str, bool],
-                   events: Sequence[Mapping[str, Any]], worker: str) -> tuple[bool, str]:
-    """Whether the system survived one injected fault (pure): the tables the faulted process
-    writes or maintains hold exactly the ledger's batches and every file their snapshots reference
-    (`table_ok`), and the process carried on: a maintenance job completed an invocation (exit 0)
-    after the fault, a writer committed a batch after it."""
+def cut_tables(statements: Sequence[bytes], models: Sequence[str] = MODELS) -> list[str]:
+    """The tables whose commit the cut statements carried (the name is a bound parameter of the
+    `UPDATE iceberg_tables ...` the proxy cut, sent in the same write)."""
+    text = b"\n".join(statements).decode("latin-1")
+    return [m for m in models if re.search(rf"(?<![A-Za-z0-9_]){m}(?![A-Za-z0-9_])", text)]
+
+
+_OPERATION_LINE = re.compile(r"\d+ of \d+ torture\.(\w+) (\w+)")
+
+
+def last_operation(log_text: str) -> tuple[str, str] | None:
+    """(table, operation) of the last maintenance step a job's log shows starting."""
+    starts = _OPERATION_LINE.findall(log_text)
+    return (starts[-1][0], starts[-1][1]) if starts else None
+
+
+@dataclass(frozen=True)
+class FaultScope:
+    """What one fault can have hurt, from its own record: the tables, and for a writer the batch."""
+
+    tables: tuple[str, ...]
+    batch: int | None
+    source: str  # where the scope was read from
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tables": list(self.tables), "batch": self.batch, "source": self.source}
+
+
+def fault_scope(record: Mapping[str, Any], worker: str, worker_tables: Sequence[str]) -> FaultScope:
+    """A kill of a writer hits its batch in flight; a cut hits the commit of the table its
+    statement names (on a writer: the batch the writer reported next); a kill of the maintenance
+    job hits the table its interrupted step was on. Only without such a record does a fault's scope
+    widen to every table its process touches (and says so)."""
+    kind = str(record["kind"])
+    if kind == "kill_writer_mid_merge":
+        return FaultScope(tuple(worker_tables), int(record["batch"]), "the batch the writer was killed in")
+    if kind.startswith("catalog_cut_"):
+        tables = tuple(record.get("tables_cut") or ())
+        outcome = record.get("outcome") or {}
+        if not worker.startswith("maintenance"):
+            batch = outcome.get("batch") if outcome.get("observed") == "batch" else None
+            reported = tuple(t for t in (outcome.get("events") or {}) if t in worker_tables)
+            return FaultScope(tables or reported or tuple(worker_tables), None if batch is None else int(batch),
+                              "the cut statement's table and the batch reported after it" if tables
+                              else "the batch reported after the cut")
+        if tables:
+            return FaultScope(tables, None, "the cut statement's table")
+        return FaultScope(tuple(worker_tables), None, "no table in the cut statement: every maintained table")
+    if record.get("table"):
+        return FaultScope((str(record["table"]),), None, "the step the kill interrupted")
+    return FaultScope(tuple(worker_tables), None, "no step seen before the kill: every maintained table")
+
+
+def fault_survived(record: Mapping[str, Any], scope: FaultScope, checks: Mapping[str, TableCheck],
+                   missing: Mapping[str, int], events: Sequence[Mapping[str, Any]], worker: str,
+                   orphans_left: Mapping[str, int] | None = None) -> tuple[bool, str]:
+    """Whether the system survived one injected fault (pure), on that fault's own evidence:
+    - a writer's fault: its batch (`scope.batch`) is in each of the scope's tables exactly as the
+      ledger says (committed: once; failed: absent; unknown: absent or once), and those tables
+      reference no missing file;
+    - a maintenance fault: the scope's tables (the cut or interrupted one) pass the ledger check
+      and the reference audit, and for a kill, the orphans it left there were removed once aged;
+    - and the process carried on: the writer committed a batch after it, the maintenance job
+      completed an invocation (exit 0) after it."""
     at = float(record.get("cut_at") or record["at"])
-    broken = [t for t in tables if not table_ok.get(t, False)]
-    if broken:
-        return False, f"table(s) {', '.join(broken)} failed the ledger or reference audit"
-    if worker.startswith("maintenance"):
+    problems = []
+    writer_fault = not worker.startswith("maintenance")
+    if writer_fault and scope.batch is None:
+        problems.append("no batch was reported after it, so nothing shows what it did")
+    for table in scope.tables:
+        table_check = checks.get(table)
+        if table_check is None:
+            problems.append(f"{table} was not audited")
+            continue
+        if writer_fault and scope.batch is not None:
+            for name in ("lost", "duplicated", "unexpected", "mismatched"):
+                if scope.batch in getattr(table_check, name):
+                    problems.append(f"{table}: batch {scope.batch} {name}")
+        elif not table_check.ok:
+            problems.append(f"{table} failed the ledger check: {'; '.join(table_check.details[:3])}")
+        if missing.get(table):
+            problems.append(f"{table}: {missing[table]} referenced file(s) missing")
+        if not writer_fault and str(record["kind"]).startswith("kill_") and (orphans_left or {}).get(table):
+            problems.append(f"{table}: {(orphans_left or {})[table]} aged orphan(s) left")
+    if problems:
+        return False, "; ".join(problems)
+    where = f"{', '.join(scope.tables)} ({scope.source})"
+    if not writer_fault:
         done = [e for e in events if e["kind"] == "maintenance" and str(e["worker"]).startswith("maintenance")
                 and e["at"] > at and e.get("exit_code") == 0]
-        return (True, "a maintenance invocation completed after it") if done else (
+        return (True, f"{where} intact; a maintenance invocation completed after it") if done else (
             False, "no maintenance invocation completed after it")
     later = [e for e in events if e["kind"] == "batch" and e["worker"] == worker and e["at"] > at
              and any(o.get("event") == "committed" for o in e.get("outcomes", {}).values())]
-    return (True, f"{worker} committed a batch after it") if later else (
-        False, f"{worker} committed no batch after it")
+    return (True, f"batch {scope.batch} as the ledger says in {where}; {worker} committed a batch after it") if later \
+        else (False, f"{worker} committed no batch after it")
 
 
 def operation_counts(events: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
@@ -541,7 +619,9 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
             proc.popen.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             if proc.role == "maintenance":
-                run.crashes.append({"kind": "kill_maintenance_at_load_end", "at": time.time()})
+                step = last_operation(proc.log.read_text(errors="replace")) if proc.log.exists() else None
+                run.crashes.append({"kind": "kill_maintenance_at_load_end", "at": time.time(),
+                                    **({"table": step[0], "operation": step[1]} if step else {})})
             else:
                 run.unexpected_exits.append({"worker": proc.name, "exit_code": None, "at": time.time(),
                                              "log_tail": f"did not stop within {grace} s of the stop file; killed"})
@@ -599,14 +679,17 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
     ledger_ok = all(c.ok for c in checks)
     system_ok = ledger_ok and missing == 0 and final_ok and long_ok
 
-    table_ok = {c.table: c.ok and not references[c.table].missing for c in checks}
+    by_table = {c.table: c for c in checks}
+    missing_by_table = {m: len(r.missing) for m, r in references.items()}
+    orphans_left = {m: sum(1 for p in files if p in aged_left) for m, files in crash_orphans.items()}
     writer_killed = "dbt_" + "_".join(settings.dbt_writer_groups[0])
     faults: dict[str, dict[str, int]] = {}
     for record in [*run.crashes, *[f for f in run.faults if f["injected"]]]:
         worker = record.get("worker") or (writer_killed if record["kind"] == "kill_writer_mid_merge"
                                           else "maintenance")
-        survived, why = fault_survived(record, _tables_of(worker, settings), table_ok, all_events, worker)
-        record["survived"], record["survived_why"] = survived, why
+        scope = fault_scope(record, worker, _tables_of(worker, settings))
+        survived, why = fault_survived(record, scope, by_table, missing_by_table, all_events, worker, orphans_left)
+        record["survived"], record["survived_why"], record["evidence"] = survived, why, scope.to_dict()
         slot = faults.setdefault(record["kind"], {"injected": 0, "survived": 0})
         slot["injected"] += 1
         slot["survived"] += int(survived)

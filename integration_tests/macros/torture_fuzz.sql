@@ -1,18 +1,41 @@
-{#- Fuzzed input (lab/fuzz.py, issue 14): many cases in one dbt invocation. Jinja cannot catch
-    a compiler error, so each case first runs the checks the public macro runs before it raises
-    (the same validator macros); a case they accept then goes through the public macro itself
-    with dry_run=true (it renders and logs, it never executes). `torture_fuzz_one` runs a single
-    case through the public macro alone, so a refusal is the real compiler error. Each case logs
-    `TORTURE_FUZZ {"id", "errors", "sql", "status", "properties_sql"}`. -#}
+{#- Fuzzed input (lab/fuzz.py, issues 14 and 22): many cases in one dbt invocation. Jinja cannot
+    catch a compiler error, so each case first runs the checks the public macro runs before it
+    raises (the same validator macros); a case they accept then goes through the public macro
+    itself with dry_run=true (it renders and logs, it never executes), or through its `get_*_sql`
+    twin (kind 'twin': rendered only). `torture_fuzz_one` runs a single case through the public
+    macro (or the twin) alone, so a refusal is the real compiler error. Each case logs
+    `TORTURE_FUZZ {"id", "errors", "sql", "status", "properties_sql", "cold", "rendered_at"}`:
+    `cold` is the cold-partition predicate of the policy's cold_partitions_hours (before and after
+    the plan), `rendered_at` the UTC instant right after rendering (the oracle's clock). -#}
 
-{% macro torture_fuzz_cases(cases, relation) %}
+{% macro torture_fuzz_cases(cases, relation, cold_relation=none) %}
   {%- for case in cases -%}
-    {%- do log('TORTURE_FUZZ ' ~ tojson(torture_fuzz_outcome(case, relation)), info=true) -%}
+    {%- do log('TORTURE_FUZZ ' ~ tojson(torture_fuzz_outcome(case, relation, cold_relation)), info=true) -%}
   {%- endfor -%}
 {% endmacro %}
 
-{% macro torture_fuzz_one(case, relation) %}
-  {%- set target = torture_fuzz_relation(case, relation) -%}
+{#- The policy defaults the macros merge a model's policy over: the fuzz draws every key of it. -#}
+{% macro torture_fuzz_policy_defaults(relation=none, cold_relation=none) %}
+  {%- do log('TORTURE_FUZZ_DEFAULTS ' ~ tojson(dbt_iceberg_maint._iceberg_maint_policy_defaults()), info=true) -%}
+{% endmacro %}
+
+{% macro torture_fuzz_now() %}
+  {{ return(modules.datetime.datetime.now(modules.pytz.utc).strftime('%Y-%m-%d %H:%M:%S.%f')) }}
+{% endmacro %}
+
+{#- A `get_*_sql` twin by its name (lab/fuzz.py finds them in the package's macro files). -#}
+{% macro torture_fuzz_twin(name) %}
+  {{ return(dbt_iceberg_maint[name]) }}
+{% endmacro %}
+
+{% macro torture_fuzz_one(case, relation, cold_relation=none) %}
+  {%- set target = torture_fuzz_relation(case, cold_relation if case.get('target') == 'cold' else relation) -%}
+  {%- if case.kind == 'twin' -%}
+    {%- set rendered = torture_fuzz_twin(case.twin)(**(case.get('kwargs') or {})) -%}
+    {%- do log('TORTURE_FUZZ ' ~ tojson({'id': case.id, 'errors': [], 'sql': rendered, 'status': 'rendered',
+          'rendered_at': torture_fuzz_now()}), info=true) -%}
+    {{ return(none) }}
+  {%- endif -%}
   {#- Never execute: a missing or false dry_run becomes true; any other value stays, to be refused. -#}
   {%- set kwargs = {} -%}
   {%- do kwargs.update(case.get('kwargs') or {}) -%}
@@ -24,7 +47,8 @@
     {%- do log('TORTURE_FUZZ ' ~ tojson({'id': case.id, 'errors': [], 'sql': result.sql, 'status': result.status}),
           info=true) -%}
   {%- else -%}
-    {%- set result = dbt_iceberg_maint.maintain(relation=target, policy=case.policy, dry_run=true) -%}
+    {%- set result = dbt_iceberg_maint.maintain(relation=target, policy=case.policy, dry_run=true,
+          operations=case.get('operations'), force=case.get('operations') is not none) -%}
     {%- do log('TORTURE_FUZZ ' ~ tojson({'id': case.id, 'errors': [], 'status': 'dry_run'}), info=true) -%}
   {%- endif -%}
 {% endmacro %}
@@ -52,9 +76,11 @@
   }[name]) }}
 {% endmacro %}
 
-{% macro torture_fuzz_outcome(case, relation) %}
+{% macro torture_fuzz_outcome(case, relation, cold_relation=none) %}
   {%- set kwargs = case.get('kwargs') or {} -%}
-  {%- set outcome = {'id': case.id, 'errors': [], 'sql': none, 'status': none, 'properties_sql': none} -%}
+  {%- set relation = cold_relation if case.get('target') == 'cold' else relation -%}
+  {%- set outcome = {'id': case.id, 'errors': [], 'sql': none, 'status': none, 'properties_sql': none, 'cold': [],
+        'rendered_at': none} -%}
   {%- if case.kind == 'procedure' -%}
     {%- set validator = iceberg_maint_argument_validator(case.procedure) -%}
     {%- set arguments = {} -%}
@@ -64,10 +90,27 @@
     {%- do outcome.errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(case.procedure, 'dry_run',
           kwargs.get('dry_run'))) -%}
     {%- do outcome.errors.extend(validator(**arguments)) -%}
+    {%- if case.procedure == 'remove_orphan_files' and not outcome.errors -%}
+      {#- The public macro's own location check (it reads the table's location). -#}
+      {%- do outcome.errors.extend(dbt_iceberg_maint._iceberg_maint_orphan_location_errors(relation,
+            kwargs.get('location'))) -%}
+    {%- endif -%}
     {%- if not outcome.errors -%}
       {%- do arguments.update({'dry_run': true}) -%}
       {%- set result = torture_fuzz_procedure(case.procedure)(relation=relation, **arguments) -%}
-      {%- do outcome.update({'sql': result.sql, 'status': result.status}) -%}
+      {%- do outcome.update({'sql': result.sql, 'status': result.status, 'rendered_at': torture_fuzz_now()}) -%}
+    {%- endif -%}
+  {%- elif case.kind == 'twin' -%}
+    {%- set procedure = case.twin[4:-4] -%}
+    {%- if procedure in ['rewrite_data_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests',
+          'rewrite_position_delete_files'] -%}
+      {%- set arguments = {} -%}
+      {%- for key, value in kwargs.items() if key != 'relation' -%}{%- do arguments.update({key: value}) -%}{%- endfor -%}
+      {%- do outcome.errors.extend(iceberg_maint_argument_validator(procedure)(**arguments)) -%}
+    {%- endif -%}
+    {%- if not outcome.errors -%}
+      {%- set rendered = torture_fuzz_twin(case.twin)(**kwargs) -%}
+      {%- do outcome.update({'sql': rendered, 'status': 'rendered', 'rendered_at': torture_fuzz_now()}) -%}
     {%- endif -%}
   {%- elif case.kind == 'policy' -%}
     {%- set policy = case.policy -%}
@@ -78,9 +121,18 @@
       {%- do outcome.errors.extend(dbt_iceberg_maint.table_properties_policy_errors(policy)) -%}
     {%- endif -%}
     {%- if not outcome.errors -%}
-      {%- set steps = dbt_iceberg_maint.get_maintenance_plan(relation=relation, policy=policy, force=true) -%}
+      {%- set compaction = dbt_iceberg_maint._iceberg_maint_resolved_policy(policy).compaction -%}
+      {%- set hours = compaction.cold_partitions_hours if compaction.enabled else none -%}
+      {%- if hours -%}
+        {%- do outcome.cold.append(dbt_iceberg_maint.cold_partitions_where(relation, hours)) -%}
+      {%- endif -%}
+      {%- set steps = dbt_iceberg_maint.get_maintenance_plan(relation=relation, policy=policy, force=true,
+            operations=case.get('operations')) -%}
       {%- do outcome.update({'status': steps | map(attribute='status') | join(','),
-            'sql': steps | map(attribute='sql') | select | list}) -%}
+            'sql': steps | map(attribute='sql') | select | list, 'rendered_at': torture_fuzz_now()}) -%}
+      {%- if hours -%}
+        {%- do outcome.cold.append(dbt_iceberg_maint.cold_partitions_where(relation, hours)) -%}
+      {%- endif -%}
       {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
       {%- set declared = dbt_iceberg_maint.declared_table_properties(policy) -%}
       {%- if declared -%}

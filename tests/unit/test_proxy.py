@@ -80,8 +80,10 @@ def test_relays_both_ways_when_not_armed(upstream: Upstream) -> None:
 def test_before_commit_never_forwards_the_statement(upstream: Upstream) -> None:
     with CommitCutProxy(upstream.port) as proxy:
         proxy.arm("before_commit")
-        assert exchange(proxy.port, b"P " + COMMIT_STATEMENT + b" where x") == b""
-        assert [c.mode for c in proxy.wait_for_cuts(1, 5)] == ["before_commit"]
+        assert exchange(proxy.port, b"P " + COMMIT_STATEMENT + b" where x B t_merge") == b""
+        cuts = proxy.wait_for_cuts(1, 5)
+        assert [c.mode for c in cuts] == ["before_commit"]
+        assert cuts[0].statement == b"P " + COMMIT_STATEMENT + b" where x B t_merge"  # the fault's own evidence
         assert COMMIT_STATEMENT not in upstream.received
         assert exchange(proxy.port, b"P " + COMMIT_STATEMENT) == REPLY  # one cut only
 
@@ -90,9 +92,10 @@ def test_after_commit_forwards_the_statement_and_swallows_the_answer(upstream: U
     with CommitCutProxy(upstream.port) as proxy:
         proxy.arm("after_commit")
         assert exchange(proxy.port, b"Q select 1") == REPLY  # other statements pass
-        assert exchange(proxy.port, b"P " + COMMIT_STATEMENT) == b""
+        assert exchange(proxy.port, b"P " + COMMIT_STATEMENT + b" B t_append") == b""
         cuts = proxy.wait_for_cuts(1, 5)
         assert [(c.mode, c.reply_swallowed) for c in cuts] == [("after_commit", True)]
+        assert cuts[0].statement.endswith(b"B t_append")
         assert COMMIT_STATEMENT in upstream.received
 
 

@@ -6,7 +6,18 @@ from __future__ import annotations
 import time
 
 from lab.fuzz import call_is_intact, judge, names_an_argument, operation_error, properties_sql_is_intact
-from lab.torture import describe_outcome, fault_outcome, fault_survived, jvm_exceptions, operation_counts
+from lab.ledger import TableCheck
+from lab.torture import (
+    FaultScope,
+    cut_tables,
+    describe_outcome,
+    fault_outcome,
+    fault_scope,
+    fault_survived,
+    jvm_exceptions,
+    last_operation,
+    operation_counts,
+)
 from lab.torture_workers import failure_text, ledger_event
 
 CASE = {"kind": "procedure", "procedure": "rewrite_data_files", "kwargs": {"where": "x"}}
@@ -45,7 +56,7 @@ def test_judge() -> None:
     assert judge(CASE, {"errors": [], "sql": "CALL system.rewrite_data_files(table => 'a.b', where => 'x')",
                         "status": "dry_run"}) == "accepted"
     assert judge(CASE, {"errors": [], "sql": "CALL system.rewrite_data_files(table => 'a.b') or 1=1",
-                        "status": "dry_run"}).startswith("accepted with a CALL whose structure changed")
+                        "status": "dry_run"}).startswith("DEFECT: not a procedure call")
     assert judge(CASE, {"errors": ["boom"]}).startswith("refused without naming the argument")
     assert judge(CASE, {"errors": [], "sql": None, "status": "success"}).startswith("accepted but its dry run")
 
@@ -96,23 +107,74 @@ def _batch(worker: str, at: float, event: str) -> dict[str, object]:
     return {"worker": worker, "at": at, "kind": "batch", "outcomes": {"t": {"event": event}}}
 
 
-def test_a_fault_survived_when_its_tables_check_out_and_the_process_carried_on() -> None:
-    """The last full run left `survived` at 0 for every kind: it was the whole run's verdict.
-    Now each fault is judged on its own tables and on the faulted process carrying on."""
-    ok = {"t_merge": True, "t_append": True}
-    kill = {"kind": "kill_maintenance_mid_rewrite", "at": 10.0}
+def _checks(**problems: dict[str, tuple[int, ...]]) -> dict[str, TableCheck]:
+    """A ledger check per table: clean, or with the given problem lists (batch ids)."""
+    return {t: TableCheck(t, 10, 10, **problems.get(t, {}), details=tuple(f"{k} {v}" for k, v in
+                                                                     problems.get(t, {}).items()))
+            for t in ("t_merge", "t_overwrite", "t_append")}
+
+
+def test_a_writer_fault_is_judged_on_its_own_batch() -> None:
+    """The last full run left `survived` at 0 for every kind: it was the whole run's verdict. A
+    fault now rests on its own evidence: a writer's kill or cut on the batch it hit."""
+    kill = {"kind": "kill_writer_mid_merge", "at": 10.0, "batch": 7}
+    scope = fault_scope(kill, "dbt_w", ["t_merge", "t_append"])
+    assert scope == FaultScope(("t_merge", "t_append"), 7, "the batch the writer was killed in")
+    later = [_batch("dbt_w", 20.0, "committed")]
+    # Another batch lost on the same table is some other fault's evidence, not this one's.
+    assert fault_survived(kill, scope, _checks(t_merge={"lost": (3,)}), {}, later, "dbt_w") == (
+        True, "batch 7 as the ledger says in t_merge, t_append (the batch the writer was killed in); dbt_w "
+              "committed a batch after it")
+    assert fault_survived(kill, scope, _checks(t_append={"duplicated": (7,)}), {}, later, "dbt_w") == (
+        False, "t_append: batch 7 duplicated")
+    assert fault_survived(kill, scope, _checks(), {"t_merge": 2}, later, "dbt_w") == (
+        False, "t_merge: 2 referenced file(s) missing")
+    assert fault_survived(kill, scope, _checks(), {}, [_batch("dbt_w", 9.0, "committed")], "dbt_w") == (
+        False, "dbt_w committed no batch after it")
+
+    cut = {"kind": "catalog_cut_after_commit", "worker": "w", "cut_at": 10.0, "at": 5.0, "tables_cut": ["t_append"],
+           "outcome": {"observed": "batch", "batch": 12, "events": {"t_merge": "committed", "t_append": "committed"}}}
+    scope = fault_scope(cut, "w", ["t_merge", "t_append"])
+    assert (scope.tables, scope.batch) == (("t_append",), 12)
+    events = [_batch("w", 12.0, "failed"), _batch("w", 15.0, "committed")]
+    assert fault_survived(cut, scope, _checks(t_merge={"lost": (12,)}), {}, events, "w")[0]
+    assert fault_survived(cut, scope, _checks(t_append={"unexpected": (12,)}), {}, events, "w") == (
+        False, "t_append: batch 12 unexpected")
+    silent = {**cut, "tables_cut": [], "outcome": {"observed": "no event after the cut (run ended)"}}
+    scope = fault_scope(silent, "w", ["t_merge"])
+    assert scope.batch is None and not fault_survived(silent, scope, _checks(), {}, events, "w")[0]
+
+
+def test_a_maintenance_fault_is_judged_on_the_table_it_hit() -> None:
     done = {"worker": "maintenance", "at": 20.0, "kind": "maintenance", "exit_code": 0}
-    assert fault_survived(kill, ["t_merge", "t_append"], ok, [done], "maintenance")[0]
-    failed_later = {**done, "exit_code": 1}
-    assert fault_survived(kill, ["t_merge"], ok, [failed_later], "maintenance") == (
+    cut = {"kind": "catalog_cut_before_commit", "worker": "maintenance", "cut_at": 10.0, "at": 9.0,
+           "tables_cut": ["t_overwrite"]}
+    scope = fault_scope(cut, "maintenance", ["t_merge", "t_overwrite", "t_append"])
+    assert scope == FaultScope(("t_overwrite",), None, "the cut statement's table")
+    assert fault_survived(cut, scope, _checks(t_merge={"lost": (1,)}), {}, [done], "maintenance") == (
+        True, "t_overwrite (the cut statement's table) intact; a maintenance invocation completed after it")
+    assert not fault_survived(cut, scope, _checks(t_overwrite={"lost": (1,)}), {}, [done], "maintenance")[0]
+    assert fault_survived(cut, scope, _checks(), {}, [{**done, "exit_code": 1}], "maintenance") == (
         False, "no maintenance invocation completed after it")
-    assert fault_survived(kill, ["t_merge"], {**ok, "t_merge": False}, [done], "maintenance") == (
-        False, "table(s) t_merge failed the ledger or reference audit")
-    cut = {"kind": "catalog_cut_after_commit", "worker": "w", "cut_at": 10.0, "at": 5.0}
-    assert fault_survived(cut, ["t_append"], ok, [_batch("w", 12.0, "failed"), _batch("w", 15.0, "committed")],
-                          "w") == (True, "w committed a batch after it")
-    assert not fault_survived(cut, ["t_append"], ok, [_batch("w", 9.0, "committed"), _batch("other", 12.0,
-                                                                                             "committed")], "w")[0]
+
+    kill = {"kind": "kill_maintenance_mid_rewrite", "at": 10.0, "table": "t_merge"}
+    scope = fault_scope(kill, "maintenance", ["t_merge", "t_overwrite", "t_append"])
+    assert scope.tables == ("t_merge",)
+    assert fault_survived(kill, scope, _checks(), {}, [done], "maintenance", {"t_append": 4})[0]
+    assert fault_survived(kill, scope, _checks(), {}, [done], "maintenance", {"t_merge": 4}) == (
+        False, "t_merge: 4 aged orphan(s) left")
+    unseen = fault_scope({"kind": "kill_maintenance_at_load_end", "at": 10.0}, "maintenance", ["t_merge", "t_append"])
+    assert unseen.tables == ("t_merge", "t_append") and unseen.source.startswith("no step seen")
+    assert not fault_survived(kill, unseen, _checks(t_append={"mismatched": (2,)}), {}, [done], "maintenance")[0]
+
+
+def test_a_cut_names_its_table_and_a_log_its_last_step() -> None:
+    statement = (b"P\x00\x00UPDATE iceberg_tables SET metadata_location = $1 WHERE table_name = $5\x00"
+                 b"B\x00\x00\x00\x07torture\x00\x00\x00\x07t_merge\x00")
+    assert cut_tables([statement]) == ["t_merge"]
+    assert cut_tables([b"t_merged t_appendix"]) == [] and cut_tables([]) == []
+    log = "12:00:00  1 of 4 torture.t_merge rewrite_data_files\n12:00:09  2 of 4 torture.t_append expire_snapshots\n"
+    assert last_operation(log) == ("t_append", "expire_snapshots") and last_operation("") is None
 
 
 def test_operation_counts_per_operation_and_status() -> None:
