@@ -21,6 +21,7 @@ from dataclasses import dataclass
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FRAGMENT_MARKERS = (";", "--", "/*", "*/")
 ORPHAN_FLOOR_HOURS = 24
+MAX_AGE_HOURS = 876_000  # 100 years: beyond it no timestamp can be computed
 _QUOTES = ("'", '"', "`")
 _WORD = re.compile(r"[A-Za-z0-9_]")
 # A string literal as the package renders it: only \\ and \' escapes.
@@ -121,12 +122,21 @@ def cold_scoped_where(where: str | None, cold: str) -> tuple[str, list[str]]:
     return f"({where.strip()}) and ({cold})", errors
 
 
+def hours_bound_errors(procedure: str, hours: object) -> list[str]:
+    """An age in hours a timestamp can be computed from (as `_iceberg_maint_check_hours_bound`)."""
+    if isinstance(hours, (int, float)) and not isinstance(hours, bool) and hours > MAX_AGE_HOURS:
+        return [f"{procedure}: argument `older_than_hours` is {hours}; it must be at most {MAX_AGE_HOURS} (100 years)"]
+    return []
+
+
 def orphan_window_errors(hours: object) -> list[str]:
-    """remove_orphan_files' `older_than_hours`: a number of at least 24."""
+    """remove_orphan_files' `older_than_hours`: a number of at least 24 and at most 100 years."""
     if hours is None:
         return []
     if isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours <= 0:
         return [f"remove_orphan_files: argument `older_than_hours` is {hours}; it must be greater than 0"]
+    if hours > MAX_AGE_HOURS:
+        return hours_bound_errors("remove_orphan_files", hours)
     if hours < ORPHAN_FLOOR_HOURS:
         return [f"remove_orphan_files: argument `older_than_hours` is {hours}; it must be at least 24: removing "
                 "files younger than a day can delete the files of a write still in progress and corrupt the table"]

@@ -143,6 +143,7 @@ def policy_errors(policy: Mapping[str, Any]) -> list[str]:
     errors = guards.where_errors("rewrite_data_files", "where", policy["compaction"]["where"])
     errors += guards.where_errors("rewrite_position_delete_files", "where",
                                   policy["rewrite_position_delete_files"]["where"])
+    errors += guards.hours_bound_errors("expire_snapshots", policy["expire_snapshots"]["older_than_hours"])
     return errors + guards.orphan_window_errors(policy["remove_orphan_files"]["older_than_hours"])
 
 

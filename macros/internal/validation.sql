@@ -16,6 +16,16 @@
 {% endmacro %}
 
 
+{#- An age in hours a timestamp can be computed from: at most 876000 (100 years). A larger one
+    would fail while the SQL is rendered (Python's datetime), not with a message naming it. -#}
+{% macro _iceberg_maint_check_hours_bound(procedure, argument, value) %}
+  {%- if value is number and value is not boolean and value > 876000 -%}
+    {{ return([procedure ~ ": argument `" ~ argument ~ "` is " ~ value ~ "; it must be at most 876000 (100 years)"]) }}
+  {%- endif -%}
+  {{ return([]) }}
+{% endmacro %}
+
+
 {% macro _iceberg_maint_check_boolean(procedure, argument, value) %}
   {%- if value is none or value is boolean -%}{{ return([]) }}{%- endif -%}
   {{ return([procedure ~ ": argument `" ~ argument ~ "` is " ~ value ~ "; expected true or false"]) }}

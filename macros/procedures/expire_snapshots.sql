@@ -77,6 +77,7 @@
     {%- do errors.append(proc ~ ": argument `older_than_hours` is " ~ older_than_hours
           ~ "; it must be 0 or more (0 means now: every snapshot but the newest retain_last)") -%}
   {%- endif -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_hours_bound(proc, 'older_than_hours', older_than_hours)) -%}
   {%- set instant_errors = dbt_iceberg_maint._iceberg_maint_parse_instant(proc, 'older_than', older_than).errors -%}
   {%- do errors.extend(instant_errors) -%}
   {%- if older_than is not none and older_than_hours is not none and not instant_errors -%}

@@ -58,6 +58,7 @@
   {%- set number_errors = dbt_iceberg_maint._iceberg_maint_check_positive_number(proc, 'older_than_hours',
         older_than_hours) -%}
   {%- do errors.extend(number_errors) -%}
+  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_hours_bound(proc, 'older_than_hours', older_than_hours)) -%}
   {%- if not number_errors and older_than_hours is not none and older_than_hours < 24 -%}
     {%- do errors.append(proc ~ ": argument `older_than_hours` is " ~ older_than_hours
           ~ "; it must be at least 24: removing files younger than a day can delete the files of a write still"

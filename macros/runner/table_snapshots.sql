@@ -41,7 +41,9 @@
           still holds the old metadata and the landed write is invisible: read fresh metadata. -#}
       {#- A statement, not run_query: `refresh` returns no result set, which run_query cannot
           iterate over thrift. -#}
-      {%- call statement('iceberg_maint_refresh_table') -%}refresh table {{ relation }}{%- endcall -%}
+      {%- call statement('iceberg_maint_refresh_table') -%}
+        refresh table {{ dbt_iceberg_maint._iceberg_maint_qualified_name(relation) }}
+      {%- endcall -%}
       {%- for row in run_query(dbt_iceberg_maint.get_table_snapshots_sql(relation)) -%}
         {%- if row['is_current'] -%}{%- do entry.update({'current_snapshot_id': row['snapshot_id'] | int}) -%}{%- endif -%}
         {%- do entry.snapshots.append({
@@ -70,9 +72,10 @@
 {% endmacro %}
 
 {% macro spark__get_table_snapshots_sql(relation) %}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}  {#- a checked name -#}
   {{ return('select snapshot_id, parent_id, unix_millis(committed_at) as committed_at_ms, operation, '
             ~ "coalesce(summary['spark.app.id'], summary['app-id']) as app_id, "
             ~ "summary['added-records'] as added_records, summary['deleted-records'] as deleted_records, "
-            ~ "coalesce(snapshot_id = (select max(snapshot_id) from " ~ relation ~ ".refs where name = 'main'), false)"
-            ~ ' as is_current from ' ~ relation ~ '.snapshots order by committed_at, snapshot_id') }}
+            ~ "coalesce(snapshot_id = (select max(snapshot_id) from " ~ table ~ ".refs where name = 'main'), false)"
+            ~ ' as is_current from ' ~ table ~ '.snapshots order by committed_at, snapshot_id') }}
 {% endmacro %}

@@ -280,3 +280,12 @@ def test_macro_file_list_view_name_is_a_whole_identifier(target: Path) -> None:
     invocation = render(target, ["run-operation", "dbt_iceberg_maint.get_remove_orphan_files_sql", "--args",
                                  json.dumps({"relation": "analytics.events", "file_list_view": "tmp.listing\n"})])
     assert "argument `file_list_view` is" in failure(invocation)
+
+
+def test_ages_no_timestamp_can_be_computed_from_are_refused_like_the_macros_do() -> None:
+    # Found by the fuzzer: 2**63 hours passed the checks and overflowed Python's datetime.
+    huge = d.resolved_policy({"remove_orphan_files": {"older_than_hours": 2**63},
+                              "expire_snapshots": {"older_than_hours": 876001}})
+    assert d.policy_errors(huge) == [
+        "expire_snapshots: argument `older_than_hours` is 876001; it must be at most 876000 (100 years)",
+        f"remove_orphan_files: argument `older_than_hours` is {2**63}; it must be at most 876000 (100 years)"]

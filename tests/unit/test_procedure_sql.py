@@ -183,6 +183,9 @@ CASES: list[dict[str, Any]] = [
         },
     },
     {"id": "v_rof_negative", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": -5}},
+    # Ages no timestamp can be computed from (found by the fuzzer: Python's datetime overflowed).
+    {"id": "v_rof_huge", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": 2**63}},
+    {"id": "v_exp_huge", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 876001}},
     {"id": "v_rm", "kind": "errors", "procedure": "rewrite_manifests", "kwargs": {"use_caching": 1, "spec_id": -1}},
     {
         "id": "v_rpd",
@@ -652,6 +655,10 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
             ],
         ),
         ("v_rof_negative", ["remove_orphan_files: argument `older_than_hours` is -5; it must be greater than 0"]),
+        ("v_rof_huge", [f"remove_orphan_files: argument `older_than_hours` is {2**63}; it must be at most 876000 "
+                        "(100 years)"]),
+        ("v_exp_huge", ["expire_snapshots: argument `older_than_hours` is 876001; it must be at most 876000 "
+                        "(100 years)"]),
         (
             "v_rm",
             [

@@ -36,3 +36,12 @@ def test_the_whole_log_with_parents_and_the_main_ref(target: Path) -> None:
     rendered = {case["id"]: " ".join(case["sql"].split()) for case in (
         json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_SNAPSHOT_SQL "))}
     assert rendered == {"log": SQL}
+
+
+@pytest.mark.parametrize("relation", ["analytics.events; drop table analytics.events", "analytics.events\n"])
+def test_a_relation_that_is_not_a_table_name_is_refused(target: Path, relation: str) -> None:
+    invocation = render(target, [{"id": "bad", "relation": relation}])
+    assert not invocation.success
+    logged = " ".join("\n".join(invocation.log_messages).split())  # the message spans log lines
+    said = " ".join(f"argument `relation` is '{relation}'; expected 'table', 'schema.table'".split())
+    assert said in logged, logged
