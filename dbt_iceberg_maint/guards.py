@@ -162,6 +162,9 @@ def orphan_location_errors(table_location: str | None, location: object) -> list
         return []
     if not isinstance(location, str) or not location.strip():
         return [f"remove_orphan_files: argument `location` is '{location}'; expected a non-empty path or URI"]
+    if location != location.strip() or len(location.splitlines()) > 1:
+        return [f"remove_orphan_files: argument `location` is {json.dumps(location)}; expected a path or URI "
+                "without surrounding whitespace or line breaks"]
     if table_location is None:
         return [f"remove_orphan_files: argument `location` is '{location}' but the table's location could not "
                 "be read, so it cannot be checked to lie inside the table"]

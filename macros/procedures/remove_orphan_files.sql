@@ -75,6 +75,10 @@
         equal_authorities)) -%}
   {%- if location is not none and (location is not string or not location.strip()) -%}
     {%- do errors.append(proc ~ ": argument `location` is '" ~ location ~ "'; expected a non-empty path or URI") -%}
+  {%- elif location is string and (location != location.strip() or location.splitlines() | length > 1) -%}
+    {#- The location check compares normalised paths; Iceberg lists the text as given. -#}
+    {%- do errors.append(proc ~ ": argument `location` is " ~ tojson(location)
+          ~ "; expected a path or URI without surrounding whitespace or line breaks") -%}
   {%- endif -%}
   {%- if file_list_view is not none and (file_list_view is not string
         or not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*', file_list_view)) -%}

@@ -289,3 +289,10 @@ def test_ages_no_timestamp_can_be_computed_from_are_refused_like_the_macros_do()
     assert d.policy_errors(huge) == [
         "expire_snapshots: argument `older_than_hours` is 876001; it must be at most 876000 (100 years)",
         f"remove_orphan_files: argument `older_than_hours` is {2**63}; it must be at most 876000 (100 years)"]
+
+
+@pytest.mark.parametrize("location", ["/wh/analytics/events/data\n", " /wh/analytics/events", "/wh/a\n/../b"])
+def test_an_orphan_location_is_checked_as_iceberg_will_list_it(location: str) -> None:
+    # Found by the fuzzer: a trailing newline passed the (stripped) location check and reached the CALL.
+    [error] = guards.orphan_location_errors("file:/wh/analytics/events", location)
+    assert "expected a path or URI without surrounding whitespace or line breaks" in error

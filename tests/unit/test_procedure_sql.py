@@ -185,6 +185,9 @@ CASES: list[dict[str, Any]] = [
     {"id": "v_rof_negative", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": -5}},
     # Ages no timestamp can be computed from (found by the fuzzer: Python's datetime overflowed).
     {"id": "v_rof_huge", "kind": "errors", "procedure": "remove_orphan_files", "kwargs": {"older_than_hours": 2**63}},
+    # Found by the fuzzer: the location check compared the stripped path, Iceberg listed the given one.
+    {"id": "v_rof_newline", "kind": "errors", "procedure": "remove_orphan_files",
+     "kwargs": {"location": "/wh/analytics/events/data\n"}},
     {"id": "v_exp_huge", "kind": "errors", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 876001}},
     {"id": "v_rm", "kind": "errors", "procedure": "rewrite_manifests", "kwargs": {"use_caching": 1, "spec_id": -1}},
     {
@@ -657,6 +660,8 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
         ("v_rof_negative", ["remove_orphan_files: argument `older_than_hours` is -5; it must be greater than 0"]),
         ("v_rof_huge", [f"remove_orphan_files: argument `older_than_hours` is {2**63}; it must be at most 876000 "
                         "(100 years)"]),
+        ("v_rof_newline", ['remove_orphan_files: argument `location` is "/wh/analytics/events/data\\n"; expected a '
+                           "path or URI without surrounding whitespace or line breaks"]),
         ("v_exp_huge", ["expire_snapshots: argument `older_than_hours` is 876001; it must be at most 876000 "
                         "(100 years)"]),
         (
