@@ -148,6 +148,10 @@
     {%- set root = wanted -%}
   {%- endif -%}
   {%- if file_list_view is not string -%}{{ return([]) }}{%- endif -%}
+  {%- if not dbt_iceberg_maint._iceberg_maint_file_list_exists(file_list_view) -%}
+    {{ return([owner ~ ": argument `file_list_view` is '" ~ file_list_view ~ "'; no such view or table: expected a"
+        ~ " temporary view, a global_temp view or a table with columns file_path and last_modified"]) }}
+  {%- endif -%}
   {%- set lit = dbt_iceberg_maint._iceberg_maint_string_literal -%}
   {%- set path = "regexp_replace(file_path, '^file:(//)?', '')" -%}
   {%- set inside = '(' ~ path ~ ' = ' ~ lit(root) ~ ' or (startswith(' ~ path ~ ', ' ~ lit(root ~ '/')
@@ -164,6 +168,25 @@
   {%- endif -%}
   {{ return([]) }}
 {% endmacro %}
+
+{#- Whether the candidate list can be read: a temporary view ('name'), a global temporary view
+    ('global_temp.name') or a table ('schema.name', 'catalog.schema.name'); checked by SHOW, so a
+    missing one is refused by name instead of failing the check's query. -#}
+{% macro _iceberg_maint_file_list_exists(file_list_view) %}
+  {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
+  {%- set parts = file_list_view.split('.') -%}
+  {%- if parts | length == 1 -%}
+    {{ return(run_query('show views like ' ~ literal(parts[0])).rows | length > 0) }}
+  {%- elif parts | length == 2 and parts[0] | lower == 'global_temp' -%}
+    {{ return(run_query('show views in global_temp like ' ~ literal(parts[1])).rows | length > 0) }}
+  {%- elif parts | length == 2 -%}
+    {{ return(dbt_iceberg_maint._iceberg_maint_show_table_exists(none, parts[0], parts[1])) }}
+  {%- elif parts | length == 3 -%}
+    {{ return(dbt_iceberg_maint._iceberg_maint_show_table_exists(parts[0], parts[1], parts[2])) }}
+  {%- endif -%}
+  {{ return(false) }}
+{% endmacro %}
+
 
 {% macro _iceberg_maint_table_location(table) %}
   {%- for row in run_query('describe table extended ' ~ table) -%}

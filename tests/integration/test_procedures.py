@@ -470,6 +470,13 @@ def test_a_file_list_view_is_held_to_the_location_and_age_rules(spark: SparkSess
                                       relation=f"{schema}.listed", dry_run=True, file_list_view=name)
         refused(invocation, "argument `file_list_view`", name)
         assert results == ()
+    # A listing that does not exist is refused by name too (found by the fuzzer: Spark's own
+    # TABLE_OR_VIEW_NOT_FOUND came out of the check's query).
+    for missing in ("no_such_listing", "global_temp.no_such_listing", f"{schema}.no_such_listing", "nowhere.listing"):
+        invocation, results, _ = call(dbt_project, "remove_orphan_files", expect_success=False,
+                                      relation=f"{schema}.listed", dry_run=True, file_list_view=missing)
+        refused(invocation, f"argument `file_list_view` is '{missing}'; no such view or table")
+        assert results == ()
     assert Path(neighbour_file.removeprefix("file:")).exists()
     assert current_snapshot(spark, table) == snapshot
 
