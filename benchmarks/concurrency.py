@@ -67,9 +67,11 @@ ROWS_PER_BATCH = 200
 WARM_UP_BATCHES = 3  # batches 0-2 before the first measured round: days the writers left exist
 PROCESS_TIMEOUT_S = 900.0
 GATE_REACH_TIMEOUT_S = 400.0  # the writer's dbt start-up and planning, on a loaded machine
-# The policy's cold_partitions_hours, in seconds: longer than a cycle (the hot days were written
-# by the round before), shorter than two (the days left two rounds ago are quiet for longer).
-COLD_SECONDS = 150.0
+# The policy's cold_partitions_hours, in seconds. The days the writer left two rounds ago must be
+# quiet for longer (the harness waits for that), the days of its last round for less when the
+# package reads the partitions: that read comes up to about 100 s after the maintenance process
+# starts on a loaded 2-core machine (dbt start-up, parse, the plan's health queries).
+COLD_SECONDS = 300.0
 QUIET_MARGIN_S = 5.0
 # Task slots of the writers' application: a MERGE held at the gate keeps one (its task sleeps),
 # so the four variants' MERGEs need a slot each and more to run their other tasks.
@@ -355,11 +357,17 @@ class VariantState:
 
 def prepare_tables(lab: Lab, states: Mapping[str, VariantState], cold_seconds: float) -> None:
     """dbt deps, then warm-up batches 0..WARM_UP_BATCHES-1 of every variant's tables (plain dbt
-    run, no gate, no maintenance): the first measured round finds days the writers left behind."""
+    run, no gate, no maintenance, half of cold_partitions_hours apart): the first measured round
+    finds days the writers left behind."""
     work = lab.workdir("setup", lab.writer_server)
     deps = proc.DbtCommand("deps", (str(proc.BIN / "dbt"), "deps", "--project-dir", str(lab.project)), work)
     _check(proc.run(deps, PROCESS_TIMEOUT_S), "dbt deps")
     for batch in range(WARM_UP_BATCHES):
+        if batch:
+            # Spaced like measured rounds: the days written by the last warm-up must still be hot
+            # (quiet for less than cold_partitions_hours) when the first round's maintenance
+            # starts, which waits until the one before last is cold.
+            time.sleep(cold_seconds / 2)
         create = proc.dbt_run(f"warm-up-{batch}", lab.project, work, writer_selection(VARIANTS),
                               writer_env(batch, cold_seconds))
         _check(proc.run(create, PROCESS_TIMEOUT_S), f"dbt run (warm-up batch {batch})")
@@ -498,6 +506,7 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
         time.sleep(wait)
         gate["quiet_wait_s"] = round(wait, 1)
     maintenance_started = time.time()
+    previous_ends = list(state.writer_ends)
     if state.writer_ends:
         record["hot_days_quiet_s"] = round(maintenance_started - state.writer_ends[-1], 1)
         record["left_days_quiet_s"] = (round(maintenance_started - state.writer_ends[-2], 1)
@@ -559,6 +568,10 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
     known = writer_ui is not None and maintenance_ui is not None
     record["overlap"] = {"merge_statements": len(merges), "compaction_statements": len(calls), "ui_answered": known,
                          "overlapped": overlapped(merges, calls) if writers and known else None}
+    if calls and len(previous_ends) > 1:
+        # The ages the package saw, near enough: its plan's reads come just before the CALL.
+        record["hot_days_quiet_at_call_s"] = round(calls[0].start - previous_ends[-1], 1)
+        record["left_days_quiet_at_call_s"] = round(calls[0].start - previous_ends[-2], 1)
     if merges and calls:
         record["overlap"].update({"merge_start_s": round(merges[0].start - started, 1),
                                   "merge_seconds": round(merges[0].end - merges[0].start, 1),
