@@ -79,7 +79,9 @@ WRITER_SLOTS = 6
 SMALL_FILE_BYTES = 0.75 * 512 * 1024 * 1024  # 75 % of the default target file size: every file in this lab
 HEADLINE = ("naive_dbt", "policy_runner")
 ALPHA = 0.01
-# The full run's rounds per variant: rounds_for_significance(pilot rates) with margin (docs/field-lab.md).
+# The full run's rounds per variant, from the pilot (benchmarks/results/pilot/concurrency.json): 5
+# overlapped rounds per variant reach p < 0.01 at its shares, naive + dbt run overlaps about every
+# other round, and 2 more are margin (docs/field-lab.md, "Pilot").
 FULL_ROUNDS = 12
 
 
@@ -500,11 +502,12 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
             time.sleep(0.2)
         gate["reached"] = reached(gate_dir)
         gate["reached_after_s"] = round(time.time() - started, 1)
-        # Pacing, not scoping: the maintenance starts once the days the writer left two rounds ago
-        # have been quiet for longer than cold_partitions_hours; the policy finds them itself.
-        wait = quiet_wait(time.time(), state.writer_ends, cold_seconds) if gate["reached"] else 0.0
-        time.sleep(wait)
-        gate["quiet_wait_s"] = round(wait, 1)
+    # Pacing, not scoping: the maintenance starts once the days the writer left two rounds ago
+    # have been quiet for longer than cold_partitions_hours (control rounds too); the policy
+    # finds them itself.
+    wait = quiet_wait(time.time(), state.writer_ends, cold_seconds) if gate.get("reached", True) else 0.0
+    time.sleep(wait)
+    record["quiet_wait_s"] = round(wait, 1)
     maintenance_started = time.time()
     previous_ends = list(state.writer_ends)
     if state.writer_ends:

@@ -57,7 +57,7 @@ def versions() -> dict[str, str | None]:
 
     return {"python": platform.python_version(), "pyspark": version("pyspark"), "dbt-core": version("dbt-core"),
             "dbt-spark": version("dbt-spark"), "iceberg_runtime": BUNDLED_JAR_NAME,
-            "pyarrow": version("pyarrow"), "postgresql": _postgres_version()}
+            "pyarrow": version("pyarrow"), "pyiceberg": version("pyiceberg"), "postgresql": _postgres_version()}
 
 
 def _postgres_version() -> str | None:
