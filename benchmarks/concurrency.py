@@ -566,8 +566,11 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
     # Second evidence of the overlap: the Spark UI's statement intervals on both servers.
     table = variant.table
     writer_ui, maintenance_ui = ui_executions(lab.writer_server), ui_executions(lab.maintenance_server)
-    merges = spark_ui_intervals(writer_ui or [], f"merge into {table} ", started)
-    calls = spark_ui_intervals(maintenance_ui or [], f"rewrite_data_files(table => '{table}'", started)
+    # Only statements that ran during this round: the intervals' 1 s tolerance on the start would
+    # otherwise let the previous round's last statement, ended just before, into a control round.
+    merges = [m for m in spark_ui_intervals(writer_ui or [], f"merge into {table} ", started) if m.end >= started]
+    calls = [c for c in spark_ui_intervals(maintenance_ui or [], f"rewrite_data_files(table => '{table}'", started)
+             if c.end >= started]
     known = writer_ui is not None and maintenance_ui is not None
     record["overlap"] = {"merge_statements": len(merges), "compaction_statements": len(calls), "ui_answered": known,
                          "overlapped": overlapped(merges, calls) if writers and known else None}
