@@ -1,19 +1,27 @@
-"""Concurrency benchmark (issue 11, P1 survival and P2 coverage): dbt writers and the maintenance
-job as separate OS processes and separate Spark applications on a standalone cluster, sharing a
-PostgreSQL-backed Iceberg JDBC catalog.
+"""Concurrency benchmark (issue 11, P1 survival and P2 coverage; issue 22, figures that can fail):
+dbt writers and the maintenance job as separate OS processes and separate Spark applications on a
+standalone cluster, sharing a PostgreSQL-backed Iceberg JDBC catalog.
 
-Each round of a variant: a non-dbt backfill first adds small files to cold days; then the
-variant's writer (plain `dbt run`, or `dbt-iceberg-maint run`) MERGEs batch b into the newest
-days while `dbt-iceberg-maint maintain` compacts the same table (the whole table with Iceberg's
-defaults: "naive"; or only the cold days, with thresholds: "policy"). Writers reach one Thrift
-Server application on the cluster, maintenance another, so every dbt process is light (no JVM
-start) and writer and compaction are separate JVMs with their own catalog instances. The
-variants run round-robin, so any prefix of a run covers them equally. Every few cycles a control
-round runs the same maintenance with the writers stopped (P2's reference).
+Each round of a variant: the variant's writer (plain `dbt run`, or `dbt-iceberg-maint run`) runs
+two models: a MERGE of batch b into the newest days of a day-partitioned table (idempotent) and an
+append of batch b to a second table (not idempotent: a blind re-run duplicates it). The MERGE is
+held at a gate (lab/gate.py, the thrift tests' Hive UDF) inside its statement, planned against its
+snapshot; then `dbt-iceberg-maint maintain` compacts the MERGE's table (the whole table with
+Iceberg's defaults: "naive"; or the cold days the package itself finds with the model's
+`cold_partitions_hours`: "policy"), and only when the maintenance has ended does the harness open
+the gate. Every round so truly overlaps: the compaction ran entirely inside the MERGE. A round
+whose writer did not reach the gate, or whose maintenance ran no compaction, is recorded as not
+overlapped and counted apart. The harness never tells the policy what is cold: it only paces the
+maintenance's start so that the days the writer left two rounds ago have been quiet for longer
+than `cold_partitions_hours` (and records how old the hot and the cold days were).
 
-Afterwards pyiceberg reads the table (no JVM): duplicates, the ledger (every batch a writer
-reported committed is present exactly once), which cold small files the compaction removed, and
-the Spark UI of both servers says whether the MERGE and the compaction really overlapped.
+Writers reach one Thrift Server application on the cluster, maintenance another. The variants'
+rounds of a cycle run side by side; after the last cycle a control round runs the same maintenance
+with the writers stopped (P2's reference). Afterwards pyiceberg reads the tables (no JVM):
+duplicates, the MERGE table against the batches the writer reported committed, the append table
+against lab/ledger.py's ledger, and which cold small files the compaction removed. The headline,
+naive + `dbt run` against policy + runner, gets Wilson intervals and Fisher's exact test
+(benchmarks/stats.py).
 
 Over 300 lines on purpose: the round, its checks and the report change together.
 """
@@ -23,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -34,13 +41,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks import field as bench
+from benchmarks.stats import fisher_exact_two_sided, rounds_for_significance, wilson_interval
 from dbt_iceberg_maint.conflicts import classify
+from lab import ledger
 from lab import processes as proc
-from lab.cluster import JdbcCatalog, SparkCluster, start_cluster, start_cluster_thrift_server
+from lab.cluster import ClusterSpec, JdbcCatalog, SparkCluster, start_cluster, start_cluster_thrift_server
+from lab.gate import build_gate_jar, open_gate, reached
 from lab.postgres import PostgresServer, start_server
 
 if TYPE_CHECKING:
@@ -52,13 +62,27 @@ RESULTS = ROOT / "benchmarks" / "results"
 PROFILE = "lab_concurrency"
 SCHEMA = "lab"
 BASE_DAY = date(2024, 1, 1)
-ROUNDS_PER_DAY = 2  # the writers' hot window moves one day forward every 2 rounds of a variant
+ROUNDS_PER_DAY = 1  # the writers' hot window moves one day forward every round of a variant
 ROWS_PER_BATCH = 200
-SEED_DAYS = 3  # cold days the backfill writes each round
-SEED_FILES_PER_DAY = 6  # > Iceberg's default min-input-files (5): naive compaction has work too
+WARM_UP_BATCHES = 3  # batches 0-2 before the first measured round: days the writers left exist
 PROCESS_TIMEOUT_S = 900.0
-MAX_STAGGER_S = 90.0
+GATE_REACH_TIMEOUT_S = 400.0  # the writer's dbt start-up and planning, on a loaded machine
+# The policy's cold_partitions_hours, in seconds. The days the writer left two rounds ago must be
+# quiet for longer (the harness waits for that), the days of its last round for less when the
+# package reads the partitions: that read comes up to about 100 s after the maintenance process
+# starts on a loaded 2-core machine (dbt start-up, parse, the plan's health queries).
+COLD_SECONDS = 300.0
+QUIET_MARGIN_S = 5.0
+# Task slots of the writers' application: a MERGE held at the gate keeps one (its task sleeps),
+# so the four variants' MERGEs need a slot each and more to run their other tasks.
+WRITER_SLOTS = 6
 SMALL_FILE_BYTES = 0.75 * 512 * 1024 * 1024  # 75 % of the default target file size: every file in this lab
+HEADLINE = ("naive_dbt", "policy_runner")
+ALPHA = 0.01
+# The full run's rounds per variant, from the pilot (benchmarks/results/pilot/concurrency.json): 5
+# overlapped rounds per variant reach p < 0.01 at its shares, naive + dbt run overlaps about every
+# other round, and 2 more are margin (docs/field-lab.md, "Pilot").
+FULL_ROUNDS = 12
 
 
 @dataclass(frozen=True)
@@ -80,6 +104,18 @@ class Variant:
     def identifier(self) -> tuple[str, str]:
         return (f"{SCHEMA}_{self.name}", self.model)
 
+    @property
+    def append_model(self) -> str:
+        return f"appends_{self.name}"
+
+    @property
+    def append_table(self) -> str:
+        return f"{SCHEMA}_{self.name}.{self.append_model}"
+
+    @property
+    def append_identifier(self) -> tuple[str, str]:
+        return (f"{SCHEMA}_{self.name}", self.append_model)
+
 
 VARIANTS = (Variant("naive_dbt", "naive", "dbt"), Variant("naive_runner", "naive", "runner"),
             Variant("policy_dbt", "policy", "dbt"), Variant("policy_runner", "policy", "runner"))
@@ -91,8 +127,10 @@ def day_of_batch(batch: int) -> date:
 
 
 def cold_before(batch: int) -> date:
-    """Batch b writes day(b), day(b)+1 and rewrites batch b-1's rows: everything before day(b-1) is cold."""
-    return day_of_batch(max(batch - 1, 0))
+    """Batch b writes day(b), day(b)+1 and rewrites batch b-1's rows (days day(b-1), day(b-1)+1):
+    the days before day(b-2) were last written two rounds ago or earlier. Measurement only (P2's
+    "cold"): the policy finds its cold days itself."""
+    return day_of_batch(max(batch - 2, 0))
 
 
 # ---- pure checks --------------------------------------------------------------------------------
@@ -114,12 +152,14 @@ def plain_dbt_outcome(exit_code: int, run_results: Mapping[str, Any] | None, out
     return WriterOutcome(False, 1, (kind,), kind)
 
 
-def runner_outcome(exit_code: int, report: Mapping[str, Any] | None, output: str) -> WriterOutcome:
-    """`dbt-iceberg-maint run`: its JSON report's attempts and kinds."""
-    if report is None or not report.get("nodes"):
+def runner_outcome(exit_code: int, report: Mapping[str, Any] | None, output: str, model: str | None = None
+                   ) -> WriterOutcome:
+    """`dbt-iceberg-maint run`: its JSON report's attempts and kinds (of node `model`, else the first)."""
+    nodes = (report or {}).get("nodes") or []
+    node = next((n for n in nodes if model is None or n.get("name") == model), None)
+    if report is None or node is None:
         kind = classify(output).kind
         return WriterOutcome(False, 1, (kind,), kind)
-    node = report["nodes"][0]
     kinds = tuple(k for k in node.get("kinds", []) if k)
     green = exit_code == 0 and bool(report.get("success"))
     return WriterOutcome(green, int(node.get("attempts", 1)), kinds, None if green else (kinds[-1] if kinds else
@@ -138,6 +178,31 @@ def maintenance_kind(result: Mapping[str, Any]) -> str | None:
 def ledger_mismatches(committed: Iterable[int], rows_per_batch: Mapping[int, int], expected_rows: int) -> list[int]:
     """Committed batches not present exactly once (each batch is `expected_rows` distinct events)."""
     return sorted(b for b in set(committed) if rows_per_batch.get(b, 0) != expected_rows)
+
+
+def append_event(final_status: str | None, errored: bool) -> str:
+    """The ledger event of an append node (lab/ledger.py): green -> `committed`; an attempt that
+    errored -> `unknown` (it may have landed: absent or once are both fine, twice is not); never
+    run (skipped, or not in the results) -> `failed` (it must be absent)."""
+    if final_status == "success":
+        return "committed"
+    return "unknown" if errored else "failed"
+
+
+def overlap_met(reached_gate: bool, compaction_status: str | None, writer_held: bool) -> bool:
+    """A round overlapped when the MERGE reached the gate before the maintenance started, the
+    maintenance ran a compaction (not skipped: a CALL went to Spark), and the writer was still
+    held at the gate when the maintenance ended."""
+    return reached_gate and compaction_status in ("success", "failed") and writer_held
+
+
+def quiet_wait(now: float, writer_ends: Sequence[float], cold_seconds: float, margin_s: float = QUIET_MARGIN_S
+               ) -> float:
+    """Seconds to wait before the maintenance starts so that the writer's round before last ended
+    more than `cold_seconds` ago (the days it left are cold by the policy's rule by then)."""
+    if len(writer_ends) < 2:
+        return 0.0
+    return max(0.0, writer_ends[-2] + cold_seconds + margin_s - now)
 
 
 @dataclass(frozen=True)
@@ -179,6 +244,7 @@ class Lab:
     writer_server: ThriftServer
     maintenance_server: ThriftServer
     project: Path
+    gate_jar: Path
     owned_cluster: SparkCluster | None = None
     owned_postgres: PostgresServer | None = None
     _iceberg: Any = None
@@ -225,14 +291,19 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
         postgres = postgres or owned_postgres
         assert postgres is not None
         if cluster is None:
-            owned_cluster = cluster = start_cluster(run_dir / "cluster")
+            # Slots are declared, not CPUs: gated tasks sleep. Writers, maintenance, one spare.
+            owned_cluster = cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=WRITER_SLOTS + 2))
+        elif cluster.spec.worker_cores < WRITER_SLOTS + 1:
+            raise ValueError(f"cluster: a worker with {cluster.spec.worker_cores} cores; the concurrency benchmark "
+                             f"needs at least {WRITER_SLOTS + 1} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
         catalog = JdbcCatalog(postgres, run_dir / "warehouse")
         ui = {"spark.ui.enabled": "true", "spark.sql.ui.retainedExecutions": "200"}
         # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
         servers.append(start_cluster_thrift_server(
             cluster, catalog, run_dir / "writer_server", name="writers", with_ui=True,
-            extra_conf={**ui, "spark.sql.shuffle.partitions": "6",
+            extra_conf={**ui, "spark.sql.shuffle.partitions": "6", "spark.cores.max": str(WRITER_SLOTS),
+                        "spark.executor.cores": str(WRITER_SLOTS),
                         "spark.sql.adaptive.coalescePartitions.enabled": "false"}))
         servers.append(start_cluster_thrift_server(cluster, catalog, run_dir / "maintenance_server",
                                                    name="maintenance", with_ui=True, extra_conf=ui))
@@ -240,7 +311,8 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
         shutil.copytree(PROJECT, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target", "dbt_packages",
                                                                                            "logs"))
         (project / "packages.yml").write_text(json.dumps({"packages": [{"local": str(ROOT)}]}) + "\n")
-        lab = Lab(run_dir, catalog, servers[0], servers[1], project, owned_cluster, owned_postgres)
+        gate_jar = build_gate_jar(run_dir / "gate_build")
+        lab = Lab(run_dir, catalog, servers[0], servers[1], project, gate_jar, owned_cluster, owned_postgres)
     except BaseException:
         for server in servers:
             server.stop()
@@ -257,46 +329,56 @@ def _check(finished: proc.Finished, what: str) -> None:
         raise RuntimeError(f"{what} failed (exit {finished.exit_code}):\n{finished.output[-3000:]}")
 
 
-def prepare_tables(lab: Lab) -> None:
-    """dbt deps, then batch 0 of every variant's table (creates them)."""
-    work = lab.workdir("setup", lab.writer_server)
-    deps = proc.DbtCommand("deps", (str(proc.BIN / "dbt"), "deps", "--project-dir", str(lab.project)), work)
-    _check(proc.run(deps, PROCESS_TIMEOUT_S), "dbt deps")
-    create = proc.dbt_run("create", lab.project, work, " ".join(v.model for v in VARIANTS), {"LAB_BATCH": "0"})
-    _check(proc.run(create, PROCESS_TIMEOUT_S), "dbt run (batch 0)")
+def writer_env(batch: int, cold_seconds: float, gate_dir: Path | None = None, gate_jar: Path | None = None
+               ) -> dict[str, str]:
+    env = {"LAB_BATCH": str(batch), "LAB_ROWS": str(ROWS_PER_BATCH), "LAB_ROUNDS_PER_DAY": str(ROUNDS_PER_DAY),
+           "LAB_BASE_DAY": BASE_DAY.isoformat(), "LAB_COLD_HOURS": repr(cold_seconds / 3600)}
+    if gate_dir is not None and gate_jar is not None:
+        env.update({"LAB_GATE_DIR": str(gate_dir), "LAB_GATE_JAR": str(gate_jar)})
+    return env
+
+
+def writer_selection(variants: Iterable[Variant]) -> str:
+    return " ".join(f"{v.model} {v.append_model}" for v in variants)
 
 
 @dataclass
 class VariantState:
     variant: Variant
     batch: int = 0
-    committed: set[int] = field(default_factory=lambda: {0})
-    seeds: int = 0
+    committed: set[int] = field(default_factory=set)
     mismatched: set[int] = field(default_factory=set)
-    # Seconds from a process's start to its statement, seen in the variant's last round: the
-    # next round staggers the two starts so the compaction lands inside the MERGE.
-    merge_offset: float | None = None
-    merge_seconds: float = 0.0
-    call_offset: float | None = None
+    # When the writer process of each round ended (warm-up runs included): its last write.
+    writer_ends: list[float] = field(default_factory=list)
+    appends: list[ledger.LedgerEntry] = field(default_factory=list)
+
+    def record_append(self, batch: int, event: str, detail: str = "") -> None:
+        self.appends.append(ledger.LedgerEntry.for_batch(self.variant.name, self.variant.append_table, batch, event,
+                                                         ROWS_PER_BATCH, detail))
 
 
-def stagger(merge_offset: float | None, merge_seconds: float, call_offset: float | None) -> float:
-    """Seconds to start the maintenance after the writer (negative: the writer after the
-    maintenance) so that the CALL starts a third into the MERGE, by the last round's timings."""
-    if merge_offset is None or call_offset is None:
-        return 0.0
-    return max(-MAX_STAGGER_S, min(MAX_STAGGER_S, merge_offset + merge_seconds / 3 - call_offset))
-
-
-def seed_cold_days(lab: Lab, state: VariantState, boundary: date) -> None:
-    """A non-dbt backfill: SEED_FILES_PER_DAY small files in each of SEED_DAYS cold days (one commit)."""
-    state.seeds += 1
-    rows = SEED_DAYS * SEED_FILES_PER_DAY * 4
-    first = -(state.seeds * 100_000)
-    lab.execute(f"insert into {state.variant.table} select {first} - id as event_id, "
-            f"date_sub(date '{boundary.isoformat()}', 1 + cast(id % {SEED_DAYS} as int)) as day, "
-            f"cast(-1 as bigint) as batch_id, cast(-1 as bigint) as touched_by, sha2(cast(id as string), 256) "
-            f"from range(0, {rows}, 1, {SEED_FILES_PER_DAY})")
+def prepare_tables(lab: Lab, states: Mapping[str, VariantState], cold_seconds: float) -> None:
+    """dbt deps, then warm-up batches 0..WARM_UP_BATCHES-1 of every variant's tables (plain dbt
+    run, no gate, no maintenance, half of cold_partitions_hours apart): the first measured round
+    finds days the writers left behind."""
+    work = lab.workdir("setup", lab.writer_server)
+    deps = proc.DbtCommand("deps", (str(proc.BIN / "dbt"), "deps", "--project-dir", str(lab.project)), work)
+    _check(proc.run(deps, PROCESS_TIMEOUT_S), "dbt deps")
+    for batch in range(WARM_UP_BATCHES):
+        if batch:
+            # Spaced like measured rounds: the days written by the last warm-up must still be hot
+            # (quiet for less than cold_partitions_hours) when the first round's maintenance
+            # starts, which waits until the one before last is cold.
+            time.sleep(cold_seconds / 2)
+        create = proc.dbt_run(f"warm-up-{batch}", lab.project, work, writer_selection(VARIANTS),
+                              writer_env(batch, cold_seconds))
+        _check(proc.run(create, PROCESS_TIMEOUT_S), f"dbt run (warm-up batch {batch})")
+        ended = time.time()
+        for state in states.values():
+            state.batch = batch
+            state.committed.add(batch)
+            state.writer_ends.append(ended)
+            state.record_append(batch, "committed", "warm-up")
 
 
 @dataclass(frozen=True)
@@ -362,54 +444,107 @@ def ui_executions(server: ThriftServer, attempts: int = 3, timeout_s: float = 60
     return None
 
 
-def run_round(lab: Lab, state: VariantState, writers: bool, index: int) -> dict[str, Any]:
+def append_check(lab: Lab, state: VariantState) -> ledger.TableCheck:
+    """The append table against the ledger of what the writer reported (lab/ledger.py)."""
+    table = lab.iceberg().load_table(state.variant.append_identifier).scan(
+        selected_fields=("id", "batch_id", "payload")).to_arrow()
+    rows: dict[int, list[int]] = {}
+    for batch_id, row_id, payload in zip(table.column("batch_id").to_pylist(), table.column("id").to_pylist(),
+                                         table.column("payload").to_pylist(), strict=True):
+        counted = rows.setdefault(int(batch_id), [0, 0])
+        counted[0] += 1
+        counted[1] += ledger.row_checksum(int(row_id), str(payload))
+    observed = [ledger.Observed(b, n, checksum) for b, (n, checksum) in rows.items()]
+    table_name = state.variant.append_table
+    return ledger.check(table_name, ledger.expectations(state.appends, table_name), observed)
+
+
+def append_outcome(variant: Variant, wrote: proc.Finished, report: Mapping[str, Any] | None,
+                   run_results: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(ledger event, the append node's final status) from the writer's own record of it."""
+    if variant.writer == "runner":
+        node = next((n for n in (report or {}).get("nodes", []) if n.get("name") == variant.append_model), None)
+        status = None if node is None else node.get("final_status")
+        errored = node is not None and any(h.get("status") == "error" for h in node.get("history", []))
+    else:
+        result = next((r for r in (run_results or {}).get("results", [])
+                       if str(r.get("unique_id", "")).endswith(f".{variant.append_model}")), None)
+        status = None if result is None else result.get("status")
+        errored = status == "error"
+    if status is None and wrote.exit_code == 0:
+        raise RuntimeError(f"{variant.append_model}: a green writer run without the append node in its results")
+    return append_event(status, errored), str(status)
+
+
+def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_seconds: float) -> dict[str, Any]:
     variant = state.variant
     batch = state.batch + 1 if writers else state.batch
     boundary = cold_before(batch if writers else batch + 1)
-    seed_cold_days(lab, state, boundary)
     before = table_files(lab, variant)
-    env = {"LAB_BATCH": str(batch), "LAB_ROWS": str(ROWS_PER_BATCH), "LAB_ROUNDS_PER_DAY": str(ROUNDS_PER_DAY),
-           "LAB_BASE_DAY": BASE_DAY.isoformat(), "LAB_COLD_BEFORE": boundary.isoformat()}
+    gate_dir = lab.run_dir / "gates" / f"{variant.name}-{batch}-{index}"
+    gate_dir.mkdir(parents=True, exist_ok=True)
+    env = writer_env(batch, cold_seconds, gate_dir if writers else None, lab.gate_jar)
     maintenance = proc.maintain(f"maintain-{variant.name}", lab.project,
                                 lab.workdir(f"maintain-{variant.name}", lab.maintenance_server), [variant.model],
                                 ["rewrite_data_files"], env)
-    writer: proc.DbtCommand | None = None
+    record: dict[str, Any] = {"round": index, "variant": variant.name, "writers": writers, "batch": batch,
+                              "cold_before": boundary.isoformat(), "load_1m": round(os.getloadavg()[0], 2)}
+    started = time.time()
+    writer_run: proc.Running | None = None
+    gate: dict[str, Any] = {}
     if writers:
         work = lab.workdir(f"writer-{variant.name}", lab.writer_server)
         build = proc.runner_run if variant.writer == "runner" else proc.dbt_run
-        writer = build(f"writer-{variant.name}", lab.project, work, variant.model, env)
-    started = time.time()
-    delay = stagger(state.merge_offset, state.merge_seconds, state.call_offset) if writer else 0.0
-    order = [maintenance] if writer is None else [writer, maintenance] if delay >= 0 else [maintenance, writer]
-    running = [proc.start(order[0])]
-    for later in order[1:]:
-        time.sleep(abs(delay))
-        running.append(proc.start(later))
-    by_name = {r.command.name: r for r in running}
-    done = {f.name: f for f in proc.wait_all(running, PROCESS_TIMEOUT_S)}
-    maintained = done[maintenance.name]
-    record: dict[str, Any] = {"round": index, "variant": variant.name, "writers": writers, "batch": batch,
-                              "cold_before": boundary.isoformat(), "load_1m": round(os.getloadavg()[0], 2),
-                              "maintenance_start_delay_s": round(delay, 1)}
-    if writer is not None:
-        wrote = done[writer.name]
-        if variant.writer == "runner":
-            outcome = runner_outcome(wrote.exit_code, wrote.report(writer), wrote.output)
-        else:
-            results_path = writer.target_path / "run_results.json"
-            run_results = json.loads(results_path.read_text()) if results_path.is_file() else None
-            outcome = plain_dbt_outcome(wrote.exit_code, run_results, wrote.output)
-        state.batch = batch
-        if outcome.green:
-            state.committed.add(batch)
-        record["writer"] = {**asdict(outcome), "seconds": round(wrote.seconds, 2)}
+        writer_run = proc.start(build(f"writer-{variant.name}", lab.project, work,
+                                      f"{variant.model} {variant.append_model}", env))
+        deadline = time.monotonic() + GATE_REACH_TIMEOUT_S
+        while not reached(gate_dir) and writer_run.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        gate["reached"] = reached(gate_dir)
+        gate["reached_after_s"] = round(time.time() - started, 1)
+    # Pacing, not scoping: the maintenance starts once the days the writer left two rounds ago
+    # have been quiet for longer than cold_partitions_hours (control rounds too); the policy
+    # finds them itself.
+    wait = quiet_wait(time.time(), state.writer_ends, cold_seconds) if gate.get("reached", True) else 0.0
+    time.sleep(wait)
+    record["quiet_wait_s"] = round(wait, 1)
+    maintenance_started = time.time()
+    previous_ends = list(state.writer_ends)
+    if state.writer_ends:
+        record["hot_days_quiet_s"] = round(maintenance_started - state.writer_ends[-1], 1)
+        record["left_days_quiet_s"] = (round(maintenance_started - state.writer_ends[-2], 1)
+                                       if len(state.writer_ends) > 1 else None)
+    maintained = proc.start(maintenance).wait(PROCESS_TIMEOUT_S)
     report = maintained.report(maintenance) or {}
     results = report.get("results", [])
     compaction = results[0] if results else {}
     record["maintenance"] = {"exit_code": maintained.exit_code, "seconds": round(maintained.seconds, 2),
                              "status": compaction.get("status"), "reason": compaction.get("reason"),
-                             "kind": maintenance_kind(compaction),
+                             "kind": maintenance_kind(compaction), "sql": compaction.get("sql"),
                              "rewritten_files": (compaction.get("metrics") or {}).get("rewritten_data_files_count")}
+    if writer_run is not None:
+        gate["writer_held_until_maintenance_ended"] = writer_run.process.poll() is None
+        open_gate(gate_dir)
+        wrote = writer_run.wait(PROCESS_TIMEOUT_S)
+        state.writer_ends.append(time.time())
+        command = writer_run.command
+        report_doc = wrote.report(command)
+        results_path = command.target_path / "run_results.json"
+        run_results = json.loads(results_path.read_text()) if results_path.is_file() else None
+        if variant.writer == "runner":
+            outcome = runner_outcome(wrote.exit_code, report_doc, wrote.output, variant.model)
+        else:
+            outcome = plain_dbt_outcome(wrote.exit_code, run_results, wrote.output)
+        event, append_status = append_outcome(variant, wrote, report_doc, run_results)
+        state.record_append(batch, event, f"round {index}")
+        state.batch = batch
+        if outcome.green:
+            state.committed.add(batch)
+        record["writer"] = {**asdict(outcome), "seconds": round(wrote.seconds, 2), "append_status": append_status,
+                            "append_event": event}
+        gate["overlap_met"] = overlap_met(gate["reached"], compaction.get("status"),
+                                          gate["writer_held_until_maintenance_ended"])
+    record["gate"] = gate
     after = table_files(lab, variant)
     covered = coverage(before, {f.path for f in after}, boundary, SMALL_FILE_BYTES)
     record["cold_small_files_at_start"] = covered.at_start
@@ -424,20 +559,28 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int) -> dict[
     mismatched = ledger_mismatches(state.committed, per_batch, ROWS_PER_BATCH)
     state.mismatched.update(mismatched)
     record["ledger_mismatches"] = mismatched
+    appended = append_check(lab, state)
+    record["append_ledger"] = {"ok": appended.ok, "rows_duplicated": appended.rows_duplicated,
+                               "duplicated_batches": list(appended.duplicated), "lost": list(appended.lost),
+                               "unexpected": list(appended.unexpected), "mismatched": list(appended.mismatched)}
+    # Second evidence of the overlap: the Spark UI's statement intervals on both servers.
     table = variant.table
     writer_ui, maintenance_ui = ui_executions(lab.writer_server), ui_executions(lab.maintenance_server)
-    merges = spark_ui_intervals(writer_ui or [], f"merge into {table} ", started)
-    calls = spark_ui_intervals(maintenance_ui or [], f"rewrite_data_files(table => '{table}'", started)
+    # Only statements that ran during this round: the intervals' 1 s tolerance on the start would
+    # otherwise let the previous round's last statement, ended just before, into a control round.
+    merges = [m for m in spark_ui_intervals(writer_ui or [], f"merge into {table} ", started) if m.end >= started]
+    calls = [c for c in spark_ui_intervals(maintenance_ui or [], f"rewrite_data_files(table => '{table}'", started)
+             if c.end >= started]
     known = writer_ui is not None and maintenance_ui is not None
     record["overlap"] = {"merge_statements": len(merges), "compaction_statements": len(calls), "ui_answered": known,
                          "overlapped": overlapped(merges, calls) if writers and known else None}
-    if merges and calls and writer is not None:
-        writer_started = by_name[writer.name].started
-        state.merge_offset = merges[0].start - writer_started
-        state.merge_seconds = merges[0].end - merges[0].start
-        state.call_offset = calls[0].start - by_name[maintenance.name].started
+    if calls and len(previous_ends) > 1:
+        # The ages the package saw, near enough: its plan's reads come just before the CALL.
+        record["hot_days_quiet_at_call_s"] = round(calls[0].start - previous_ends[-1], 1)
+        record["left_days_quiet_at_call_s"] = round(calls[0].start - previous_ends[-2], 1)
+    if merges and calls:
         record["overlap"].update({"merge_start_s": round(merges[0].start - started, 1),
-                                  "merge_seconds": round(state.merge_seconds, 1),
+                                  "merge_seconds": round(merges[0].end - merges[0].start, 1),
                                   "compaction_start_s": round(calls[0].start - started, 1),
                                   "compaction_seconds": round(calls[0].end - calls[0].start, 1)})
     return record
@@ -445,26 +588,47 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int) -> dict[
 
 # ---- the run and its figures --------------------------------------------------------------------
 
-def schedule(rounds: int, control_every: int) -> list[list[tuple[Variant, bool]]]:
+def schedule(rounds: int) -> list[list[tuple[Variant, bool]]]:
     """Cycles of rounds run side by side: every variant once per cycle (so any prefix covers
-    them equally), and every `control_every` cycles (and in the last) a control round (writers
-    stopped) on each maintenance kind's runner table."""
-    cycles: list[list[tuple[Variant, bool]]] = []
-    for cycle in range(rounds):
-        cycles.append([(v, True) for v in VARIANTS])
-        if (cycle + 1) % control_every == 0 or cycle == rounds - 1:
-            cycles.append([(v, False) for v in VARIANTS if v.writer == "runner"])
+    them equally), then one control cycle (writers stopped) on each maintenance kind's runner
+    table. Controls come last: a pause of the writers in between would let the hot days cool."""
+    cycles: list[list[tuple[Variant, bool]]] = [[(v, True) for v in VARIANTS] for _ in range(rounds)]
+    cycles.append([(v, False) for v in VARIANTS if v.writer == "runner"])
     return cycles
 
 
 def run_cycle(lab: Lab, states: Mapping[str, VariantState], cycle: Sequence[tuple[Variant, bool]],
-              first_index: int) -> list[dict[str, Any]]:
+              first_index: int, cold_seconds: float) -> list[dict[str, Any]]:
     """The cycle's rounds at once, one thread each (separate tables: they compete for the
     machine, not for commits); records in the cycle's order."""
     with ThreadPoolExecutor(max_workers=len(cycle)) as pool:
-        futures = [pool.submit(run_round, lab, states[v.name], writers, first_index + i)
+        futures = [pool.submit(run_round, lab, states[v.name], writers, first_index + i, cold_seconds)
                    for i, (v, writers) in enumerate(cycle)]
         return [future.result() for future in futures]
+
+
+def share_figures(green: int, runs: int) -> dict[str, Any]:
+    """A green share with its Wilson 95 % and 99 % intervals."""
+    def interval(confidence: float) -> list[float] | None:
+        found = wilson_interval(green, runs, confidence)
+        return None if found is None else [round(found[0], 4), round(found[1], 4)]
+
+    return {"green": green, "runs": runs, "share": round(green / runs, 4) if runs else None,
+            "wilson_95": interval(0.95), "wilson_99": interval(0.99)}
+
+
+def headline(variants: Sequence[Mapping[str, Any]], alpha: float = ALPHA) -> dict[str, Any]:
+    """naive + `dbt run` against policy + runner over the rounds that overlapped: Fisher's exact
+    test (two-sided) on green vs red, and the rounds per variant the observed shares would need."""
+    by_name = {v["name"]: v for v in variants}
+    a, b = (by_name[name]["overlapped"] for name in HEADLINE)
+    p_value = fisher_exact_two_sided(a["green"], a["runs"] - a["green"], b["green"], b["runs"] - b["green"])
+    needed = (rounds_for_significance(a["share"], b["share"], alpha)
+              if a["share"] is not None and b["share"] is not None else None)
+    return {"compared": list(HEADLINE), "over": "overlapped rounds only", "test": "Fisher's exact test, two-sided",
+            "table": [[a["green"], a["runs"] - a["green"]], [b["green"], b["runs"] - b["green"]]],
+            "p_value": p_value, "alpha": alpha, "significant": p_value < alpha,
+            "rounds_needed_at_observed_shares": needed}
 
 
 def summarize(records: Sequence[Mapping[str, Any]], states: Mapping[str, VariantState]) -> list[dict[str, Any]]:
@@ -475,11 +639,19 @@ def summarize(records: Sequence[Mapping[str, Any]], states: Mapping[str, Variant
         writer = [r["writer"] for r in mine]
         kinds = Counter(k for w in writer for k in w["failure_kinds"])
         overlaps = [r["overlap"]["overlapped"] for r in mine]
+        met = [r for r in mine if r["gate"].get("overlap_met")]
+        last_append = (mine + controls)[-1]["append_ledger"] if mine + controls else {}
         seconds = [w["seconds"] for w in writer]
         variants.append({
             "name": variant.name, "maintenance": variant.maintenance, "writer": variant.writer,
             "rounds": len(mine), "writer_runs": len(writer), "green_runs": sum(w["green"] for w in writer),
             "green_share": round(sum(w["green"] for w in writer) / len(writer), 4) if writer else None,
+            # The figure that counts: rounds whose compaction ran inside the held MERGE.
+            "overlapped": share_figures(sum(r["writer"]["green"] for r in met), len(met)),
+            "not_overlapped_rounds": len(mine) - len(met),
+            "not_overlapped_green": sum(r["writer"]["green"] for r in mine if not r["gate"].get("overlap_met")),
+            "append_duplicate_rows": last_append.get("rows_duplicated", 0),
+            "append_ledger_ok": last_append.get("ok"),
             "reruns": sum(w["attempts"] - 1 for w in writer),
             "failures_by_kind": dict(kinds),
             "final_failures_by_kind": dict(Counter(w["final_kind"] for w in writer if not w["green"])),
@@ -487,7 +659,7 @@ def summarize(records: Sequence[Mapping[str, Any]], states: Mapping[str, Variant
             "ledger_mismatches": len(states[variant.name].mismatched),
             "writer_seconds_median": round(statistics.median(seconds), 2) if seconds else None,
             "writer_seconds_total": round(sum(seconds), 1),
-            "overlapped_rounds": sum(bool(o) for o in overlaps),
+            "ui_overlapped_rounds": sum(bool(o) for o in overlaps),
             "maintenance_failures_by_kind": dict(Counter(r["maintenance"]["kind"] for r in mine
                                                          if r["maintenance"]["status"] == "failed")),
             "p2_cold_small_files_at_start": sum(r["cold_small_files_at_start"] for r in mine),
@@ -538,60 +710,61 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def _versions() -> dict[str, str]:
-    found = {}
-    for package in ("pyspark", "dbt-core", "dbt-spark", "pyiceberg", "snowpark-connect-deps-iceberg"):
-        try:
-            found[package] = importlib_metadata.version(package)
-        except importlib_metadata.PackageNotFoundError:
-            found[package] = "missing"
-    return found
-
-
 def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path | None = None,
         cluster: SparkCluster | None = None, postgres: PostgresServer | None = None,
-        max_minutes: float | None = None) -> dict[str, Any]:
+        max_minutes: float | None = None, cold_seconds: float = COLD_SECONDS) -> dict[str, Any]:
     """The benchmark; writes concurrency.json after every cycle (a cut-off run keeps its prefix).
-    max_minutes: start no cycle after that long; the figures then say how many rounds ran."""
+    max_minutes: start no writer cycle after that long (the control cycle still runs); the figures
+    then say how many rounds ran."""
     work = run_dir or Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
-    control_every = 1 if quick else 5
     started = time.time()
-    load_start = os.getloadavg()
+    start = bench.run_start()
     lab = open_lab(work, cluster, postgres)
     records: list[dict[str, Any]] = []
     states = {v.name: VariantState(v) for v in VARIANTS}
     figures: dict[str, Any] = {}
+    stopped_early: str | None = None
     try:
-        prepare_tables(lab)
+        prepare_tables(lab, states, cold_seconds)
         setup_s = time.time() - started
-        cycles = schedule(rounds, control_every)
+        cycles = schedule(rounds)
         for number, cycle in enumerate(cycles):
-            if max_minutes is not None and time.time() - started > max_minutes * 60:
-                figures["stopped_early"] = f"--max-minutes {max_minutes}: no cycle started after that"
-                break
-            records.extend(run_cycle(lab, states, cycle, len(records)))
-            last = number == len(cycles) - 1
+            control = not cycle[0][1]
+            if not control and max_minutes is not None and time.time() - started > max_minutes * 60:
+                stopped_early = f"--max-minutes {max_minutes}: no writer cycle started after that"
+                continue
+            cycle_started = time.time()
+            records.extend(run_cycle(lab, states, cycle, len(records), cold_seconds))
+            print(f"  concurrency: cycle {number + 1}/{len(cycles)}{' (control)' if control else ''} in "
+                  f"{time.time() - cycle_started:.0f} s", flush=True)
             variants = summarize(records, states)
             figures = {
                 "benchmark": "concurrency", "quick": quick, "rounds_requested": rounds,
-                "rounds_done": min(v["rounds"] for v in variants), "complete": last,
+                "rounds_done": min(v["rounds"] for v in variants), "complete": number == len(cycles) - 1,
+                "stopped_early": stopped_early,
                 "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
                 "duration_s": round(time.time() - started, 1), "setup_s": round(setup_s, 1),
-                "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                            "load_average_start": [round(x, 2) for x in load_start],
-                            "load_average_now": [round(x, 2) for x in os.getloadavg()],
-                            "load_1m_median": statistics.median(r["load_1m"] for r in records)},
-                "versions": _versions(),
+                **bench.provenance(start),
+                "load_1m_median": statistics.median(r["load_1m"] for r in records),
                 "settings": {"catalog": "Iceberg JDBC catalog on PostgreSQL", "cluster": "Spark standalone, "
-                             "1 worker (3 declared cores), spark.cores.max=1 per application",
+                             f"1 worker, writers' application {WRITER_SLOTS} task slots (a gated task holds one), "
+                             "maintenance's 1",
                              "rows_per_batch": ROWS_PER_BATCH, "rounds_per_day": ROUNDS_PER_DAY,
-                             "seed_days": SEED_DAYS, "seed_files_per_day": SEED_FILES_PER_DAY,
-                             "control_every_cycles": control_every, "writer_max_attempts": 3,
+                             "warm_up_batches": WARM_UP_BATCHES, "writer_max_attempts": 3,
+                             "writer_models": "a MERGE model (idempotent) and an append model (not idempotent) "
+                                              "in one dbt invocation",
+                             "gate": "the MERGE waits at a Hive UDF gate (lab/gate.py) from before its commit "
+                                     "until the maintenance process has ended",
+                             "cold_partitions_seconds": cold_seconds, "quiet_margin_s": QUIET_MARGIN_S,
+                             "controls": "one cycle after the last writer cycle, writers stopped",
                              "cycle": "the rounds of one cycle run side by side, one table per variant",
                              "policies": {"naive": "rewrite_data_files on the whole table, min-input-files 5",
-                                          "policy": "where day < start of the hot window, min-input-files 2, "
-                                                    "partial progress"}},
-                "variants": variants, "p2": p2_figures(variants), "rounds": records,
+                                          "policy": f"cold_partitions_hours {cold_seconds / 3600:.5f} "
+                                                    f"({cold_seconds:.0f} s) in the model's policy, the "
+                                                    "package finds the cold days; min-input-files 2, partial "
+                                                    "progress"}},
+                "variants": variants, "headline": headline(variants), "p2": p2_figures(variants),
+                "rounds": records,
             }
             if results is not None:
                 results.mkdir(parents=True, exist_ok=True)
@@ -613,13 +786,17 @@ def plot(figures: Mapping[str, Any], path: Path) -> None:
     variants = figures["variants"]
     names = [v["name"] for v in variants]
     fig, (share_ax, kind_ax, files_ax) = plt.subplots(1, 3, figsize=(15, 4.2))
-    shares = [100 * (v["green_share"] or 0) for v in variants]
-    bars = share_ax.bar(names, shares, color=["#c62828", "#ef6c00", "#66bb6a", "#2e7d32"])
-    for bar, value in zip(bars, shares, strict=True):
-        share_ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:.0f}%", ha="center", va="bottom")
+    overlapped = [v["overlapped"] for v in variants]
+    shares = [100 * (o["share"] or 0) for o in overlapped]
+    errors = [[100 * (o["share"] or 0) - 100 * (o["wilson_95"] or [0, 0])[0] for o in overlapped],
+              [100 * (o["wilson_95"] or [0, 0])[1] - 100 * (o["share"] or 0) for o in overlapped]]
+    bars = share_ax.bar(names, shares, yerr=errors, capsize=4, color=["#c62828", "#ef6c00", "#66bb6a", "#2e7d32"])
+    for bar, o in zip(bars, overlapped, strict=True):
+        share_ax.text(bar.get_x() + bar.get_width() / 2, 2, f"{o['green']}/{o['runs']}", ha="center", va="bottom")
     share_ax.set_ylim(0, 110)
-    share_ax.set_ylabel("writer runs green without human action (%)")
-    share_ax.set_title(f"P1 survival, {figures['rounds_done']} rounds per variant")
+    share_ax.set_ylabel("green writer runs, overlapped rounds (%, Wilson 95 %)")
+    share_ax.set_title(f"P1 survival, p = {figures['headline']['p_value']:.2g} (Fisher, {' vs '.join(HEADLINE)})",
+                       fontsize=9)
     share_ax.tick_params(axis="x", rotation=20)
     kinds = sorted({k for v in variants for k in v["failures_by_kind"]})
     bottom = [0] * len(variants)
@@ -645,15 +822,22 @@ def plot(figures: Mapping[str, Any], path: Path) -> None:
 
 def print_summary(figures: Mapping[str, Any]) -> None:
     print(f"concurrency benchmark: {figures['rounds_done']} rounds per variant in {figures['duration_s']} s, "
-          f"load {figures['machine']['load_average_start']} -> {figures['machine']['load_average_now']}")
-    header = (f"  {'variant':<14} {'runs':>5} {'green':>6} {'share':>7} {'reruns':>6} {'dups':>5} {'ledger':>6} "
-              f"{'overlap':>7} {'median s':>8}  failures by kind")
+          f"load {figures['load_average']['start']} -> {figures['load_average']['end']}, commit {figures['commit']} "
+          f"(dirty: {figures['dirty']})")
+    header = (f"  {'variant':<14} {'overlap':>7} {'green':>6} {'share':>6} {'wilson 95%':>13} {'not ovl':>7} "
+              f"{'reruns':>6} {'dups':>4} {'app.dup':>7} {'ledger':>6}  failures by kind")
     print(header)
     for v in figures["variants"]:
-        share = f"{100 * v['green_share']:.0f}%" if v["green_share"] is not None else "-"
-        print(f"  {v['name']:<14} {v['writer_runs']:>5} {v['green_runs']:>6} {share:>7} {v['reruns']:>6} "
-              f"{v['duplicate_rows']:>5} {v['ledger_mismatches']:>6} {v['overlapped_rounds']:>7} "
-              f"{v['writer_seconds_median'] or 0:>8}  {v['failures_by_kind']}")
+        o = v["overlapped"]
+        share = f"{100 * o['share']:.0f}%" if o["share"] is not None else "-"
+        wilson = f"{o['wilson_95'][0]:.2f}-{o['wilson_95'][1]:.2f}" if o["wilson_95"] else "-"
+        print(f"  {v['name']:<14} {o['runs']:>7} {o['green']:>6} {share:>6} {wilson:>13} "
+              f"{v['not_overlapped_rounds']:>7} {v['reruns']:>6} {v['duplicate_rows']:>4} "
+              f"{v['append_duplicate_rows']:>7} {v['ledger_mismatches']:>6}  {v['failures_by_kind']}")
+    h = figures["headline"]
+    print(f"  headline {' vs '.join(h['compared'])}: {h['table']}, {h['test']} p = {h['p_value']:.3g} "
+          f"(significant at {h['alpha']}: {h['significant']}; rounds needed at these shares: "
+          f"{h['rounds_needed_at_observed_shares']})")
     for kind, p2 in figures["p2"].items():
         print(f"  P2 {kind:<7} compacted share of cold small files: with writers {p2['with_writers']}, "
               f"writers stopped {p2['writers_stopped']}, ratio {p2['ratio']}; of the compactable ones "
@@ -663,17 +847,23 @@ def print_summary(figures: Mapping[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="./scripts/bench concurrency", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=None, help="rounds per variant (default 50; 2 with --quick)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"rounds per variant (default {FULL_ROUNDS}; 2 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a few rounds, for the test suite")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where concurrency.json/png go")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the run's files here (default: temp)")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="start no new cycle after this many minutes (the JSON says how many rounds ran)")
+    parser.add_argument("--cold-seconds", type=float, default=COLD_SECONDS,
+                        help=f"the policy's cold_partitions_hours, in seconds (default {COLD_SECONDS:.0f})")
     args = parser.parse_args()
-    rounds = args.rounds or (2 if args.quick else 50)
+    rounds = args.rounds or (2 if args.quick else FULL_ROUNDS)
     if rounds < 1:
         parser.error(f"--rounds {rounds}: expected a whole number >= 1")
-    figures = run(rounds, args.quick, args.results, args.workdir, max_minutes=args.max_minutes)
+    if args.cold_seconds <= 0:
+        parser.error(f"--cold-seconds {args.cold_seconds}: expected a number of seconds > 0")
+    figures = run(rounds, args.quick, args.results, args.workdir, max_minutes=args.max_minutes,
+                  cold_seconds=args.cold_seconds)
     print_summary(figures)
 
 

@@ -6,6 +6,13 @@ commits, the latency of a typical dashboard query (last 7 days, per day: events,
 on both copies, alternating, and compaction throughput (bytes rewritten per second of
 rewrite_data_files) vs a pyarrow proxy reading and rewriting the same Parquet files, on those
 small commits and on a bulk table of bigger files.
+
+Maintenance makes a sawtooth: files pile up between runs and drop at each. So the file counts are
+sampled after every commit (after the maintenance where one ran) and the query latency right
+before and right after every maintenance run (and once after the first commit); the figures are
+the time averages over the whole commit sequence (files: mean over commits; latency: the
+piecewise-linear path through the samples, averaged over commits) beside the best point (just
+after a maintenance run) and the final one.
 Writes benchmarks/results/effect.{json,png}; prints a summary table."""
 
 from __future__ import annotations
@@ -37,6 +44,52 @@ BULK = "effect_bulk"
 # stop dominating and its per-byte rate shows.
 BULK_SHAPES = ({"files": 24, "rows_per_file": 300_000}, {"files": 24, "rows_per_file": 1_200_000})
 BULK_SHAPES_QUICK = ({"files": 4, "rows_per_file": 20_000},)
+
+
+def trapezoid_mean(points: list[tuple[float, float]]) -> float | None:
+    """The mean over x of the piecewise-linear path through `points` (sorted by x; equal x values
+    are a jump). One point: its value; none: None."""
+    if not points:
+        return None
+    span = points[-1][0] - points[0][0]
+    if span == 0:
+        return sum(y for _x, y in points) / len(points)
+    area = sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False))
+    return area / span
+
+
+PHASES = ("start", "before", "after")  # a checkpoint's place at its commit: before/after maintenance
+
+
+def latency_figures(checkpoints: list[dict[str, Any]]) -> dict[str, Any]:
+    """Time-averaged median latency per copy over the commits (checkpoints in commit order,
+    before before after at one commit), the speedup of those averages, and the best and final
+    checkpoints just after a maintenance run."""
+    ordered = sorted(checkpoints, key=lambda c: (c["commit"], PHASES.index(c["phase"])))
+    averages = {key: trapezoid_mean([(c["commit"], c["median_s"][key]) for c in ordered])
+                for key in ("maintained", "unmaintained")}
+    after = [c for c in ordered if c["phase"] == "after" and c["speedup"] is not None]
+    maintained, unmaintained = averages["maintained"], averages["unmaintained"]
+    return {"time_averaged": {"median_s": averages,
+                              "speedup": round(unmaintained / maintained, 2) if maintained and unmaintained else None},
+            "best": max(after, key=lambda c: c["speedup"]) if after else None,
+            "final": ordered[-1] if ordered else None}
+
+
+def file_figures(over_commits: list[dict[str, int]]) -> dict[str, Any]:
+    """Files per copy: the mean over the commits (one sample per commit, after its maintenance)
+    beside the best point (fewest maintained files relative to the unmaintained copy) and the final one."""
+    def fewer(point: dict[str, int]) -> float | None:
+        return round(100 * (1 - point["maintained"] / point["unmaintained"]), 1) if point["unmaintained"] else None
+
+    means = {key: sum(p[key] for p in over_commits) / len(over_commits) for key in ("maintained", "unmaintained")}
+    best = max(over_commits, key=lambda p: fewer(p) or 0.0)
+    final = over_commits[-1]
+    return {"time_averaged": {**{k: round(v, 1) for k, v in means.items()},
+                              "fewer_pct": round(100 * (1 - means["maintained"] / means["unmaintained"]), 1)
+                              if means["unmaintained"] else None},
+            "best": {**best, "fewer_pct": fewer(best)}, "final": final, "fewer_pct": fewer(final),
+            "over_commits": over_commits}
 
 
 def create(spark: SparkSession) -> None:
@@ -170,29 +223,37 @@ def timed_queries(spark: SparkSession, last_day: int, reps: int) -> dict[str, An
             "samples_s": {k: [round(v, 4) for v in vs] for k, vs in samples.items()}}
 
 
-def run(lake: field.Lake, work: Path, commits: int, maintain_every: int, reps: int, quick: bool) -> dict[str, Any]:
+def run(lake: field.Lake, work: Path, start: field.RunStart, commits: int, maintain_every: int, reps: int,
+        quick: bool) -> dict[str, Any]:
     started = time.perf_counter()
     files_over_commits: list[dict[str, int]] = []
     maintenance: list[dict[str, Any]] = []
     checkpoints: list[dict[str, Any]] = []
     proxies: list[dict[str, float]] = []
-    sample_every = max(1, maintain_every // 10)
     with field.LoadSampler() as load:
         spark = field.start_spark(lake, "bench-effect")
         try:
             project = field.scratch_project(work)
             create(spark)
             commit_s: list[float] = []
+
+            def checkpoint(done: int, phase: str, repetitions: int) -> dict[str, Any]:
+                found = timed_queries(spark, (done - 1) // COMMITS_PER_DAY, repetitions)
+                found.update({"commit": done, "phase": phase})
+                checkpoints.append(found)
+                return found
+
             for commit in range(commits):
                 for name in (MAINTAINED, UNMAINTAINED):
                     begun = time.perf_counter()
                     spark.sql(commit_sql(name, commit))
                     commit_s.append(time.perf_counter() - begun)
                 done = commit + 1
-                if done % sample_every == 0 or done == commits:
-                    files_over_commits.append({"commit": done, "maintained": file_count(spark, MAINTAINED),
-                                               "unmaintained": file_count(spark, UNMAINTAINED)})
+                if done == 1:
+                    checkpoint(done, "start", max(3, reps // 2))
                 if done % maintain_every == 0 or done == commits:
+                    last = done == commits
+                    checkpoint(done, "before", reps if last else max(3, reps // 2))
                     record = maintain(spark, project)
                     inputs = record.pop("rewritten_input_files")
                     record["commit"] = done
@@ -200,14 +261,16 @@ def run(lake: field.Lake, work: Path, commits: int, maintain_every: int, reps: i
                     if inputs:
                         proxies.append(pyarrow_proxy(inputs, work / "proxy"))
                     maintenance.append(record)
-                    files_over_commits.append({"commit": done, "maintained": record["files_after"],
+                    after = checkpoint(done, "after", reps if last else max(3, reps // 2))
+                    files_over_commits.append({"commit": done, "maintained_before": record["files_before"],
+                                               "maintained": record["files_after"],
                                                "unmaintained": file_count(spark, UNMAINTAINED)})
-                    last_day = (done - 1) // COMMITS_PER_DAY
-                    checkpoint = timed_queries(spark, last_day, reps if done == commits else max(3, reps // 2))
-                    checkpoint["commit"] = done
-                    checkpoints.append(checkpoint)
-                    print(f"  effect: {done}/{commits} commits, files {files_over_commits[-1]}, "
-                          f"query speedup {checkpoint['speedup']} ({time.perf_counter() - started:.0f} s)", flush=True)
+                    print(f"  effect: {done}/{commits} commits, files {files_over_commits[-1]}, query speedup "
+                          f"{checkpoints[-2]['speedup']} before, {after['speedup']} after maintenance "
+                          f"({time.perf_counter() - started:.0f} s)", flush=True)
+                else:
+                    files_over_commits.append({"commit": done, "maintained": file_count(spark, MAINTAINED),
+                                               "unmaintained": file_count(spark, UNMAINTAINED)})
             snapshots = {name: int(spark.sql(f"select count(*) from {field.table(name)}.snapshots").collect()[0][0])
                          for name in (MAINTAINED, UNMAINTAINED)}
             bulk = []
@@ -218,41 +281,46 @@ def run(lake: field.Lake, work: Path, commits: int, maintain_every: int, reps: i
         finally:
             spark.stop()
     return summarize(commits, maintain_every, reps, quick, lake.master, files_over_commits, maintenance, checkpoints,
-                     proxies, commit_s, snapshots, bulk, load, time.perf_counter() - started)
+                     proxies, commit_s, snapshots, bulk, load, time.perf_counter() - started, start)
 
 
 def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master: str,
               files_over_commits: list[dict[str, int]], maintenance: list[dict[str, Any]],
               checkpoints: list[dict[str, Any]], proxies: list[dict[str, float]], commit_s: list[float],
               snapshots: dict[str, int], bulk: list[dict[str, Any]], load: field.LoadSampler,
-              duration_s: float) -> dict[str, Any]:
-    final_files = files_over_commits[-1]
-    fewer_pct = round(100 * (1 - final_files["maintained"] / final_files["unmaintained"]), 1)
+              duration_s: float, start: field.RunStart) -> dict[str, Any]:
+    files = file_figures(files_over_commits)
+    latency = {**latency_figures(checkpoints), "checkpoints": checkpoints}
     spark_bytes = sum(m["compaction_bytes"] for m in maintenance)
     spark_s = sum((m["compaction_ms"] or 0) for m in maintenance) / 1000
     proxy_bytes = sum(p["bytes"] for p in proxies)
     proxy_s = sum(p["seconds"] for p in proxies)
     spark_bps = spark_bytes / spark_s if spark_s else None
     proxy_bps = proxy_bytes / proxy_s if proxy_s else None
-    final = checkpoints[-1]
     throughput_ratio = round(spark_bps / proxy_bps, 3) if spark_bps and proxy_bps else None
+    averaged_speedup = latency["time_averaged"]["speedup"]
+    averaged_fewer = files["time_averaged"]["fewer_pct"]
     return {
         "benchmark": "effect", "quick": quick, "commits": commits, "maintain_every": maintain_every,
         "query_repetitions": reps, "master": master,
         "commit_shape": {"rows": ROWS_PER_COMMIT, "late_rows": LATE_ROWS_PER_COMMIT, "commits_per_day": COMMITS_PER_DAY,
                          "median_commit_s": field.median(commit_s)},
         "query": query_sql("<table>", commits // COMMITS_PER_DAY),
-        "files": {"final": final_files, "fewer_pct": fewer_pct, "over_commits": files_over_commits},
+        "files": files,
         "snapshots": snapshots,
-        "latency": {"final": final, "checkpoints": checkpoints},
+        "latency": latency,
         "throughput": {"spark_bytes": spark_bytes, "spark_compaction_s": round(spark_s, 3),
                        "spark_bytes_per_s": spark_bps, "proxy_bytes": proxy_bytes, "proxy_s": round(proxy_s, 3),
                        "proxy_bytes_per_s": proxy_bps, "spark_over_proxy": throughput_ratio, "bulk": bulk},
         "maintenance": maintenance,
-        "goals": {**GOALS, "speedup_met": (final["speedup"] or 0) >= GOALS["speedup_min"],
-                  "fewer_files_met": fewer_pct >= GOALS["fewer_files_min_pct"],
+        # Goals judged on the time averages: the best point alone would flatter the sawtooth.
+        "goals": {**GOALS, "judged_on": "time averages over the commit sequence",
+                  "speedup_met": (averaged_speedup or 0) >= GOALS["speedup_min"],
+                  "fewer_files_met": (averaged_fewer or 0) >= GOALS["fewer_files_min_pct"],
+                  "speedup_met_at_best_point": ((latency["best"] or {}).get("speedup") or 0) >= GOALS["speedup_min"],
+                  "fewer_files_met_at_best_point": (files["best"]["fewer_pct"] or 0) >= GOALS["fewer_files_min_pct"],
                   "throughput_met": (throughput_ratio or 0) >= GOALS["throughput_over_proxy_min"]},
-        "duration_s": round(duration_s, 1), "machine": field.machine(load), "versions": field.versions(),
+        "duration_s": round(duration_s, 1), **field.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF,
                      "maintenance": "dbt run-operation dbt_iceberg_maint.iceberg_maintenance "
                      "--args {select: effect_maintained} (policy in benchmarks/projects/field/dbt_project.yml)"},
@@ -263,32 +331,48 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     plt = field.pyplot()
     fig, (files_ax, latency_ax) = plt.subplots(1, 2, figsize=(11, 4))
     points = figures["files"]["over_commits"]
+    sawtooth = [(p["commit"], v) for p in points for v in ([p["maintained_before"]] if "maintained_before" in p
+                                                           else []) + [p["maintained"]]]
+    files_ax.plot([p["commit"] for p in points], [p["unmaintained"] for p in points], label="unmaintained",
+                  color="#c62828")
+    files_ax.plot([x for x, _ in sawtooth], [y for _, y in sawtooth], label="maintained", color="#2e7d32")
+    averaged = figures["files"]["time_averaged"]
     for key, color in (("unmaintained", "#c62828"), ("maintained", "#2e7d32")):
-        files_ax.plot([p["commit"] for p in points], [p[key] for p in points], label=key, color=color)
+        files_ax.axhline(averaged[key], color=color, linestyle=":", linewidth=1, label=f"{key}, time average")
     files_ax.set_xlabel("commits")
     files_ax.set_ylabel("data files")
-    files_ax.set_title("Data files over the commits")
-    files_ax.legend(fontsize=8)
-    checkpoints = figures["latency"]["checkpoints"]
+    files_ax.set_title(f"Data files ({averaged['fewer_pct']} % fewer on average)")
+    files_ax.legend(fontsize=7)
+    latency = figures["latency"]
+    checkpoints = sorted(latency["checkpoints"], key=lambda c: (c["commit"], PHASES.index(c["phase"])))
     xs = [c["commit"] for c in checkpoints]
     for key, color in (("unmaintained", "#c62828"), ("maintained", "#2e7d32")):
         latency_ax.plot(xs, [c["median_s"][key] for c in checkpoints], marker="o", label=key, color=color)
-    latency_ax.set_xlabel("commits")
+    latency_ax.set_xlabel("commits (samples just before and after each maintenance run)")
     latency_ax.set_ylabel("median query seconds")
-    latency_ax.set_title(f"7-day dashboard query (final speedup {figures['latency']['final']['speedup']}x)")
+    best = latency["best"]["speedup"] if latency["best"] else None
+    latency_ax.set_title(f"7-day dashboard query: {latency['time_averaged']['speedup']}x on average, "
+                         f"{best}x at best", fontsize=9)
     latency_ax.legend(fontsize=8)
     field.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
-    final, files, tp = figures["latency"]["final"], figures["files"], figures["throughput"]
+    latency, files, tp = figures["latency"], figures["files"], figures["throughput"]
+    averaged, best = latency["time_averaged"], latency["best"] or {}
     print(f"effect benchmark: {figures['commits']} commits, maintenance every {figures['maintain_every']}, "
           f"master {figures['master']}, load {figures['machine']['load_average_1m']}, {figures['duration_s']} s")
-    print(f"  data files             maintained {files['final']['maintained']:>6}  unmaintained "
-          f"{files['final']['unmaintained']:>6}  ({files['fewer_pct']} % fewer)")
-    print(f"  query median s         maintained {final['median_s']['maintained']:>6.3f}  unmaintained "
-          f"{final['median_s']['unmaintained']:>6.3f}  ({final['speedup']}x faster, "
-          f"same answer: {final['same_answer']})")
+    print(f"  data files, time avg   maintained {files['time_averaged']['maintained']:>8}  unmaintained "
+          f"{files['time_averaged']['unmaintained']:>8}  ({files['time_averaged']['fewer_pct']} % fewer)")
+    print(f"  data files, best point maintained {files['best']['maintained']:>8}  unmaintained "
+          f"{files['best']['unmaintained']:>8}  ({files['best']['fewer_pct']} % fewer, "
+          f"commit {files['best']['commit']})")
+    print(f"  query median s, avg    maintained {averaged['median_s']['maintained']:>8.3f}  unmaintained "
+          f"{averaged['median_s']['unmaintained']:>8.3f}  ({averaged['speedup']}x faster)")
+    if best:
+        print(f"  query median s, best   maintained {best['median_s']['maintained']:>8.3f}  unmaintained "
+              f"{best['median_s']['unmaintained']:>8.3f}  ({best['speedup']}x faster, commit {best['commit']}, "
+              f"same answer: {best['same_answer']})")
     spark_bps, proxy_bps = tp["spark_bytes_per_s"] or 0, tp["proxy_bytes_per_s"] or 0
     print(f"  compaction bytes/s     spark {spark_bps:>12,.0f}  pyarrow proxy {proxy_bps:>12,.0f}  "
           f"(ratio {tp['spark_over_proxy']})")
@@ -314,7 +398,8 @@ def main() -> None:
     reps = args.reps or (3 if args.quick else 15)
     if commits < 1 or every < 1 or reps < 1:
         parser.error("--rounds, --maintain-every and --reps must be whole numbers >= 1")
-    field.run_benchmark("effect", args, lambda lake, work: run(lake, work, commits, every, reps, args.quick),
+    field.run_benchmark("effect", args,
+                        lambda lake, work, start: run(lake, work, start, commits, every, reps, args.quick),
                         plot, print_summary)
 
 

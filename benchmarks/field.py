@@ -57,7 +57,7 @@ def versions() -> dict[str, str | None]:
 
     return {"python": platform.python_version(), "pyspark": version("pyspark"), "dbt-core": version("dbt-core"),
             "dbt-spark": version("dbt-spark"), "iceberg_runtime": BUNDLED_JAR_NAME,
-            "pyarrow": version("pyarrow"), "postgresql": _postgres_version()}
+            "pyarrow": version("pyarrow"), "pyiceberg": version("pyiceberg"), "postgresql": _postgres_version()}
 
 
 def _postgres_version() -> str | None:
@@ -99,10 +99,57 @@ class LoadSampler:
                 "max": round(max(s), 2) if s else None}
 
 
-def machine(load: LoadSampler) -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "platform": platform.platform(),
-            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-            "load_average_1m": load.figures()}
+def machine(load: LoadSampler | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                             "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+    if load is not None:
+        found["load_average_1m"] = load.figures()
+    return found
+
+
+# Results land here while benchmarks run one after another: they do not make the code dirty.
+RESULTS_PATHSPEC = ":(exclude)benchmarks/results"
+
+
+def git_state(repo: Path = REPO) -> tuple[str | None, bool | None]:
+    """(HEAD's commit, whether the tree has uncommitted changes outside benchmarks/results/);
+    (None, None) outside a git checkout."""
+    def git(*args: str) -> str | None:
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+        return out.stdout if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--", ".", RESULTS_PATHSPEC)
+    return (commit.strip() if commit else None), (None if status is None else bool(status.strip()))
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What a results JSON records of the moment a benchmark started: the code and the load."""
+
+    commit: str | None
+    dirty: bool | None
+    load: tuple[float, ...]
+
+
+def run_start(repo: Path = REPO) -> RunStart:
+    commit, dirty = git_state(repo)
+    return RunStart(commit, dirty, tuple(load_average()))
+
+
+def provenance(start: RunStart, load: LoadSampler | None = None,
+               versions_: Callable[[], Mapping[str, str | None]] | None = None) -> dict[str, Any]:
+    """The provenance every results JSON carries (one shape for all benchmarks): the code's commit
+    and whether the tree was dirty when the run started, the load average at start and end
+    (1, 5, 15 min; `load_average`: torture.json's `load` is its workload), the machine and the
+    versions."""
+    return {"commit": start.commit, "dirty": start.dirty,
+            "load_average": {"start": list(start.load), "end": load_average()},
+            "machine": machine(load), "versions": dict((versions_ or versions)())}
 
 
 @dataclass(frozen=True)
@@ -306,14 +353,15 @@ def save_figure(fig: Any, path: Path) -> None:
     pyplot().close(fig)
 
 
-def run_benchmark(name: str, args: argparse.Namespace, run: Callable[[Lake, Path], dict[str, Any]],
+def run_benchmark(name: str, args: argparse.Namespace, run: Callable[[Lake, Path, RunStart], dict[str, Any]],
                   plot: Callable[[dict[str, Any], Path], None], summary: Callable[[dict[str, Any]], None]) -> None:
-    """`run` on the lake (given or started here) in a scratch folder; then the JSON, the plot and
-    the summary table."""
+    """`run` on the lake (given or started here) in a scratch folder, with the moment it started
+    (for `provenance`); then the JSON, the plot and the summary table."""
+    start = run_start()
     work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     try:
         with bench_lake(work, args.master, catalog_properties(args)) as lake:
-            figures = run(lake, work)
+            figures = run(lake, work, start)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     write_results(name, figures, args.results)

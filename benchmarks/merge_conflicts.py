@@ -4,7 +4,9 @@ moment, each into its own day partition of one table. Four variants, round-robin
 `write.merge.isolation-level` serializable or snapshot, and the model with or without
 `incremental_predicates` on the partition column. A barrier UDF in the model holds the first task
 of each MERGE until both writers' jobs run, so both have planned before either can commit.
-Per variant: conflict rate (rounds in which a writer failed), failures by kind, overlap.
+Per variant: conflict rate (rounds in which a writer failed, over the rounds whose barrier was
+met), failures by kind, overlap. A round whose barrier was not met (a party gave up waiting) is
+its own outcome, `barrier_not_met`: neither a pass nor a conflict.
 Writes benchmarks/results/merge_conflicts.{json,png}; prints a summary table."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from benchmarks import field
+from benchmarks.stats import wilson_interval
 from dbt_iceberg_maint.conflicts import classify
 
 if TYPE_CHECKING:
@@ -43,7 +46,8 @@ def variant_name(isolation: str, predicates: bool) -> str:
 
 def barrier_function(directory: str, parties: tuple[str, ...], timeout_s: float) -> Any:
     """merge_barrier(round, party): the first row of a party marks its arrival and waits until
-    every party has arrived (or the timeout); later rows pass. Always true."""
+    every party has arrived; after the timeout it marks `<round>.<party>.timeout` and lets the row
+    pass. Later rows pass. Always true."""
 
     def barrier(key: str, party: str) -> bool:
         try:
@@ -55,9 +59,25 @@ def barrier_function(directory: str, parties: tuple[str, ...], timeout_s: float)
             if all(os.path.exists(os.path.join(directory, f"{key}.{p}")) for p in parties):
                 return True
             time.sleep(0.02)
+        with open(os.path.join(directory, f"{key}.{party}.timeout"), "w"):
+            pass
         return True
 
     return barrier
+
+
+def barrier_met(gate: Path, key: str, parties: tuple[str, ...]) -> bool:
+    """Every party arrived and none gave up waiting."""
+    return (all((gate / f"{key}.{p}").exists() for p in parties)
+            and not any((gate / f"{key}.{p}.timeout").exists() for p in parties))
+
+
+def round_outcome(met: bool, conflict: bool) -> str:
+    """`barrier_not_met` whatever the writers did (they did not run at the same moment), else
+    `conflict` or `no_conflict`."""
+    if not met:
+        return "barrier_not_met"
+    return "conflict" if conflict else "no_conflict"
 
 
 # --- the writer process -------------------------------------------------------------------------
@@ -183,14 +203,15 @@ def play_round(spark: SparkSession, writers: list[Writer], gate: Path, number: i
         expected = (20, number, number) if answer["success"] else before.get(day)
         mismatches += int(after.get(day) != expected)
         del answer["failures"]
-    return {"round": number, "variant": variant_name(isolation, predicates),
-            "barrier_met": all((gate / f"{number}.{p}").exists() for p in PARTIES),
+    met = barrier_met(gate, str(number), tuple(PARTIES))
+    return {"round": number, "variant": variant_name(isolation, predicates), "barrier_met": met,
+            "outcome": round_outcome(met, bool(kinds)),
             "merges_overlapped": bool(overlapped), "conflict": bool(kinds), "kinds": kinds,
             "state_mismatches": mismatches, "writers": answers}
 
 
-def run(lake: field.Lake, work: Path, rounds_per_variant: int, quick: bool, max_minutes: float | None,
-        results: Path | None = None) -> dict[str, Any]:
+def run(lake: field.Lake, work: Path, start: field.RunStart, rounds_per_variant: int, quick: bool,
+        max_minutes: float | None, results: Path | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     gate = work / "gate"
     gate.mkdir(parents=True, exist_ok=True)
@@ -212,10 +233,12 @@ def run(lake: field.Lake, work: Path, rounds_per_variant: int, quick: bool, max_
                     played.append(play_round(spark, writers, gate, len(played), isolation, predicates))
                 elapsed = time.perf_counter() - started
                 print(f"  merge_conflicts: {cycle + 1}/{rounds_per_variant} cycles, "
-                      f"{sum(r['conflict'] for r in played)} conflicts ({elapsed:.0f} s)", flush=True)
+                      f"{sum(r['outcome'] == 'conflict' for r in played)} conflicts, "
+                      f"{sum(r['outcome'] == 'barrier_not_met' for r in played)} barriers not met "
+                      f"({elapsed:.0f} s)", flush=True)
                 if results is not None:  # an interrupted run still leaves its figures so far
                     field.write_results("merge_conflicts", summarize(played, rounds_per_variant, quick, lake.master,
-                                                                     load, elapsed, True, None), results)
+                                                                     load, elapsed, True, None, start), results)
                 if max_minutes is not None and elapsed > max_minutes * 60 and cycle + 1 < rounds_per_variant:
                     stopped_early = True
                     break
@@ -226,23 +249,35 @@ def run(lake: field.Lake, work: Path, rounds_per_variant: int, quick: bool, max_
                 w.stop()
             spark.stop()
     return summarize(played, rounds_per_variant, quick, lake.master, load, time.perf_counter() - started,
-                     stopped_early, duplicates)
+                     stopped_early, duplicates, start)
+
+
+def _interval(successes: int, trials: int) -> list[float] | None:
+    found = wilson_interval(successes, trials)
+    return None if found is None else [round(found[0], 4), round(found[1], 4)]
 
 
 def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool, master: str, load: field.LoadSampler,
-              duration_s: float, stopped_early: bool, duplicates: int | None) -> dict[str, Any]:
+              duration_s: float, stopped_early: bool, duplicates: int | None, start: field.RunStart
+              ) -> dict[str, Any]:
     variants = []
     for isolation, predicates in VARIANTS:
         name = variant_name(isolation, predicates)
         rounds = [r for r in played if r["variant"] == name]
-        kinds = Counter(k for r in rounds for k in r["kinds"])
+        met = [r for r in rounds if r["outcome"] != "barrier_not_met"]
+        conflicts = sum(r["outcome"] == "conflict" for r in met)
+        kinds = Counter(k for r in met for k in r["kinds"])
         variants.append({
             "name": name, "isolation_level": isolation, "incremental_predicates": predicates, "rounds": len(rounds),
-            "conflict_rounds": sum(r["conflict"] for r in rounds),
-            "conflict_rate": round(sum(r["conflict"] for r in rounds) / len(rounds), 3) if rounds else None,
-            "writer_runs": 2 * len(rounds), "failed_writer_runs": sum(len(r["kinds"]) for r in rounds),
+            # Rates over the rounds whose barrier was met: the others are not evidence either way.
+            "barrier_met": len(met), "barrier_not_met": len(rounds) - len(met),
+            "conflict_rounds": conflicts, "no_conflict_rounds": len(met) - conflicts,
+            "conflict_rate": round(conflicts / len(met), 3) if met else None,
+            "conflict_rate_wilson_95": _interval(conflicts, len(met)),
+            "writer_runs": 2 * len(met), "failed_writer_runs": sum(len(r["kinds"]) for r in met),
             "failures_by_kind": dict(kinds),
-            "barrier_met": sum(r["barrier_met"] for r in rounds),
+            "barrier_not_met_failures_by_kind": dict(Counter(
+                k for r in rounds if r["outcome"] == "barrier_not_met" for k in r["kinds"])),
             "merges_overlapped": sum(r["merges_overlapped"] for r in rounds),
             "state_mismatches": sum(r["state_mismatches"] for r in rounds),
             "median_writer_wall_s": field.median([a["wall_s"] for r in rounds for a in r["writers"].values()]),
@@ -253,8 +288,7 @@ def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool
         "table": {"partitioned_by": "day", "writer_days": PARTIES, "rows_per_merge": 20,
                   "merge": "incremental_strategy merge, unique_key id, copy-on-write (Iceberg's default)"},
         "variants": variants, "duplicate_ids": duplicates,
-        "rounds": played, "duration_s": round(duration_s, 1), "machine": field.machine(load),
-        "versions": field.versions(),
+        "rounds": played, "duration_s": round(duration_s, 1), **field.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF, "barrier_timeout_s": BARRIER_TIMEOUT_S,
                      "writers": "two OS processes, each its own Spark application (spark.cores.max=1) on the "
                                 "cluster, dbt in-process (method: session) per round"},
@@ -269,9 +303,11 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     rates = [100 * (v["conflict_rate"] or 0) for v in variants]
     bars = ax.bar(names, rates, color=["#c62828" if r else "#2e7d32" for r in rates])
     for bar, v in zip(bars, variants, strict=True):
-        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{v['conflict_rounds']}/{v['rounds']}",
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(),
+                f"{v['conflict_rounds']}/{v['barrier_met']}" + (f" ({v['barrier_not_met']} no barrier)"
+                                                                  if v["barrier_not_met"] else ""),
                 ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel("rounds with a failed MERGE (%)")
+    ax.set_ylabel("rounds with a failed MERGE (%, barrier met)")
     ax.set_ylim(0, 105)
     ax.set_title("Two MERGEs into disjoint day partitions at once")
     field.save_figure(fig, path)
@@ -281,10 +317,11 @@ def print_summary(figures: dict[str, Any]) -> None:
     print(f"merge_conflicts benchmark: {figures['rounds_played']} rounds, master {figures['master']}, load "
           f"{figures['machine']['load_average_1m']}, {figures['duration_s']} s, stopped early: "
           f"{figures['stopped_early']}, duplicate ids: {figures['duplicate_ids']}")
-    print(f"  {'variant':<28}{'rounds':>7}{'conflicts':>10}{'rate':>7}{'barrier':>8}{'overlap':>8}  kinds")
+    print(f"  {'variant':<28}{'rounds':>7}{'no barrier':>11}{'conflicts':>10}{'rate':>7}{'overlap':>8}  kinds")
     for v in figures["variants"]:
-        print(f"  {v['name']:<28}{v['rounds']:>7}{v['conflict_rounds']:>10}{v['conflict_rate'] or 0:>7.2f}"
-              f"{v['barrier_met']:>8}{v['merges_overlapped']:>8}  {v['failures_by_kind']}")
+        rate = "-" if v["conflict_rate"] is None else f"{v['conflict_rate']:.2f}"
+        print(f"  {v['name']:<28}{v['rounds']:>7}{v['barrier_not_met']:>11}{v['conflict_rounds']:>10}{rate:>7}"
+              f"{v['merges_overlapped']:>8}  {v['failures_by_kind']}")
 
 
 def main() -> None:
@@ -309,7 +346,8 @@ def main() -> None:
     if rounds < 1:
         parser.error(f"--rounds {rounds}: expected a whole number >= 1")
     field.run_benchmark("merge_conflicts", args,
-                        lambda lake, work: run(lake, work, rounds, args.quick, args.max_minutes, args.results),
+                        lambda lake, work, start: run(lake, work, start, rounds, args.quick, args.max_minutes,
+                                                      args.results),
                         plot, print_summary)
 
 

@@ -6,6 +6,10 @@ Three timed spans per macro call: end-to-end (the whole dbtRunner invocation: db
 project load, connection, the macro's planning queries, the CALL, its result line), the SQL span
 (first statement dbt sent to last statement's end: everything the macro asks Spark to do) and the
 CALL statement alone; the raw side is `spark.sql(CALL).collect()` in the same process and session.
+The state check compares what the calls can change: the table's current snapshot id, its snapshot
+count, data/delete files and records, its properties and the files in its data folder, before and
+after every timed call. Both sides must start from equal states and end in equal states (snapshot
+ids aside: every rebuild makes new ones); a dry run of every procedure must change nothing at all.
 Writes benchmarks/results/overhead.{json,png}; prints a summary table."""
 
 from __future__ import annotations
@@ -46,21 +50,52 @@ def build_state(spark: SparkSession, warehouse: Path, commits: int, deletes: int
     for j in range(deletes):
         spark.sql(f"delete from {name} where id % 97 = {j}")
     # The JDBC catalog's default table location: <warehouse>/<namespace>/<table>.
-    data_dir = warehouse / field.SCHEMA / MODEL / "data"
     aged = time.time() - ORPHAN_AGE_S
     for k in range(orphans):
-        orphan = data_dir / f"orphan-{k}.parquet"
+        orphan = data_dir(warehouse) / f"orphan-{k}.parquet"
         orphan.write_bytes(b"not referenced by any snapshot")
         os.utime(orphan, (aged, aged))
-    return fingerprint(spark, name)
+    return fingerprint(spark, warehouse)
 
 
-def fingerprint(spark: SparkSession, name: str) -> dict[str, Any]:
-    """The current snapshot's totals and the number of snapshots: one metadata query."""
-    row = spark.sql(f"select count(*), max_by(summary, committed_at) from {name}.snapshots").collect()[0]
-    summary = row[1]
-    return {"snapshots": int(row[0]), **{key: int(summary[key]) for key in
-                                         ("total-data-files", "total-delete-files", "total-records")}}
+def data_dir(warehouse: Path) -> Path:
+    """The JDBC catalog's default table location: <warehouse>/<namespace>/<table>/data."""
+    return warehouse / field.SCHEMA / MODEL / "data"
+
+
+def fingerprint(spark: SparkSession, warehouse: Path) -> dict[str, Any]:
+    """What a maintenance call can change: the current snapshot (id and totals), the number of
+    snapshots, the table's properties and the files in its data folder (orphans included)."""
+    name = field.table(MODEL)
+    row = spark.sql(f"select count(*), max_by(snapshot_id, committed_at), max_by(summary, committed_at) "
+                    f"from {name}.snapshots").collect()[0]
+    summary = row[2]
+    properties = {r[0]: r[1] for r in spark.sql(f"show tblproperties {name}").collect()}
+    folder = data_dir(warehouse)
+    return {"snapshot_id": int(row[1]), "snapshots": int(row[0]),
+            **{key: int(summary[key]) for key in ("total-data-files", "total-delete-files", "total-records")},
+            "properties": properties,
+            "files_in_data_folder": sum(1 for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0}
+
+
+# Ids every rebuild makes anew: equal states of two rebuilds differ in them and nothing else.
+REBUILD_IDS = ("snapshot_id",)
+REBUILD_PROPERTIES = ("current-snapshot-id",)
+
+
+def comparable(state: dict[str, Any]) -> dict[str, Any]:
+    """A state without the ids a rebuild makes anew."""
+    kept = {k: v for k, v in state.items() if k not in REBUILD_IDS}
+    kept["properties"] = {k: v for k, v in state["properties"].items() if k not in REBUILD_PROPERTIES}
+    return kept
+
+
+def changed_keys(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What a call changed, by key (properties by property name)."""
+    keys = [k for k in before if k != "properties" and before[k] != after.get(k)]
+    names = sorted(set(before["properties"]) | set(after["properties"]))
+    keys += [f"properties.{n}" for n in names if before["properties"].get(n) != after["properties"].get(n)]
+    return keys
 
 
 def planned_sql(project: Path) -> dict[str, str]:
@@ -72,6 +107,15 @@ def planned_sql(project: Path) -> dict[str, str]:
     if not run.success or set(sql) != set(PROCEDURES):
         raise RuntimeError(f"iceberg_maintenance dry run rendered {sorted(sql)}: {run.error}")
     return sql
+
+
+def dry_run_check(spark: SparkSession, project: Path, warehouse: Path) -> dict[str, Any]:
+    """The dry run of every procedure on a fresh state: the state after must equal the one
+    before in everything, snapshot id included."""
+    before = fingerprint(spark, warehouse)
+    sql = planned_sql(project)
+    after = fingerprint(spark, warehouse)
+    return {"unchanged": before == after, "changed": changed_keys(before, after), "sql": sql}
 
 
 def macro_call(project: Path, procedure: str) -> dict[str, Any]:
@@ -111,7 +155,7 @@ def comparable_output(procedure: str, macro: dict[str, Any], raw: dict[str, Any]
             {k: raw["first_row"][k] for k in keys if "bytes" not in k})
 
 
-def run(lake: field.Lake, work: Path, reps: int, quick: bool) -> dict[str, Any]:
+def run(lake: field.Lake, work: Path, start: field.RunStart, reps: int, quick: bool) -> dict[str, Any]:
     commits, deletes, orphans = (2, 1, 2) if quick else (3, 1, 3)
     samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PROCEDURES}
     started = time.perf_counter()
@@ -120,29 +164,38 @@ def run(lake: field.Lake, work: Path, reps: int, quick: bool) -> dict[str, Any]:
         try:
             project = field.scratch_project(work)
             build_state(spark, lake.warehouse, commits, deletes, orphans)
-            sql = planned_sql(project)
+            dry_runs = [dry_run_check(spark, project, lake.warehouse)]
+            sql = dry_runs[0]["sql"]
             for rep in range(reps):
                 for index, procedure in enumerate(PROCEDURES):
                     order = ("macro", "raw") if (rep + index) % 2 == 0 else ("raw", "macro")
                     pair: dict[str, Any] = {"rep": rep, "order": list(order)}
                     for side in order:
-                        pair[f"{side}_state"] = build_state(spark, lake.warehouse, commits, deletes, orphans)
+                        before = build_state(spark, lake.warehouse, commits, deletes, orphans)
                         pair[side] = (macro_call(project, procedure) if side == "macro"
                                       else raw_call(spark, sql[procedure]))
+                        after = fingerprint(spark, lake.warehouse)
+                        pair[f"{side}_state"] = {"before": before, "after": after,
+                                                 "changed": changed_keys(before, after)}
                     macro_out, raw_out = comparable_output(procedure, pair["macro"], pair["raw"])
-                    pair["same_state"] = pair["macro_state"] == pair["raw_state"]
+                    states = pair["macro_state"], pair["raw_state"]
+                    pair["same_start"] = comparable(states[0]["before"]) == comparable(states[1]["before"])
+                    pair["same_end"] = comparable(states[0]["after"]) == comparable(states[1]["after"])
                     pair["same_output"] = macro_out == raw_out
                     pair["same_sql"] = _masked(pair["macro"].pop("sql")) == _masked(sql[procedure])
                     samples[procedure].append(pair)
+                build_state(spark, lake.warehouse, commits, deletes, orphans)
+                dry_runs.append(dry_run_check(spark, project, lake.warehouse))
                 print(f"  overhead: rep {rep + 1}/{reps} done ({time.perf_counter() - started:.0f} s)", flush=True)
         finally:
             spark.stop()
     return summarize(samples, sql, reps, quick, (commits, deletes, orphans), load, lake.master,
-                     time.perf_counter() - started)
+                     time.perf_counter() - started, dry_runs, start)
 
 
 def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], reps: int, quick: bool,
-              state: tuple[int, int, int], load: field.LoadSampler, master: str, duration_s: float) -> dict[str, Any]:
+              state: tuple[int, int, int], load: field.LoadSampler, master: str, duration_s: float,
+              dry_runs: list[dict[str, Any]], start: field.RunStart) -> dict[str, Any]:
     procedures = {}
     for procedure, pairs in samples.items():
         raw = field.median([p["raw"]["raw_s"] for p in pairs])
@@ -156,7 +209,11 @@ def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], rep
             "ratios": ratios,
             "macro_statements": field.median([p["macro"]["statements"] for p in pairs]),
             "macro_sent": pairs[0]["macro"]["sent"] if pairs else [],
-            "identical_states": sum(p["same_state"] for p in pairs),
+            "identical_start_states": sum(p["same_start"] for p in pairs),
+            "identical_end_states": sum(p["same_end"] for p in pairs),
+            "calls_that_changed_the_state": {side: sum(bool(p[f"{side}_state"]["changed"]) for p in pairs)
+                                             for side in ("macro", "raw")},
+            "changed_by_macro": sorted({k for p in pairs for k in p["macro_state"]["changed"]}),
             "identical_outputs": sum(p["same_output"] for p in pairs),
             "identical_sql": sum(p["same_sql"] for p in pairs),
             "goal_met_sql_span": (ratios["sql_span_over_raw"] or 99) <= GOAL_RATIO,
@@ -168,7 +225,9 @@ def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], rep
         "goal": {"ratio_of_medians_max": GOAL_RATIO,
                  "evaluated_on": "sql_span (every statement the macro sends) over the raw CALL"},
         "procedures": procedures, "duration_s": round(duration_s, 1),
-        "machine": field.machine(load), "versions": field.versions(),
+        "dry_runs": {"runs": len(dry_runs), "unchanged": sum(d["unchanged"] for d in dry_runs),
+                     "changed": sorted({k for d in dry_runs for k in d["changed"]})},
+        **field.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF, "macro": "dbt run-operation dbt_iceberg_maint.iceberg_maintenance "
                      "--args {select: overhead_target, operations: [<procedure>], force: true}"},
     }
@@ -197,13 +256,15 @@ def print_summary(figures: dict[str, Any]) -> None:
     print(f"overhead benchmark: {figures['repetitions']} pairs per procedure, master {figures['master']}, "
           f"load {figures['machine']['load_average_1m']}, {figures['duration_s']} s")
     print(f"  {'procedure':<32}{'raw s':>8}{'call s':>8}{'sql s':>8}{'e2e s':>8}{'call x':>8}{'sql x':>8}"
-          f"{'e2e x':>8}  same state/output")
+          f"{'e2e x':>8}  same end state/output")
     for name, p in figures["procedures"].items():
         m, r = p["median_s"], p["ratios"]
         print(f"  {name:<32}{m['raw']:>8.3f}{m['macro_call_s']:>8.3f}{m['macro_sql_span_s']:>8.3f}"
               f"{m['macro_end_to_end_s']:>8.3f}{r['call_over_raw']:>8.2f}{r['sql_span_over_raw']:>8.2f}"
-              f"{r['end_to_end_over_raw']:>8.2f}  {p['identical_states']}/{p['pairs']} {p['identical_outputs']}/"
-              f"{p['pairs']}")
+              f"{r['end_to_end_over_raw']:>8.2f}  {p['identical_end_states']}/{p['pairs']} {p['identical_outputs']}/"
+              f"{p['pairs']}  changed: {', '.join(p['changed_by_macro']) or 'nothing'}")
+    dry = figures["dry_runs"]
+    print(f"  dry runs that left the table unchanged (snapshot id included): {dry['unchanged']}/{dry['runs']}")
 
 
 def main() -> None:
@@ -216,7 +277,7 @@ def main() -> None:
     reps = args.rounds or (1 if args.quick else 10)
     if reps < 1:
         parser.error(f"--rounds {reps}: expected a whole number >= 1")
-    field.run_benchmark("overhead", args, lambda lake, work: run(lake, work, reps, args.quick), plot,
+    field.run_benchmark("overhead", args, lambda lake, work, start: run(lake, work, start, reps, args.quick), plot,
                         print_summary)
 
 

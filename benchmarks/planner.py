@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import field
 from dbt_iceberg_maint.metadata import decisions as d
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
 from dbt_iceberg_maint.metadata.planner import ModelTarget, health_figures, plan_table
@@ -90,7 +90,8 @@ def main() -> None:
     tables = args.tables or (12 if args.quick else 200)
     if tables < 5:
         parser.error(f"--tables {tables}: expected at least 5 (one table of each kind)")
-    figures = run(tables, args.rounds, args.quick, args.workdir)
+    start = field.run_start()
+    figures = {**run(tables, args.rounds, args.quick, args.workdir), **field.provenance(start)}
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "planner.json").write_text(json.dumps(figures, indent=2) + "\n")
     plot(figures, args.results / "planner.png")
@@ -183,7 +184,6 @@ def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> d
         },
         "goals": {"plan_ms_per_table_max": 10, "spark_over_plan_min": 30,
                   "plan_met": ms["plan"] <= 10, "ratio_met": ms["spark_metadata_tables"] / ms["plan"] >= 30},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
 
 

@@ -6,37 +6,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from benchmarks import field
 from lab.fuzz import run_fuzz_process
 from lab.torture import full_settings, quick_settings, run_torture
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def machine() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "load_average": os.getloadavg()}
-
-
-def versions() -> dict[str, str]:
-    from importlib.metadata import version
-
-    return {name: version(name) for name in ("dbt-core", "dbt-spark", "pyspark", "pyiceberg", "hypothesis")}
-
-
-def _git_head() -> str | None:
-    import subprocess
-
-    result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent.parent)
-    return result.stdout.strip() or None
 
 
 def summary(document: dict[str, Any]) -> str:
@@ -102,7 +84,7 @@ def main() -> None:
         plot(json.loads(args.output.read_text()), args.output.with_suffix(".png"))
         return
     settings = quick_settings() if args.quick else full_settings(args.minutes)
-    load_before = os.getloadavg()
+    start = field.run_start()
     if args.keep:
         args.keep.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="torture-") as scratch, ThreadPoolExecutor(1) as pool:
@@ -119,9 +101,8 @@ def main() -> None:
         except RuntimeError as exc:
             document["bad_inputs"] = {"tried": 0, "refused": 0, "accepted": 0, "table_changed": 0,
                                       "defect_count": 0, "defects": [], "by_target": {}, "error": str(exc)}
-    document["machine"] = {**machine(), "load_average_before": load_before}
-    document["versions"] = versions()
-    document["commit"] = os.environ.get("TORTURE_COMMIT") or _git_head()
+    document.update(field.provenance(start, versions_=lambda: {**field.versions(),
+                                                              "hypothesis": metadata.version("hypothesis")}))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(document, indent=2, default=str) + "\n")
     plot(document, args.output.with_suffix(".png"))

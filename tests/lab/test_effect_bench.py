@@ -36,7 +36,16 @@ def bench(name: str, cluster: SparkCluster, catalog: JdbcCatalog, results: Path,
     assert figures["master"] == cluster.master_url
     assert figures["machine"]["load_average_1m"]["samples"] >= 1
     assert figures["versions"]["pyspark"] and figures["versions"]["postgresql"]
+    assert_provenance(figures)
     return figures
+
+
+def assert_provenance(figures: dict[str, Any]) -> None:
+    """benchmarks/field.py's `provenance`: the code, whether it was dirty, the load at both ends."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert figures["commit"] == head and isinstance(figures["dirty"], bool)
+    assert all(len(figures["load_average"][end]) == 3 for end in ("start", "end")), figures["load_average"]
+    assert figures["machine"]["cpus"] and figures["versions"]["dbt-core"]
 
 
 def test_overhead_quick_compares_each_procedure_on_identical_states(
@@ -47,8 +56,11 @@ def test_overhead_quick_compares_each_procedure_on_identical_states(
                                          "remove_orphan_files", "rewrite_manifests"])
     for name, p in procedures.items():
         assert p["pairs"] == figures["repetitions"] == 1, name
-        # Both sides met the same table state, sent the same CALL and got the same result.
-        assert p["identical_states"] == p["identical_outputs"] == p["identical_sql"] == p["pairs"], (name, p)
+        # Both sides started from the same table state, sent the same CALL, got the same result and
+        # left the same state behind; the macro's call changed the table (what it is for).
+        assert p["identical_start_states"] == p["identical_end_states"] == p["pairs"], (name, p)
+        assert p["identical_outputs"] == p["identical_sql"] == p["pairs"], (name, p)
+        assert p["calls_that_changed_the_state"] == {"macro": p["pairs"], "raw": p["pairs"]}, (name, p)
         assert p["sql"].startswith(f"CALL system.{name}("), p["sql"]
         medians = p["median_s"]
         assert all(medians[k] > 0 for k in ("raw", "macro_call_s", "macro_sql_span_s", "macro_end_to_end_s")), name
@@ -61,7 +73,11 @@ def test_overhead_quick_compares_each_procedure_on_identical_states(
         assert p["macro_sent"][-1].startswith("CALL system."), p["macro_sent"]
     state = procedures["remove_orphan_files"]["samples"][0]
     assert state["macro"]["metrics"]["orphan_file_count"] == figures["state"]["orphans"]
-    assert state["macro_state"]["total-delete-files"] > 0  # rewrite_position_delete_files has work
+    assert "files_in_data_folder" in procedures["remove_orphan_files"]["changed_by_macro"]
+    assert state["macro_state"]["before"]["total-delete-files"] > 0  # rewrite_position_delete_files has work
+    # A dry run of every procedure changes nothing, not even the current snapshot.
+    assert figures["dry_runs"]["unchanged"] == figures["dry_runs"]["runs"] == figures["repetitions"] + 1
+    assert figures["dry_runs"]["changed"] == []
 
 
 def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
@@ -69,11 +85,18 @@ def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
     figures = bench("effect", spark_cluster, jdbc_catalog, tmp_path, "--rounds", "12", "--maintain-every", "6")
     assert figures["commits"] == 12
     files = figures["files"]
-    assert files["over_commits"][-1]["commit"] == 12
+    assert [p["commit"] for p in files["over_commits"]] == list(range(1, 13))  # a sample after every commit
     assert 0 < files["final"]["maintained"] < files["final"]["unmaintained"]
+    averaged = files["time_averaged"]
+    assert 0 < averaged["maintained"] < averaged["unmaintained"] and averaged["fewer_pct"] <= files["best"]["fewer_pct"]
     unmaintained = [p["unmaintained"] for p in files["over_commits"]]
     assert unmaintained == sorted(unmaintained), "the unmaintained copy never loses a file"
-    for checkpoint in figures["latency"]["checkpoints"]:
+    latency = figures["latency"]
+    # Latency sampled after the first commit, then just before and just after each maintenance run.
+    assert [(c["commit"], c["phase"]) for c in latency["checkpoints"]] == [
+        (1, "start"), (6, "before"), (6, "after"), (12, "before"), (12, "after")]
+    assert latency["time_averaged"]["speedup"] > 0 and latency["best"]["phase"] == "after"
+    for checkpoint in latency["checkpoints"]:
         assert checkpoint["same_answer"] and checkpoint["answer_rows"] > 0, checkpoint
         assert checkpoint["median_s"]["maintained"] > 0 and checkpoint["median_s"]["unmaintained"] > 0
     assert [m["commit"] for m in figures["maintenance"]] == [6, 12]
@@ -94,6 +117,7 @@ def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
 def test_merge_conflicts_quick_runs_both_writers_together_in_every_variant(
         spark_cluster: SparkCluster, jdbc_catalog: JdbcCatalog, tmp_path: Path) -> None:
     figures = bench("merge_conflicts", spark_cluster, jdbc_catalog, tmp_path, "--rounds", "1")
+    assert {r["outcome"] for r in figures["rounds"]} <= {"conflict", "no_conflict"}
     assert [v["name"] for v in figures["variants"]] == ["serializable/no_predicate", "serializable/predicate",
                                                         "snapshot/no_predicate", "snapshot/predicate"]
     assert figures["rounds_played"] == 4 and not figures["stopped_early"]
@@ -102,7 +126,8 @@ def test_merge_conflicts_quick_runs_both_writers_together_in_every_variant(
         assert variant["rounds"] == 1 and variant["writer_runs"] == 2
         # Both MERGEs reached the barrier, so both had planned before either could commit; where
         # both finished (a failed statement has no end in dbt's events), their runs overlapped.
-        assert variant["barrier_met"] == variant["rounds"], variant
+        assert variant["barrier_met"] == variant["rounds"] and variant["barrier_not_met"] == 0, variant
+        assert variant["conflict_rounds"] + variant["no_conflict_rounds"] == variant["barrier_met"], variant
         assert variant["merges_overlapped"] == variant["rounds"] - variant["conflict_rounds"], variant
         # Green writers' rows carry their round; failed writers changed nothing.
         assert variant["state_mismatches"] == 0, variant

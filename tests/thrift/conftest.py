@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import time
 import urllib.request
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,7 @@ import pytest
 
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
+from lab.gate import build_gate_jar
 from tests.conftest import PACKAGES_PATH_ENV
 
 
@@ -43,41 +41,10 @@ def thrift_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftSe
         assert not leftover, f"Spark Thrift Server process group {server.pid} is still alive after stop()"
 
 
-GATE_SOURCE = Path(__file__).parent / "gate" / "IcebergMaintThriftGate.java"
-
-
-JDK_PACKAGE = "openjdk-17-jdk-headless"
-
-
-def find_javac() -> str:
-    """javac, from PATH or $JAVA_HOME; apt-get installs the JDK when only a JRE is there (needs root)."""
-    def which() -> str | None:
-        return shutil.which("javac") or shutil.which("javac", path=str(Path(os.environ.get("JAVA_HOME", "/")) / "bin"))
-
-    if which() is None and os.geteuid() == 0:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-q", JDK_PACKAGE], capture_output=True, env=env, timeout=900)
-    javac = which()
-    assert javac, f"the thrift gate needs javac: apt-get install {JDK_PACKAGE} (a JRE alone has none)"
-    return javac
-
-
 @pytest.fixture(scope="session")
 def thrift_gate_jar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The conflict tests' gate UDF, compiled against the Hive jar pyspark ships (the server's own)."""
-    import pyspark
-
-    [hive_exec] = (Path(pyspark.__file__).parent / "jars").glob("hive-exec-*-core.jar")
-    build = tmp_path_factory.mktemp("thrift_gate")
-    compiled = subprocess.run([find_javac(), "--release", "8", "-nowarn", "-cp", str(hive_exec), "-d", str(build),
-                               str(GATE_SOURCE)], capture_output=True, text=True, timeout=120)
-    assert compiled.returncode == 0, f"javac {GATE_SOURCE.name} failed:\n{compiled.stderr}"
-    jar = build / "iceberg_maint_thrift_gate.jar"
-    with zipfile.ZipFile(jar, "w") as archive:
-        for class_file in build.glob("*.class"):
-            archive.write(class_file, class_file.name)
-    return jar
+    """The conflict tests' gate UDF (lab/gate.py), compiled against the Hive jar pyspark ships."""
+    return build_gate_jar(tmp_path_factory.mktemp("thrift_gate"))
 
 
 def running_statements(server: ThriftServer) -> list[str]:

@@ -1,4 +1,5 @@
-"""The concurrency benchmark's pure parts: outcomes, ledger, overlap, schedule, hot window."""
+"""The concurrency benchmark's pure parts: outcomes, ledgers, overlap, pacing, schedule, hot window,
+headline statistics."""
 
 from __future__ import annotations
 
@@ -9,17 +10,21 @@ from benchmarks.concurrency import (
     VARIANTS,
     FileRow,
     Interval,
+    append_event,
     cold_before,
     coverage,
     day_of_batch,
+    headline,
     ledger_mismatches,
     maintenance_kind,
+    overlap_met,
     overlapped,
     plain_dbt_outcome,
+    quiet_wait,
     runner_outcome,
     schedule,
+    share_figures,
     spark_ui_intervals,
-    stagger,
 )
 
 MISSING_FILES = ("org.apache.iceberg.exceptions.ValidationException: Missing required files to delete: "
@@ -38,8 +43,9 @@ def test_plain_dbt_failure_is_classified_from_run_results() -> None:
 
 
 def test_runner_outcome_counts_failed_attempts_of_a_green_run() -> None:
-    report = {"success": True, "nodes": [{"attempts": 2, "kinds": ["missing_files_to_delete", None]}]}
-    outcome = runner_outcome(0, report, "")
+    merge = {"name": "events_x", "attempts": 2, "kinds": ["missing_files_to_delete", None]}
+    report = {"success": True, "nodes": [{"name": "appends_x", "attempts": 1, "kinds": [None]}, merge]}
+    outcome = runner_outcome(0, report, "", "events_x")
     assert outcome.green and outcome.attempts == 2 and outcome.failure_kinds == ("missing_files_to_delete",)
     assert outcome.final_kind is None
 
@@ -73,31 +79,67 @@ def test_spark_ui_intervals_match_text_and_start() -> None:
     assert len(found) == 1 and found[0].end - found[0].start == 2.0
 
 
-def test_schedule_runs_every_variant_once_per_cycle_with_control_rounds() -> None:
-    cycles = schedule(rounds=2, control_every=5)
+def test_schedule_runs_every_variant_once_per_cycle_then_the_controls() -> None:
+    cycles = schedule(rounds=2)
     assert [[(v.name, w) for v, w in cycle] for cycle in cycles] == [
         [(v.name, True) for v in VARIANTS],
         [(v.name, True) for v in VARIANTS],
-        [("naive_runner", False), ("policy_runner", False)],  # the last cycle always has its control
+        [("naive_runner", False), ("policy_runner", False)],  # controls last: no pause cools the hot days
     ]
-    full = [round_ for cycle in schedule(rounds=10, control_every=5) for round_ in cycle]
-    assert sum(not writers for _, writers in full) == 4
+    full = [round_ for cycle in schedule(rounds=10) for round_ in cycle]
+    assert sum(not writers for _, writers in full) == 2
     assert all(sum(v is variant and w for v, w in full) == 10 for variant in VARIANTS)
 
 
-def test_hot_window_moves_and_leaves_cold_days_behind() -> None:
-    assert day_of_batch(0) == date(2024, 1, 1) and day_of_batch(2) == date(2024, 1, 2)
-    # Batch 3 writes days 2-3 and rewrites batch 2's rows (days 2-3): day 1 is cold.
-    assert cold_before(3) == date(2024, 1, 2)
+def test_hot_window_moves_a_day_a_round_and_leaves_days_behind() -> None:
+    assert day_of_batch(0) == date(2024, 1, 1) and day_of_batch(2) == date(2024, 1, 3)
+    # Batch 5 writes days 6-7 and rewrites batch 4's rows (days 5-6); batch 4 rewrote batch 3's
+    # (days 4-5): days before day(3) = 2024-01-04 were last written two rounds ago or earlier.
+    assert cold_before(5) == date(2024, 1, 4)
     assert cold_before(1) == date(2024, 1, 1)
 
 
-def test_stagger_aims_the_compaction_at_a_third_of_the_merge() -> None:
-    assert stagger(None, 0.0, 5.0) == 0.0
-    # The MERGE starts 30 s after its process and runs 9 s; the CALL 10 s after its process.
-    assert stagger(30.0, 9.0, 10.0) == 23.0
-    assert stagger(5.0, 3.0, 40.0) == -34.0
-    assert stagger(500.0, 0.0, 0.0) == 90.0
+def test_quiet_wait_lets_the_days_left_two_rounds_ago_go_cold() -> None:
+    assert quiet_wait(1000.0, [900.0], 150.0) == 0.0  # no round before last: nothing to wait for
+    assert quiet_wait(1000.0, [900.0, 950.0], 150.0, margin_s=5.0) == 55.0
+    assert quiet_wait(1000.0, [800.0, 950.0], 150.0, margin_s=5.0) == 0.0
+
+
+def test_a_round_overlaps_only_when_the_compaction_ran_inside_the_held_merge() -> None:
+    assert overlap_met(True, "success", True) and overlap_met(True, "failed", True)
+    assert not overlap_met(False, "success", True)  # the MERGE never reached the gate
+    assert not overlap_met(True, "skipped", True)  # the policy found nothing cold: no CALL ran
+    assert not overlap_met(True, None, True)  # the maintenance wrote no result
+    assert not overlap_met(True, "success", False)  # the writer was no longer held
+
+
+def test_append_events_follow_what_the_writer_saw() -> None:
+    assert append_event("success", False) == "committed"
+    assert append_event("error", True) == "unknown"  # may have landed: once is fine, twice is not
+    assert append_event("success", True) == "committed"  # a re-run that went green
+    assert append_event("skipped", False) == "failed" and append_event(None, False) == "failed"
+
+
+def test_share_figures_carry_wilson_intervals() -> None:
+    figures = share_figures(0, 10)
+    assert figures["share"] == 0.0 and figures["wilson_95"] == [0.0, 0.2775]
+    assert figures["wilson_99"][1] > figures["wilson_95"][1]
+    assert share_figures(0, 0)["wilson_95"] is None and share_figures(0, 0)["share"] is None
+
+
+def test_headline_compares_naive_dbt_and_policy_runner_with_fishers_test() -> None:
+    variants = [{"name": "naive_dbt", "overlapped": share_figures(0, 5)},
+                {"name": "naive_runner", "overlapped": share_figures(5, 5)},
+                {"name": "policy_dbt", "overlapped": share_figures(5, 5)},
+                {"name": "policy_runner", "overlapped": share_figures(5, 5)}]
+    found = headline(variants)
+    assert found["table"] == [[0, 5], [5, 0]] and found["test"] == "Fisher's exact test, two-sided"
+    assert abs(found["p_value"] - 2 / 252) < 1e-12 and found["significant"]
+    assert found["rounds_needed_at_observed_shares"] == 5
+    variants[0]["overlapped"] = share_figures(3, 4)
+    variants[3]["overlapped"] = share_figures(4, 4)
+    weak = headline(variants)
+    assert not weak["significant"] and weak["p_value"] == 1.0
 
 
 def test_coverage_separates_a_partitions_lone_file_from_compactable_ones() -> None:

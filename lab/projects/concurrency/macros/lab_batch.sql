@@ -16,15 +16,38 @@
     cast({{ batch }} as bigint) as touched_by,
     sha2(cast(id as string), 256) as payload
   from range({{ first }}, {{ (batch + 1) * rows }}, 1, 4)
+  {%- if env_var('LAB_GATE_DIR', '') %}
+  where id <> {{ batch * rows }} or iceberg_maint_thrift_gate('{{ env_var("LAB_GATE_DIR") }}', id, 900L)
+  {%- endif %}
 {% endmacro %}
 
 {#- The maintenance policy of a variant's table: `naive` compacts the whole table with Iceberg's
-    defaults; `policy` compacts only the cold days (before LAB_COLD_BEFORE, the start of the
-    writers' hot window) once a day has >= 2 small files. -#}
+    defaults; `policy` lets the package find the cold days itself (`cold_partitions_hours`:
+    partitions no commit touched for LAB_COLD_HOURS) and compacts them once a day has >= 2 small
+    files. -#}
 {% macro lab_policy(kind) %}
   {%- if kind == 'naive' -%}
     {{ return({'compaction': {'min_input_files': 5, 'partial_progress': false}}) }}
   {%- endif -%}
   {{ return({'compaction': {'min_input_files': 2, 'partial_progress': true,
-      'where': "day < date '" ~ env_var('LAB_COLD_BEFORE', '1970-01-01') ~ "'"}}) }}
+      'cold_partitions_hours': env_var('LAB_COLD_HOURS', '1') | float}}) }}
+{% endmacro %}
+
+{#- The gate (lab/gate.py): with LAB_GATE_DIR set, the batch's first new row passes a Hive UDF
+    that holds the MERGE, planned against its snapshot, until the harness opens the gate. -#}
+{% macro lab_gate_hook() %}
+  {%- if env_var('LAB_GATE_DIR', '') -%}
+    create or replace temporary function iceberg_maint_thrift_gate as 'IcebergMaintThriftGate'
+    using jar '{{ env_var("LAB_GATE_JAR") }}'
+  {%- endif -%}
+{% endmacro %}
+
+{#- The append writer's batch: the rows lab/ledger.py's `batch_rows_sql` describes (ids unique
+    across batches, a payload naming batch and row), so the ledger can check the table. -#}
+{% macro lab_append_batch() %}
+  {%- set batch = env_var('LAB_BATCH', '0') | int -%}
+  {%- set rows = env_var('LAB_ROWS', '200') | int -%}
+  select cast({{ batch }} as bigint) * 1000000 + id as id, cast({{ batch }} as bigint) as batch_id,
+         concat('b{{ batch }}-r', cast(id as string)) as payload
+  from range({{ rows }})
 {% endmacro %}

@@ -1,0 +1,2 @@
+{{ config(schema='naive_dbt', meta={'iceberg_maint': lab_policy('naive')}, pre_hook=lab_gate_hook()) }}
+{{ lab_batch() }}

@@ -1,0 +1,2 @@
+{{ config(schema='policy_dbt', meta={'iceberg_maint': lab_policy('policy')}, pre_hook=lab_gate_hook()) }}
+{{ lab_batch() }}
