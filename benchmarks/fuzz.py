@@ -34,6 +34,7 @@ def plot(document: dict[str, Any], path: Path) -> None:
         counts = [document["by_target"][t].get(outcome, 0) for t in targets]
         axis.barh(targets, counts, left=left, label=outcome)
         left = [a + b for a, b in zip(left, counts, strict=True)]
+    axis.margins(x=0.05)
     axis.set_xlabel("inputs")
     axis.legend(loc="lower right")
     axis.set_title(f"{document['tried']} inputs: {document['refused']} refused, {document['accepted']} accepted, "
