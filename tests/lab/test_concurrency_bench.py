@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.concurrency import VARIANTS, run
+from benchmarks.concurrency import COLD_SECONDS_QUICK, VARIANTS, run
 from lab.postgres import PostgresServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 
-# Three warm-up batches, one cycle and the control cycle: about 10 minutes on a shared 2-core
-# machine (load average 15). The benchmark starts its own cluster: the gated writers need more
-# task slots than the suite's cluster declares.
+# Three warm-up batches, one cycle and the control cycle, with the quick form's shorter cold
+# window. The benchmark starts its own cluster: the gated writers need more task slots than the
+# suite's cluster declares.
 @pytest.mark.timeout(2700)
 def test_quick_concurrency_rounds_keep_the_invariants(postgres_server: PostgresServer, tmp_path: Path) -> None:
-    figures = run(1, quick=True, results=tmp_path / "results", run_dir=tmp_path / "run", postgres=postgres_server)
+    figures = run(1, quick=True, results=tmp_path / "results", run_dir=tmp_path / "run", postgres=postgres_server,
+                  cold_seconds=COLD_SECONDS_QUICK)
 
     written = json.loads((tmp_path / "results" / "concurrency.json").read_text())
     assert written["complete"] and (tmp_path / "results" / "concurrency.png").is_file()
