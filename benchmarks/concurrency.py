@@ -94,29 +94,33 @@ class Variant:
     writer: str  # "dbt" | "runner" | "none" (control: writers stopped)
 
     @property
+    def schema(self) -> str:
+        """A schema per variant: dbt lists and describes only its own tables before each run."""
+        return f"{SCHEMA}_{self.name}"
+
+    @property
     def model(self) -> str:
         return f"events_{self.name}"
-
-    @property
-    def table(self) -> str:
-        """A schema per variant: dbt lists and describes only its own table before each run."""
-        return f"{SCHEMA}_{self.name}.{self.model}"
-
-    @property
-    def identifier(self) -> tuple[str, str]:
-        return (f"{SCHEMA}_{self.name}", self.model)
 
     @property
     def append_model(self) -> str:
         return f"appends_{self.name}"
 
     @property
-    def append_table(self) -> str:
-        return f"{SCHEMA}_{self.name}.{self.append_model}"
+    def identifier(self) -> tuple[str, str]:
+        return (self.schema, self.model)
 
     @property
     def append_identifier(self) -> tuple[str, str]:
-        return (f"{SCHEMA}_{self.name}", self.append_model)
+        return (self.schema, self.append_model)
+
+    @property
+    def table(self) -> str:
+        return ".".join(self.identifier)
+
+    @property
+    def append_table(self) -> str:
+        return ".".join(self.append_identifier)
 
 
 VARIANTS = (Variant("naive_dbt", "naive", "dbt"), Variant("naive_runner", "naive", "runner"),
