@@ -307,6 +307,15 @@ EXPLICIT: tuple[dict[str, Any], ...] = (
                                     "identifier": "target"}, "policy": {}},
     {"kind": "procedure", "procedure": "rewrite_data_files", "kwargs": {"dry_run": True},
      "relation": {"database": "local", "schema": "fuzz", "identifier": "target"}},
+    # The inputs that got around a guard before issue 22's fixes (docs/torture.md), tried every run.
+    {"kind": "procedure", "procedure": "remove_orphan_files", "kwargs": {"location": LOCATION + "/data\n"}},
+    {"kind": "procedure", "procedure": "remove_orphan_files", "kwargs": {"file_list_view": "a.b"}},
+    {"kind": "procedure", "procedure": "remove_orphan_files", "kwargs": {"file_list_view": VIEW_OUTSIDE + "\n"}},
+    {"kind": "procedure", "procedure": "expire_snapshots", "kwargs": {"older_than_hours": 876001}},
+    {"kind": "policy", "target": "cold", "operations": ["rewrite_data_files"],
+     "policy": {"compaction": {"where": "x = r'\\' or true) or (true or x = 'z\\''", "cold_partitions_hours": 0.0001}}},
+    {"kind": "var", "vars": {"dbt_iceberg_maint_catalog": "local\n"}},
+    {"kind": "procedure", "procedure": "rewrite_data_files", "relation": "fuzz.target\n", "kwargs": {}},
 )
 
 
