@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import field
-from dbt_iceberg_maint.metadata import decisions as d
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
 from dbt_iceberg_maint.metadata.planner import ModelTarget, health_figures, plan_table
+from dbt_iceberg_maint.policy.sql import TableRef
 
 RESULTS = Path(__file__).parent / "results"
 SCHEMA = "lake"
@@ -118,8 +118,8 @@ def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> d
         build_s = time.perf_counter() - started
         catalog = open_catalog(CatalogConfig("local", {"type": "hadoop", "warehouse": str(warehouse)}))
         names = sorted(lake)
-        refs = {n: ModelTarget(n, d.TableRef(SCHEMA, n), GATED_POLICY) for n in names}
-        ungated = {n: ModelTarget(n, d.TableRef(SCHEMA, n), {"compaction": {"min_input_files": 5}})
+        refs = {n: ModelTarget(n, TableRef(SCHEMA, n), GATED_POLICY) for n in names}
+        ungated = {n: ModelTarget(n, TableRef(SCHEMA, n), {"compaction": {"min_input_files": 5}})
                    for n in names}
         tiers: dict[str, int] = {}
 

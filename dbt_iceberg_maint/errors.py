@@ -13,3 +13,7 @@ class RuntimeSetupError(IcebergMaintError):
 
 class UsageError(IcebergMaintError):
     """A caller passed an argument the product cannot accept."""
+
+
+class PolicyError(IcebergMaintError):
+    """A maintenance policy or procedure argument the macros would refuse (same message)."""

@@ -48,6 +48,10 @@ OPERATIONS: Final = (
 )
 DEFAULT_OPERATIONS: Final = ("rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests")
 OPERATION_ALIASES: Final = {"compaction": "rewrite_data_files"}
+# Keys of meta.iceberg_maint besides `enabled`, the operations' sections and cost_gate: owned by
+# the table properties (isolation_level, commit_retry, properties), the runner (idempotent) and
+# the lint (lint_ignore); the policy accepts them and does not read them.
+POLICY_OTHER_KEYS: Final = ("idempotent", "isolation_level", "commit_retry", "properties", "lint_ignore")
 
 # table_health's fields (macro dict, its result line's metrics, `dbt-iceberg-maint health`).
 HEALTH_FIELDS: Final = (
@@ -90,5 +94,6 @@ def as_dict() -> dict[str, object]:
         "operations": list(OPERATIONS),
         "default_operations": list(DEFAULT_OPERATIONS),
         "operation_aliases": dict(OPERATION_ALIASES),
+        "policy_other_keys": list(POLICY_OTHER_KEYS),
         "health_fields": list(HEALTH_FIELDS),
     }

@@ -8,15 +8,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.invoke import DbtInvocation
-from dbt_iceberg_maint.metadata import decisions as d
 from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
-from dbt_iceberg_maint.metadata.gate import gate_reason
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, ModelTarget, health_figures, plan_table
 from dbt_iceberg_maint.metadata.reader import now_ms, read_summary
+from dbt_iceberg_maint.policy import engine
+from dbt_iceberg_maint.policy.gate import gate_reason
+from dbt_iceberg_maint.policy.sql import TableRef
 from dbt_iceberg_maint.results import parse_result_lines
 
-ALL_OPERATIONS = list(d.OPERATION_ORDER)
+ALL_OPERATIONS = list(protocol.OPERATIONS)
 _TIMESTAMP = re.compile(r"TIMESTAMP '[^']*Z'")
 _WHERE = re.compile(r"where => '(.*)'\)$")
 _HOURS = re.compile(r"\d+\.\d+ h old")
@@ -70,12 +72,12 @@ def planner_side(catalog: MetadataCatalog, cases: Sequence[Mapping[str, Any]]
         table = catalog.load(f"{schema}.{identifier}")
         figures, _ = health_figures(qualified, table)
         health[qualified] = {k: figures[k] for k in HEALTH_FIELDS}
-        target = ModelTarget(qualified, d.TableRef(schema, identifier, catalog_prefix), {})
+        target = ModelTarget(qualified, TableRef(schema, identifier, catalog_prefix), {})
         rows, _tiers = plan_table(target, table, case.get("operations"), overrides=case.get("policy"))
         for row in rows:
             plan[(row.table, row.operation)] = (row.status, normalise_reason(row.reason), normalise_sql(row.sql))
         for check in case.get("gates") or []:
-            gate = {**d.policy_defaults()["cost_gate"], **check["gate"]}
+            gate = {**engine.COST_GATE_DEFAULTS, **check["gate"]}
             reason = gate_reason(check["operation"], gate, read_summary(table).snapshots, now_ms(),
                                  check.get("cold_partitions_hours"))
             plan[(qualified, "gate:" + json.dumps(check, sort_keys=True))] = (reason,)

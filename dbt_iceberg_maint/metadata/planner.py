@@ -1,7 +1,6 @@
-"""Health records and maintenance plans from metadata: the I/O shell around decisions.py.
-
-Slightly over 300 lines: the tiered reader's lazy tiers and the plan loop read the same table
-state, so they share one module.
+"""Health records and maintenance plans from metadata: the I/O shell around the policy engine
+(dbt_iceberg_maint/policy/), which decides the steps from the table facts read here, lazily,
+tier by tier.
 """
 
 from __future__ import annotations
@@ -15,10 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.metadata import decisions as d
+from dbt_iceberg_maint.errors import PolicyError, UsageError
 from dbt_iceberg_maint.metadata.catalog import MetadataCatalog, TableReadError
-from dbt_iceberg_maint.metadata.gate import gate_reason
+from dbt_iceberg_maint.metadata.cold import cold_scope
 from dbt_iceberg_maint.metadata.reader import (
     EntryTier,
     SummaryTier,
@@ -31,6 +29,10 @@ from dbt_iceberg_maint.metadata.reader import (
     small_file_threshold,
     target_file_size,
 )
+from dbt_iceberg_maint.policy import engine
+from dbt_iceberg_maint.policy.gate import SnapshotLike
+from dbt_iceberg_maint.policy.operations import ColdScope
+from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -127,16 +129,19 @@ class ModelTarget:
     """One Iceberg model of the project: its table and raw meta.iceberg_maint policy."""
 
     model: str
-    ref: d.TableRef
+    ref: TableRef
     raw_policy: Any
 
 
 class _LazyTable:
-    """Reads each tier of one table once, on first use (the tiering)."""
+    """The policy engine's TableFacts of one table: each tier read once, on first use (tier 1,
+    the snapshot summary, always; manifests and their entries only when a due rule needs them)."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, reference_ms: int, target_override: int | None) -> None:
         self.table = table
         self.summary: SummaryTier = read_summary(table)
+        self.reference_ms = reference_ms
+        self.threshold = small_file_threshold(target_file_size(self.summary.properties, target_override))
         self._manifests: list[Any] | None = None
         self._entries: dict[tuple[int, bool], EntryTier] = {}
         self.tiers = {"summary"}
@@ -147,106 +152,75 @@ class _LazyTable:
             self.tiers.add("manifest_list")
         return self._manifests
 
-    def entries(self, threshold: int, data_only: bool) -> EntryTier:
-        key = (threshold, data_only)
+    def entries(self, data_only: bool) -> EntryTier:
+        key = (self.threshold, data_only)
         if key not in self._entries:
-            self._entries[key] = read_entries(self.table, self.manifests(), threshold, data_only=data_only)
+            self._entries[key] = read_entries(self.table, self.manifests(), self.threshold, data_only=data_only)
             self.tiers.add("manifest_entries")
         return self._entries[key]
 
+    def gc_enabled(self) -> bool:
+        return str(self.summary.properties.get("gc.enabled", "true")).lower() != "false"
+
+    def snapshots(self) -> list[SnapshotLike]:
+        return list(self.summary.snapshots)
+
+    def snapshots_now_ms(self) -> int:
+        return self.reference_ms
+
+    def location(self) -> str | None:
+        return str(self.table.location())
+
+    def health(self, operation: str) -> dict[str, Any]:
+        """The health figures `operation`'s due rule reads (table_health's names)."""
+        oldest = self.summary.oldest_snapshot_ms
+        figures: dict[str, Any] = {
+            "snapshots": len(self.summary.snapshots),
+            "oldest_snapshot_age_hours": None if oldest is None else round((self.reference_ms - oldest) / 3600000.0, 3),
+        }
+        if operation == "rewrite_data_files":
+            # A cold scope read every entry already (the engine asks for it first): reuse that read.
+            entries = self._entries.get((self.threshold, False))
+            figures["max_small_files_in_partition"] = 0 if self.summary.data_files == 0 else (
+                entries or self.entries(data_only=True)).max_small_files_in_partition
+        elif operation == "rewrite_position_delete_files":
+            count = self.summary.delete_files
+            figures["delete_files"] = count if count is not None else self.entries(data_only=False).delete_files
+        elif operation == "rewrite_manifests":
+            figures["data_manifests"] = read_manifest_tier(self.manifests()).data_manifests
+        return figures
+
+    def cold_scope(self, hours: float) -> ColdScope:
+        entries = self.entries(data_only=False)
+        fields, columns = layout(self.table)
+        return cold_scope(fields, columns, entries.partition_states, hours, self.reference_ms,
+                          self.summary.oldest_snapshot_ms, entries.small_files)
+
 
 def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[str] | None = None,
-               project_enabled: bool = True, overrides: Any = None,
-               at: dt.datetime | None = None) -> tuple[list[PlannedOperation], set[str]]:
-    """spark__maintain(dry_run=true), decided from metadata. Returns the plan and the tiers read."""
-    now = at or dt.datetime.now(dt.timezone.utc)
-    reference_ms = int(now.timestamp() * 1000)
+               project_enabled: bool = True, overrides: Any = None, at: dt.datetime | None = None,
+               force: bool = False) -> tuple[list[PlannedOperation], set[str]]:
+    """spark__maintain(dry_run=true), decided from metadata by the policy engine. Returns the plan
+    and the tiers read. `at`: the plan's as_of (default now); the orphan window always uses now."""
+    now = dt.datetime.now(dt.timezone.utc)
+    reference_ms = int((at or now).timestamp() * 1000)
     name = target.ref.qualified
-    requested = d.requested_operations(operations)
-    errors = d.policy_shape_errors(target.raw_policy) + d.policy_shape_errors(overrides, "maintain: argument `policy`")
-    policy = d.resolved_policy(target.raw_policy, overrides)
-    errors += d.cost_gate_errors(policy["cost_gate"]) + target.ref.errors() + d.policy_errors(policy)
-    if errors:
-        return [PlannedOperation(name, op, False, "failed", "; ".join(errors), None, target.model)
-                for op in requested], set()
-
-    def row(operation: str, due: bool, status: str, reason: str, sql: str | None = None) -> PlannedOperation:
-        return PlannedOperation(name, operation, due, status, reason, sql, target.model)
-
-    blocked = None
-    if not project_enabled:
-        blocked = "maintenance disabled by var dbt_iceberg_maint_enabled: false"
-    elif not policy["enabled"]:
-        blocked = "maintenance disabled by meta.iceberg_maint.enabled: false"
-    elif table is None:
-        blocked = "table does not exist (model not built yet?)"
-    if blocked is not None or table is None:
-        return [row(op, False, "skipped", blocked or "") for op in requested], set()
-
-    lazy = _LazyTable(table)
-    summary = lazy.summary
-    mb = policy["compaction"]["target_file_size_mb"]
-    threshold = small_file_threshold(target_file_size(summary.properties, int(mb * 1024 * 1024) if mb else None))
-    oldest = summary.oldest_snapshot_ms
-    age = None if oldest is None else round((reference_ms - oldest) / 3600000.0, 3)
-    gate = policy["cost_gate"]
-    plan: list[PlannedOperation] = []
-    for operation in requested:
-        section_name = d.policy_section(operation)
-        section = policy[section_name]
-        if not section["enabled"]:
-            disabled = f"disabled by meta.iceberg_maint.{section_name}.enabled: false"
-            plan.append(row(operation, False, "skipped", disabled))
-            continue
-        # The cost gate first: it needs the snapshot list only, so gated tables stop at tier 1.
-        gated = gate_reason(operation, gate, summary.snapshots, reference_ms,
-                            policy["compaction"]["cold_partitions_hours"])
-        if gated is not None:
-            plan.append(row(operation, False, "skipped", gated))
-            continue
-        health: dict[str, Any] = {"snapshots": len(summary.snapshots), "oldest_snapshot_age_hours": age}
-        scope = None
-        cold_where = None
-        if operation == "rewrite_data_files":
-            quiet = section["cold_partitions_hours"]
-            if summary.data_files == 0:
-                entries = None
-                health["max_small_files_in_partition"] = 0
-            else:
-                entries = lazy.entries(threshold, data_only=not quiet)
-                health["max_small_files_in_partition"] = entries.max_small_files_in_partition
-            if quiet:
-                if entries is None:  # no file: the partitions table is empty, nothing is cold
-                    entries = lazy.entries(threshold, data_only=False)
-                fields, columns = layout(table)
-                scope = d.cold_scope(fields, columns, entries.partition_states, quiet, reference_ms, oldest,
-                                     entries.small_files)
-                cold_where = scope.where
-        elif operation == "rewrite_position_delete_files":
-            count = summary.delete_files
-            health["delete_files"] = count if count is not None else lazy.entries(threshold, False).delete_files
-        elif operation == "rewrite_manifests":
-            health["data_manifests"] = read_manifest_tier(lazy.manifests()).data_manifests
-        decision = d.due(operation, policy, health, scope)
-        if not decision.due:
-            plan.append(row(operation, False, "skipped", decision.reason))
-            continue
-        if operation in ("expire_snapshots", "remove_orphan_files") and \
-                summary.properties.get("gc.enabled", "true").lower() == "false":
-            verb = "expire snapshots" if operation == "expire_snapshots" else "delete orphan files"
-            plan.append(row(operation, True, "failed", f"Cannot {verb}: GC is disabled (deleting files may corrupt "
-                                                      "other tables); table property gc.enabled=false"))
-            continue
-        try:
-            sql, why_not = d.planned_sql(target.ref, operation, policy, now, cold_where, table.location())
-        except d.PolicyError as exc:  # a guard refused it (the location outside the table)
-            plan.append(row(operation, True, "failed", str(exc)))
-            continue
-        if sql is None:
-            plan.append(row(operation, False, "skipped", why_not or ""))
-        else:
-            plan.append(row(operation, True, "dry_run", decision.reason, sql))
-    return plan, lazy.tiers
+    requested = engine.requested_operations(operations)
+    try:
+        raise_if_errors(target.ref.errors())
+        policy = engine.checked(target.raw_policy, overrides)
+    except PolicyError as exc:
+        return [PlannedOperation(name, op, False, "failed", str(exc), None, target.model) for op in requested], set()
+    facts = None
+    if table is not None and project_enabled and policy["enabled"]:
+        mb = policy["compaction"]["target_file_size_mb"]
+        facts = _LazyTable(table, reference_ms, int(mb * 1024 * 1024) if mb else None)
+    steps = engine.plan_steps(target.ref, requested, policy, facts, now, project_enabled=project_enabled,
+                              force=force, as_of=at)
+    plan = [PlannedOperation(step.table, step.operation, step.status != "skipped",
+                             "dry_run" if step.status == "planned" else step.status, step.reason or "", step.sql,
+                             target.model) for step in steps]
+    return plan, facts.tiers if facts is not None else set()
 
 
 def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = None) -> list[ModelTarget]:
@@ -277,7 +251,7 @@ def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = N
         meta = node.get("meta") or {}
         declared = config_meta.get("iceberg_maint") if config_meta.get("iceberg_maint") is not None \
             else meta.get("iceberg_maint")
-        ref = d.TableRef(node.get("schema") or "", node.get("alias") or node["name"])
+        ref = TableRef(node.get("schema") or "", node.get("alias") or node["name"])
         targets.append(ModelTarget(f"{node['package_name']}.{node['name']}", ref, {} if declared is None else declared))
     return targets
 
@@ -352,12 +326,12 @@ def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operat
                 table = None
             else:
                 return [PlannedOperation(target.ref.qualified, op, False, "failed", str(exc), None, target.model)
-                        for op in d.requested_operations(operations)]
+                        for op in engine.requested_operations(operations)]
         try:
             return plan_table(target, table, operations, project_enabled, at=at)[0]
         except Exception as exc:  # unreadable manifests: a per-table error
             return [PlannedOperation(target.ref.qualified, op, False, "failed", f"{type(exc).__name__}: {exc}",
-                                     None, target.model) for op in d.requested_operations(operations)]
+                                     None, target.model) for op in engine.requested_operations(operations)]
 
     return [item for rows in concurrently(chosen, one, workers) for item in rows]
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dbt_iceberg_maint.metadata.decisions import DEFAULT_TARGET_FILE_SIZE_BYTES, PartitionField, PartitionState
+from dbt_iceberg_maint.metadata.cold import DEFAULT_TARGET_FILE_SIZE_BYTES, PartitionField, PartitionState
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import ManifestFile

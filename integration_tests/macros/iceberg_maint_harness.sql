@@ -53,6 +53,8 @@
           dbt_iceberg_maint._iceberg_maint_table_name(kwargs.relation),
           dbt_iceberg_maint._iceberg_maint_qualified_name(kwargs.relation),
           dbt_iceberg_maint._iceberg_maint_procedure_namespace(kwargs.relation)]}) -%}
+    {%- elif kind == 'plan_case' -%}
+      {%- do outcome.update(iceberg_maint_plan_case(case)) -%}
     {%- elif kind == 'step_errors' -%}
       {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_step_errors(kwargs.steps)}) -%}
     {%- elif kind == 'protocol' -%}
@@ -98,4 +100,21 @@
   {%- set returned = macros[macro_name](**kwargs) -%}
   {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'return',
         'value': dbt_iceberg_maint._iceberg_maint_json_safe(returned)}), info=true) -%}
+{% endmacro %}
+
+
+{#- One case of the shared policy case table (tests/policy_cases.yml): the policy's errors, or
+    the steps `_iceberg_maint_plan_steps` decides from the case's table facts. -#}
+{% macro iceberg_maint_plan_case(case) %}
+  {%- set errors = dbt_iceberg_maint._iceberg_maint_policy_shape_errors(case.get('policy'))
+        + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(case.get('overrides'), 'maintain: argument `policy`') -%}
+  {%- if errors -%}{{ return({'errors': errors}) }}{%- endif -%}
+  {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(case.get('policy'), case.get('overrides')) -%}
+  {%- set errors = dbt_iceberg_maint._iceberg_maint_policy_errors(resolved) -%}
+  {%- if errors -%}{{ return({'errors': errors}) }}{%- endif -%}
+  {%- set as_of = dbt_iceberg_maint._iceberg_maint_parse_instant('get_maintenance_plan', 'as_of', case.get('as_of')) -%}
+  {%- set steps = dbt_iceberg_maint._iceberg_maint_plan_steps(case.get('table', 'analytics.events'),
+        dbt_iceberg_maint._iceberg_maint_requested_operations(case.get('operations')), resolved, case.facts,
+        case.get('force', false), as_of.value) -%}
+  {{ return({'steps': steps, 'now': dbt_iceberg_maint._iceberg_maint_now().isoformat()}) }}
 {% endmacro %}

@@ -1,5 +1,5 @@
 {#- Cost gate (policy section `cost_gate`): why a due operation is skipped on a table nobody
-    wrote to, or none. Same rules and texts as dbt_iceberg_maint/metadata/gate.py (the planner):
+    wrote to, or none. Same rules and texts as dbt_iceberg_maint/policy/gate.py (the planner):
     the last maintenance is the newest `replace` snapshot (rewrite_data_files,
     rewrite_position_delete_files, rewrite_manifests commit one); none means never maintained,
     no gate. min_interval_hours holds every operation; skip_unchanged, min_new_records and
@@ -19,43 +19,71 @@
 
 {#- as_of: the reference time (a UTC datetime; default now). -#}
 {% macro spark__iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours, as_of) %}
-  {%- set gate = gate or {} -%}
-  {%- if not gate.get('enabled', true) or not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set interval = gate.get('min_interval_hours') -%}
-  {%- set unchanged = gate.get('skip_unchanged', false) -%}
-  {%- set min_records = gate.get('min_new_records') -%}
-  {%- set min_bytes = gate.get('min_new_bytes') -%}
-  {%- if interval is none and not unchanged and min_records is none and min_bytes is none -%}
-    {{ return(none) }}
-  {%- endif -%}
+  {%- if not execute or not dbt_iceberg_maint._iceberg_maint_cost_gate_set(gate or {}) -%}{{ return(none) }}{%- endif -%}
+  {%- set snapshots = dbt_iceberg_maint._iceberg_maint_gate_snapshots(relation, as_of) -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_cost_gate_decision(operation, gate, snapshots.rows, snapshots.now_ms,
+      cold_partitions_hours)) }}
+{% endmacro %}
+
+
+{#- Whether the gate can skip anything: enabled and one of its keys set (otherwise no query). -#}
+{% macro _iceberg_maint_cost_gate_set(gate) %}
+  {{ return(gate.get('enabled', true) and (gate.get('min_interval_hours') is not none or gate.get('skip_unchanged')
+      or gate.get('min_new_records') is not none or gate.get('min_new_bytes') is not none)) }}
+{% endmacro %}
+
+
+{#- {'rows': [{snapshot_id, ts, operation, added_records, added_bytes}], 'now_ms': Spark's now
+    (or as_of) in ms}: one query on the `snapshots` metadata table. -#}
+{% macro _iceberg_maint_gate_snapshots(relation, as_of=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set now_sql = 'current_timestamp()' if as_of is none
         else dbt_iceberg_maint._iceberg_maint_timestamp_literal(as_of) -%}
-  {%- set rows = run_query("select snapshot_id, unix_millis(committed_at) as ts, operation,
+  {%- set rows = [] -%}
+  {%- set now = namespace(ms=none) -%}
+  {%- for row in run_query("select snapshot_id, unix_millis(committed_at) as ts, operation,
         coalesce(cast(summary['added-records'] as bigint), 0) as added_records,
         coalesce(cast(summary['added-files-size'] as bigint), 0) as added_bytes,
         unix_millis(" ~ now_sql ~ ") as now_ms
       from " ~ table ~ ".snapshots order by committed_at, snapshot_id").rows -%}
+    {%- do rows.append({'snapshot_id': row['snapshot_id'] | int, 'ts': row['ts'] | int, 'operation': row['operation'],
+          'added_records': row['added_records'] | int, 'added_bytes': row['added_bytes'] | int}) -%}
+    {%- set now.ms = row['now_ms'] | int -%}
+  {%- endfor -%}
+  {{ return({'rows': rows, 'now_ms': now.ms}) }}
+{% endmacro %}
+
+
+{#- The gate's decision (pure; its Python twin is policy/gate.py `gate_reason`, and the shared
+    case table runs both): why `operation` is skipped, or none. rows: the table's snapshots
+    {snapshot_id, ts, operation, added_records, added_bytes}; now_ms: the reference time. -#}
+{% macro _iceberg_maint_cost_gate_decision(operation, gate, rows, now_ms, cold_partitions_hours=none) %}
+  {%- if not dbt_iceberg_maint._iceberg_maint_cost_gate_set(gate or {}) -%}{{ return(none) }}{%- endif -%}
+  {%- set interval = gate.get('min_interval_hours') -%}
+  {%- set unchanged = gate.get('skip_unchanged', false) -%}
+  {%- set min_records = gate.get('min_new_records') -%}
+  {%- set min_bytes = gate.get('min_new_bytes') -%}
+  {%- set ordered = rows | sort(attribute='snapshot_id') | sort(attribute='ts') -%}
   {%- set last = namespace(ts=none) -%}
-  {%- for row in rows if row['operation'] == 'replace' -%}{%- set last.ts = row['ts'] | int -%}{%- endfor -%}
+  {%- for row in ordered if row['operation'] == 'replace' -%}{%- set last.ts = row['ts'] -%}{%- endfor -%}
   {%- if last.ts is none -%}{{ return(none) }}{%- endif -%}
-  {%- set now_ms = rows[0]['now_ms'] | int -%}
   {%- set hours_ago = ((now_ms - last.ts) / 3600000.0) | round(1) -%}
   {%- if interval is not none and hours_ago < interval -%}
     {{ return('cost gate: last maintained ' ~ hours_ago ~ ' h ago, less than min_interval_hours ' ~ interval) }}
   {%- endif -%}
   {%- if operation == 'expire_snapshots' -%}{{ return(none) }}{%- endif -%}
   {%- set since = namespace(writes=0, records=0, bytes=0, turned_cold=false) -%}
-  {%- for row in rows if row['operation'] != 'replace' -%}
-    {%- set ts = row['ts'] | int -%}
-    {%- if ts > last.ts -%}
+  {%- for row in ordered if row['operation'] != 'replace' -%}
+    {%- if row['ts'] > last.ts -%}
       {%- set since.writes = since.writes + 1 -%}
-      {%- set since.records = since.records + row['added_records'] | int -%}
-      {%- set since.bytes = since.bytes + row['added_bytes'] | int -%}
+      {%- set since.records = since.records + row['added_records'] -%}
+      {%- set since.bytes = since.bytes + row['added_bytes'] -%}
     {%- endif -%}
     {%- if cold_partitions_hours -%}
       {%- set quiet_ms = (cold_partitions_hours * 3600000) | int -%}
-      {%- if last.ts - quiet_ms < ts and ts <= now_ms - quiet_ms -%}{%- set since.turned_cold = true -%}{%- endif -%}
+      {%- if last.ts - quiet_ms < row['ts'] and row['ts'] <= now_ms - quiet_ms -%}
+        {%- set since.turned_cold = true -%}
+      {%- endif -%}
     {%- endif -%}
   {%- endfor -%}
   {%- if operation == 'rewrite_data_files' and since.turned_cold -%}{{ return(none) }}{%- endif -%}

@@ -80,9 +80,8 @@
     {{ return([source ~ " is " ~ raw_policy ~ "; expected a mapping, or true/false to switch maintenance on/off"]) }}
   {%- endif -%}
   {%- set defaults = dbt_iceberg_maint._iceberg_maint_policy_defaults() -%}
-  {#- lint_ignore: {rule: reason}, read by `dbt-iceberg-maint lint` (which validates it), not by the macros. -#}
-  {%- set allowed = defaults.keys() | list
-        + ['idempotent', 'isolation_level', 'commit_retry', 'properties', 'lint_ignore'] -%}
+  {#- Keys owned by other parts (table properties, the runner's idempotent, the lint's lint_ignore). -#}
+  {%- set allowed = defaults.keys() | list + dbt_iceberg_maint._iceberg_maint_protocol().policy_other_keys -%}
   {%- set errors = [] -%}
   {%- for key, value in raw_policy.items() -%}
     {%- if key not in allowed -%}

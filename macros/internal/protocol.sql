@@ -12,6 +12,7 @@
                      'remove_orphan_files', 'rewrite_manifests'],
       'default_operations': ['rewrite_data_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests'],
       'operation_aliases': {'compaction': 'rewrite_data_files'},
+      'policy_other_keys': ['idempotent', 'isolation_level', 'commit_retry', 'properties', 'lint_ignore'],
       'health_fields': ['table', 'data_files', 'small_files', 'data_bytes', 'delete_files', 'records', 'snapshots',
                         'oldest_snapshot_age_hours', 'manifests', 'data_manifests', 'partitions',
                         'max_small_files_in_partition', 'target_file_size_bytes', 'small_file_threshold_bytes'],

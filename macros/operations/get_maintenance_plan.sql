@@ -30,29 +30,27 @@
   {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {%- set step = dbt_iceberg_maint._iceberg_maint_step -%}
-  {%- set steps = [] -%}
-
-  {#- Kill switches: the project var, then the model's policy; then the table must exist. -#}
-  {%- set blocked = none -%}
-  {%- if not var('dbt_iceberg_maint_enabled', true) -%}
-    {%- set blocked = 'maintenance disabled by var dbt_iceberg_maint_enabled: false' -%}
-  {%- elif not resolved.enabled -%}
-    {%- set blocked = 'maintenance disabled by meta.iceberg_maint.enabled: false' -%}
-  {%- elif not dbt_iceberg_maint._iceberg_maint_table_exists(relation) -%}
-    {%- set blocked = 'table does not exist (model not built yet?)' -%}
+  {%- set facts = {'project_enabled': var('dbt_iceberg_maint_enabled', true), 'exists': false} -%}
+  {%- if facts.project_enabled and resolved.enabled -%}
+    {%- do facts.update({'exists': dbt_iceberg_maint._iceberg_maint_table_exists(relation)}) -%}
   {%- endif -%}
-  {%- if blocked is not none -%}
-    {%- for operation in requested -%}{%- do steps.append(step(table, operation, 'skipped', blocked)) -%}{%- endfor -%}
-    {{ return(steps) }}
+  {%- if facts.exists -%}
+    {%- do facts.update(dbt_iceberg_maint._iceberg_maint_plan_facts(relation, requested, resolved, force,
+          instant.value)) -%}
   {%- endif -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_plan_steps(table, requested, resolved, facts, force, instant.value)) }}
+{% endmacro %}
 
-  {#- Only gc.enabled is read here, and only expire_snapshots and remove_orphan_files depend on it:
-      a compaction plan sends no SHOW TBLPROPERTIES. -#}
+
+{#- What the plan reads about an existing table, each at most once: gc.enabled (only expire_snapshots
+    and remove_orphan_files depend on it, so a compaction plan sends no SHOW TBLPROPERTIES), its
+    health (not when forced), the cold scope of a compaction with cold_partitions_hours, and the
+    snapshot list when a cost gate is set. -#}
+{% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of) %}
+  {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table)
         if 'expire_snapshots' in requested or 'remove_orphan_files' in requested else {} -%}
-  {%- set as_of_text = instant.value.strftime('%Y-%m-%d %H:%M:%S.%f') if instant.value is not none else none -%}
-  {%- set reference = instant.value if instant.value is not none else dbt_iceberg_maint._iceberg_maint_now() -%}
+  {%- set as_of_text = as_of.strftime('%Y-%m-%d %H:%M:%S.%f') if as_of is not none else none -%}
   {%- set health = none -%}
   {%- if not force -%}
     {%- set mb = resolved.compaction.target_file_size_mb -%}
@@ -61,29 +59,52 @@
           relation=relation, target_file_size_bytes=((mb * 1024 * 1024) | int) if mb else none, log_result=false,
           as_of=as_of_text) -%}
   {%- endif -%}
+  {%- set compaction = resolved.compaction -%}
+  {%- set scope = dbt_iceberg_maint._iceberg_maint_cold_scope(relation, compaction.cold_partitions_hours, as_of_text,
+        health.small_file_threshold_bytes if health else none)
+        if 'rewrite_data_files' in requested and compaction.enabled and compaction.cold_partitions_hours else none -%}
+  {%- set gated = not force and dbt_iceberg_maint._iceberg_maint_cost_gate_set(resolved.cost_gate) -%}
+  {%- set snapshots = dbt_iceberg_maint._iceberg_maint_gate_snapshots(relation, as_of) if gated
+        else {'rows': [], 'now_ms': none} -%}
+  {{ return({'gc_enabled': (properties.get('gc.enabled', 'true') | lower) != 'false', 'health': health,
+      'cold_scope': scope, 'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms}) }}
+{% endmacro %}
 
-  {#- The cost gate (off by default; force ignores it like the thresholds): why a due operation
-      is skipped on a table nobody wrote to since its last maintenance. -#}
-  {%- set gate_reasons = {} -%}
-  {%- set policy_section = dbt_iceberg_maint._iceberg_maint_policy_section -%}
-  {%- for operation in requested if not force and resolved[policy_section(operation)].enabled -%}
-    {%- do gate_reasons.update({operation: dbt_iceberg_maint.iceberg_maint_cost_gate_reason(relation, operation,
-          resolved.cost_gate, resolved.compaction.cold_partitions_hours, as_of=instant.value)}) -%}
-  {%- endfor -%}
-  {%- set gated = gate_reasons.get -%}
+
+{#- The plan's steps from a checked policy and the table's facts (pure: the shared case table,
+    tests/policy_cases.yml, runs it against its Python twin, policy/engine.py `plan_steps`).
+    facts: {project_enabled, exists, gc_enabled, health, cold_scope, snapshots, now_ms}.
+    Kill switches first (the project var, the model's policy, the table must exist); then per
+    operation: disabled, the cost gate, not due, gc.enabled=false (Iceberg refuses both
+    expire_snapshots and remove_orphan_files: a failed step that does not run, so the following
+    steps still run), else its SQL. -#}
+{% macro _iceberg_maint_plan_steps(table, requested, resolved, facts, force=false, as_of=none) %}
+  {%- set step = dbt_iceberg_maint._iceberg_maint_step -%}
+  {%- set steps = [] -%}
+  {%- set blocked = none -%}
+  {%- if not facts.project_enabled -%}
+    {%- set blocked = 'maintenance disabled by var dbt_iceberg_maint_enabled: false' -%}
+  {%- elif not resolved.enabled -%}
+    {%- set blocked = 'maintenance disabled by meta.iceberg_maint.enabled: false' -%}
+  {%- elif not facts.exists -%}
+    {%- set blocked = 'table does not exist (model not built yet?)' -%}
+  {%- endif -%}
+  {%- if blocked is not none -%}
+    {%- for operation in requested -%}{%- do steps.append(step(table, operation, 'skipped', blocked)) -%}{%- endfor -%}
+    {{ return(steps) }}
+  {%- endif -%}
+  {%- set reference = as_of if as_of is not none else dbt_iceberg_maint._iceberg_maint_now() -%}
+  {%- set cold_hours = resolved.compaction.cold_partitions_hours -%}
   {%- set rewrites_planned = [] -%}
   {%- for operation in requested -%}
     {%- set section_name = dbt_iceberg_maint._iceberg_maint_policy_section(operation) -%}
     {%- set section = resolved[section_name] -%}
-    {#- Compaction scoped to cold partitions: due only for the small files it may touch. -#}
-    {%- set scope = none -%}
-    {%- if operation == 'rewrite_data_files' and section.enabled and section.cold_partitions_hours -%}
-      {%- set scope = dbt_iceberg_maint._iceberg_maint_cold_scope(relation, section.cold_partitions_hours, as_of_text,
-            health.small_file_threshold_bytes if health else none) -%}
-    {%- endif -%}
+    {%- set gated = none if force or not section.enabled else dbt_iceberg_maint._iceberg_maint_cost_gate_decision(
+          operation, resolved.cost_gate, facts.snapshots, facts.now_ms, cold_hours) -%}
+    {%- set scope = facts.cold_scope if operation == 'rewrite_data_files' and cold_hours else none -%}
     {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} -%}
-    {%- if not force -%}
-      {%- set checked = health.copy() -%}
+    {%- if not force and section.enabled and not gated -%}
+      {%- set checked = facts.health.copy() -%}
       {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
       {%- do checked.update({'rewrites_planned': rewrites_planned}) -%}
       {%- if resolved.expire_snapshots.older_than is not none -%}
@@ -96,20 +117,17 @@
     {%- if not section.enabled -%}
       {%- do steps.append(step(table, operation, 'skipped', 'disabled by meta.iceberg_maint.' ~ section_name
             ~ '.enabled: false')) -%}
-    {%- elif gated(operation) -%}
-      {%- do steps.append(step(table, operation, 'skipped', gated(operation))) -%}
+    {%- elif gated -%}
+      {%- do steps.append(step(table, operation, 'skipped', gated)) -%}
     {%- elif not decision.due -%}
       {%- do steps.append(step(table, operation, 'skipped', decision.reason)) -%}
-    {%- elif operation in ['expire_snapshots', 'remove_orphan_files']
-          and (properties.get('gc.enabled', 'true') | lower) == 'false' -%}
-      {#- Iceberg refuses both when gc.enabled=false: a failed step that does not run, so the
-          following steps still run. -#}
+    {%- elif operation in ['expire_snapshots', 'remove_orphan_files'] and not facts.gc_enabled -%}
       {%- set verb = 'expire snapshots' if operation == 'expire_snapshots' else 'delete orphan files' -%}
       {%- do steps.append(step(table, operation, 'failed', 'Cannot ' ~ verb
             ~ ': GC is disabled (deleting files may corrupt other tables); table property gc.enabled=false')) -%}
     {%- else -%}
-      {%- set planned = dbt_iceberg_maint._iceberg_maint_planned_sql(relation, operation, resolved,
-            cold_scope=scope, reference=instant.value) -%}
+      {%- set planned = dbt_iceberg_maint._iceberg_maint_planned_sql(table, operation, resolved,
+            cold_scope=scope, reference=as_of) -%}
       {%- if planned.sql is none -%}
         {%- do steps.append(step(table, operation, 'skipped', planned.reason)) -%}
       {%- else -%}

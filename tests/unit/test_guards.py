@@ -18,11 +18,13 @@ import sqlglot
 from sqlglot import exp
 
 from dbt_iceberg_maint import guards
-from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.errors import IcebergMaintError, PolicyError
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import PlanStep, replay
-from dbt_iceberg_maint.metadata import decisions as d
 from dbt_iceberg_maint.metadata.catalog import _sqlalchemy_uri
+from dbt_iceberg_maint.policy import engine
+from dbt_iceberg_maint.policy.operations import OPERATIONS, ColdScope, PlanContext
+from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
@@ -78,48 +80,56 @@ def assert_cold_is_a_top_level_conjunct(where: str, cold: str) -> None:
 
 # ---- Python paths ---------------------------------------------------------------------------
 
+def planned_sql(ref: TableRef, operation: str, policy: dict[str, Any], cold: str | None = None,
+                table_location: str | None = None) -> str | None:
+    """What the policy engine renders for one step, after the checks the planner makes first."""
+    raise_if_errors(ref.errors() + engine.errors(policy))
+    context = PlanContext(NOW, None, ColdScope(cold, None) if cold else None, table_location)
+    return OPERATIONS[operation].planned_sql(ref, policy[engine.section_of(operation)], context).sql
+
+
 def cold_policy(where: str) -> dict[str, Any]:
-    return d.resolved_policy({"compaction": {"cold_partitions_hours": 6, "where": where}})
+    return engine.resolved({"compaction": {"cold_partitions_hours": 6, "where": where}})
 
 
 @pytest.mark.parametrize("where", BYPASSES)
 def test_planner_refuses_a_where_that_escapes_the_cold_scope(where: str) -> None:
-    with pytest.raises(d.PolicyError, match=r"argument `where` is .*" + r"; it must"):
-        d.planned_sql(d.TableRef("analytics", "events"), "rewrite_data_files", cold_policy(where), NOW, COLD)
+    with pytest.raises(PolicyError, match=r"argument `where` is .*" + r"; it must"):
+        planned_sql(TableRef("analytics", "events"), "rewrite_data_files", cold_policy(where), COLD)
     assert any(message.startswith("rewrite_data_files: argument `where` is ")
-               for message in d.policy_errors(cold_policy(where)))
+               for message in engine.errors(cold_policy(where)))
 
 
 @pytest.mark.parametrize("where", ACCEPTED)
 def test_planner_keeps_the_cold_scope_a_top_level_conjunct(where: str) -> None:
-    assert d.policy_errors(cold_policy(where)) == []
-    sql, _ = d.planned_sql(d.TableRef("analytics", "events"), "rewrite_data_files", cold_policy(where), NOW, COLD)
+    assert engine.errors(cold_policy(where)) == []
+    sql = planned_sql(TableRef("analytics", "events"), "rewrite_data_files", cold_policy(where), COLD)
     assert sql is not None
     assert_cold_is_a_top_level_conjunct(where_literal(sql), COLD)
 
 
 @pytest.mark.parametrize(("ref", "argument"), [
-    (d.TableRef("analytics", "events", "cat.system.expire_snapshots(table => 'x'); --"), "catalog"),
-    (d.TableRef("analytics\n", "events"), "schema"),
-    (d.TableRef("analytics", "events\n"), "identifier"),
-    (d.TableRef("analytics", "ev'ents"), "identifier"),
+    (TableRef("analytics", "events", "cat.system.expire_snapshots(table => 'x'); --"), "catalog"),
+    (TableRef("analytics\n", "events"), "schema"),
+    (TableRef("analytics", "events\n"), "identifier"),
+    (TableRef("analytics", "ev'ents"), "identifier"),
 ])
-def test_planner_refuses_names_that_are_not_identifiers(ref: d.TableRef, argument: str) -> None:
-    with pytest.raises(d.PolicyError, match=f"`{argument}` is "):
-        d.planned_sql(ref, "rewrite_manifests", d.resolved_policy({}), NOW)
+def test_planner_refuses_names_that_are_not_identifiers(ref: TableRef, argument: str) -> None:
+    with pytest.raises(PolicyError, match=f"`{argument}` is "):
+        planned_sql(ref, "rewrite_manifests", engine.resolved({}))
 
 
 def test_planner_holds_orphan_removal_to_the_floor_and_the_table_location() -> None:
-    ref = d.TableRef("analytics", "events")
-    young = d.resolved_policy({"remove_orphan_files": {"older_than_hours": 23}})
-    with pytest.raises(d.PolicyError, match="argument `older_than_hours` is 23; it must be at least 24"):
-        d.planned_sql(ref, "remove_orphan_files", young, NOW, table_location="file:/wh/analytics/events")
+    ref = TableRef("analytics", "events")
+    young = engine.resolved({"remove_orphan_files": {"older_than_hours": 23}})
+    with pytest.raises(PolicyError, match="argument `older_than_hours` is 23; it must be at least 24"):
+        planned_sql(ref, "remove_orphan_files", young, table_location="file:/wh/analytics/events")
     for outside in ("/wh/analytics", "/wh/analytics/events-other", "file:/wh/analytics/events/../other"):
-        policy = d.resolved_policy({"remove_orphan_files": {"location": outside}})
-        with pytest.raises(d.PolicyError, match="argument `location` is .*must be the table's location"):
-            d.planned_sql(ref, "remove_orphan_files", policy, NOW, table_location="file:/wh/analytics/events")
-    inside = d.resolved_policy({"remove_orphan_files": {"location": "/wh/analytics/events/data"}})
-    sql, _ = d.planned_sql(ref, "remove_orphan_files", inside, NOW, table_location="file:///wh/analytics/events/")
+        policy = engine.resolved({"remove_orphan_files": {"location": outside}})
+        with pytest.raises(PolicyError, match="argument `location` is .*must be the table's location"):
+            planned_sql(ref, "remove_orphan_files", policy, table_location="file:/wh/analytics/events")
+    inside = engine.resolved({"remove_orphan_files": {"location": "/wh/analytics/events/data"}})
+    sql = planned_sql(ref, "remove_orphan_files", inside, table_location="file:///wh/analytics/events/")
     assert sql is not None and "location => '/wh/analytics/events/data'" in sql
 
 
@@ -148,9 +158,9 @@ def test_replay_refuses_a_step_the_guards_would_refuse(step: PlanStep, message: 
 
 def test_replay_passes_steps_the_guards_accept() -> None:
     step = orphan_step(f", older_than => {hours_ago(72)}, location => '/wh/analytics/events/data'")
-    cold = PlanStep("analytics.events", "rewrite_data_files", "planned", "due",
-                    d.planned_sql(d.TableRef("analytics", "events"), "rewrite_data_files",
-                                  cold_policy("x = ')'"), NOW, COLD)[0])
+    sql = planned_sql(TableRef("analytics", "events"), "rewrite_data_files", cold_policy("x = ')'"), COLD)
+    assert sql is not None
+    cold = PlanStep("analytics.events", "rewrite_data_files", "planned", "due", sql)
     args = replay([step, cold])
     assert [s["sql"] for s in json.loads(args[-1])["steps"]] == [step.sql, cold.sql]
 
@@ -236,7 +246,7 @@ def test_macro_cold_scope_is_a_top_level_conjunct(rendered: dict[str, dict[str, 
     statement = rendered[f"cold_{index}"]["sql"]
     assert_cold_is_a_top_level_conjunct(where_literal(statement), COLD)
     # The Python planner renders the same CALL text.
-    python, _ = d.planned_sql(d.TableRef("analytics", "events"), "rewrite_data_files", cold_policy(where), NOW, COLD)
+    python = planned_sql(TableRef("analytics", "events"), "rewrite_data_files", cold_policy(where), COLD)
     assert python is not None and where_literal(python) == where_literal(statement)
 
 
@@ -284,9 +294,9 @@ def test_macro_file_list_view_name_is_a_whole_identifier(target: Path) -> None:
 
 def test_ages_no_timestamp_can_be_computed_from_are_refused_like_the_macros_do() -> None:
     # Found by the fuzzer: 2**63 hours passed the checks and overflowed Python's datetime.
-    huge = d.resolved_policy({"remove_orphan_files": {"older_than_hours": 2**63},
+    huge = engine.resolved({"remove_orphan_files": {"older_than_hours": 2**63},
                               "expire_snapshots": {"older_than_hours": 876001}})
-    assert d.policy_errors(huge) == [
+    assert engine.errors(huge) == [
         "expire_snapshots: argument `older_than_hours` is 876001; it must be at most 876000 (100 years)",
         f"remove_orphan_files: argument `older_than_hours` is {2**63}; it must be at most 876000 (100 years)"]
 

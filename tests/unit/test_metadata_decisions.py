@@ -1,16 +1,16 @@
-"""Pure planner logic: policy resolution, due rules and reason texts, CALL text, cold predicates,
-the cost gate, catalog settings. Compared with the macros on real tables by
+"""Pure planner logic: cold predicates from partition metadata, the cost gate, catalog settings,
+model selection. The policy itself (resolution, checks, due rules, CALL text) is in the shared
+case table (tests/policy_cases.yml); planner and macros are compared on real tables by
 tests/integration/test_metadata_equality.py."""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 
 import pytest
 
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.metadata import decisions as d
+from dbt_iceberg_maint.metadata import cold as d
 from dbt_iceberg_maint.metadata.catalog import (
     CatalogConfig,
     _sqlalchemy_uri,
@@ -18,81 +18,27 @@ from dbt_iceberg_maint.metadata.catalog import (
     config_from_spark_settings,
     parse_properties,
 )
-from dbt_iceberg_maint.metadata.gate import gate_reason
-from dbt_iceberg_maint.metadata.planner import PlannedOperation, emit_args, iceberg_models
+from dbt_iceberg_maint.metadata.planner import ModelTarget, PlannedOperation, emit_args, iceberg_models, plan_table
+from dbt_iceberg_maint.policy.gate import GateSnapshot, gate_reason
+from dbt_iceberg_maint.policy.operations import ColdScope
+from dbt_iceberg_maint.policy.sql import TableRef
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 HOUR = 3600000
 
 
-def test_resolved_policy_layers_and_switches() -> None:
-    policy = d.resolved_policy({"compaction": {"min_input_files": 2}, "rewrite_manifests": False},
-                               {"expire_snapshots": {"retain_last": 9}})
-    assert policy["compaction"]["min_input_files"] == 2
-    assert policy["compaction"]["partial_progress"] is True
-    assert policy["rewrite_manifests"]["enabled"] is False
-    assert policy["expire_snapshots"]["retain_last"] == 9
-    assert d.resolved_policy(False)["enabled"] is False
-
-
-def test_shape_errors_name_the_key_and_the_allowed_ones() -> None:
-    errors = d.policy_shape_errors({"compactoin": {}, "compaction": {"min_files": 1}, "expire_snapshots": 3})
-    assert errors[0].startswith("meta.iceberg_maint has unknown key `compactoin`; allowed keys: enabled, compaction")
-    assert "meta.iceberg_maint.compaction has unknown key `min_files`" in errors[1]
-    assert errors[2] == "meta.iceberg_maint.expire_snapshots is 3; expected a mapping of settings or true/false"
-    # Keys owned by other parts of the package pass.
-    assert d.policy_shape_errors({"commit_retry": {"num_retries": 20}, "idempotent": True, "properties": {}}) == []
-    assert d.cost_gate_errors({"enabled": True, "skip_unchanged": "yes", "min_interval_hours": -1,
-                               "min_new_records": None, "min_new_bytes": None}) == [
-        "policy cost_gate: argument `skip_unchanged` is yes; expected true or false",
-        "policy cost_gate: argument `min_interval_hours` is -1; expected a number >= 0 or none"]
-
-
-@pytest.mark.parametrize(("operation", "health", "expected"), [
-    ("rewrite_data_files", {"max_small_files_in_partition": 5},
-     (True, "a partition has 5 small files, >= min_input_files 5")),
-    ("rewrite_data_files", {"max_small_files_in_partition": 4},
-     (False, "no partition has >= 5 small files (largest: 4)")),
-    ("rewrite_position_delete_files", {"delete_files": 2}, (False, "only 2 delete files, below threshold of 5")),
-    ("expire_snapshots", {"snapshots": 5, "oldest_snapshot_age_hours": 900.0},
-     (False, "only 5 snapshots, not more than retain_last 5")),
-    ("expire_snapshots", {"snapshots": 6, "oldest_snapshot_age_hours": None},
-     (False, "oldest snapshot is 0 h old, not older than 168 h")),
-    ("expire_snapshots", {"snapshots": 6, "oldest_snapshot_age_hours": 200.5},
-     (True, "6 snapshots (> retain_last 5), oldest 200.5 h old (> 168 h)")),
-    ("remove_orphan_files", {}, (True, "always due: deletes only unreferenced files older than 72 h")),
-    ("rewrite_manifests", {"data_manifests": 5}, (True, "5 data manifests, >= threshold of 5")),
-])
-def test_due_rules_and_reason_texts(operation: str, health: dict[str, object], expected: tuple[bool, str]) -> None:
-    decision = d.due(operation, d.resolved_policy({}), health)
-    assert (decision.due, decision.reason) == expected
-
-
-def test_cold_scope_decides_compaction() -> None:
-    policy = d.resolved_policy({"compaction": {"cold_partitions_hours": 6, "min_input_files": 2}})
-    assert d.due("rewrite_data_files", policy, {}, d.ColdScope(None, 0)).reason == (
-        "no partition has been quiet for 6 h (cold_partitions_hours), nothing cold to compact")
-    assert d.due("rewrite_data_files", policy, {}, d.ColdScope("x = 1", 3)).reason == (
-        "a cold partition has 3 small files, >= min_input_files 2")
-
-
-def test_call_text_matches_the_procedure_macros() -> None:
-    ref = d.TableRef("analytics", "events")
-    policy = d.resolved_policy({"compaction": {"target_file_size_mb": 64, "sort_order": "id desc"},
-                                "expire_snapshots": {"older_than_hours": 1, "retain_last": 2}})
-    sql, _ = d.planned_sql(ref, "rewrite_data_files", policy, NOW)
-    assert sql == ("CALL system.rewrite_data_files(table => 'analytics.events', strategy => 'sort', "
-                   "sort_order => 'id desc', options => map('max-concurrent-file-group-rewrites', '1', "
-                   "'min-input-files', '5', 'partial-progress.enabled', 'true', "
-                   "'partial-progress.max-commits', '10000', 'partial-progress.max-failed-commits', '0', "
-                   "'target-file-size-bytes', '67108864'))")
-    sql, _ = d.planned_sql(d.TableRef("s", "t", "cat"), "expire_snapshots", policy, NOW)
-    assert sql == ("CALL cat.system.expire_snapshots(table => 's.t', older_than => TIMESTAMP '2026-01-02 02:04:05Z', "
-                   "retain_last => 2)")
-    cold = d.resolved_policy({"compaction": {"cold_partitions_hours": 6, "where": "id > 0"}})
-    assert d.planned_sql(ref, "rewrite_data_files", cold, NOW, cold_where=None)[0] is None
-    sql, _ = d.planned_sql(ref, "rewrite_data_files", cold, NOW, cold_where="day = date '2024-01-01'")
-    assert sql is not None and sql.endswith("where => '(id > 0) and (day = date \\'2024-01-01\\')')")
+def test_a_policy_with_lint_ignore_is_planned_not_failed() -> None:
+    """The planner once refused `lint_ignore` (which maintain() accepts) and failed every operation."""
+    target = ModelTarget("shop.orders", TableRef("analytics", "orders"),
+                         {"lint_ignore": {"merge_without_unique_key": "append-only"}, "idempotent": True})
+    rows, tiers = plan_table(target, None, ["rewrite_manifests", "expire_snapshots"])
+    assert [(r.operation, r.status, r.reason) for r in rows] == [
+        ("expire_snapshots", "skipped", "table does not exist (model not built yet?)"),
+        ("rewrite_manifests", "skipped", "table does not exist (model not built yet?)")]
+    assert tiers == set()
+    typo = ModelTarget("shop.orders", TableRef("analytics", "orders"), {"lint_ignor": {}})
+    failed, _ = plan_table(typo, None, ["rewrite_manifests"])
+    assert failed[0].status == "failed" and "unknown key `lint_ignor`" in failed[0].reason
 
 
 @pytest.mark.parametrize(("transform", "column_type", "value", "expected"), [
@@ -125,15 +71,10 @@ def test_cold_scope_from_partition_metadata() -> None:
     assert scope.where is not None and scope.where.split(" or ") == sorted(scope.where.split(" or "))
     assert "2024-01-01 00:00:00" in scope.where and "ts >= timestamp '2024-01-03" not in scope.where
     unpartitioned = d.cold_scope([], {}, [d.PartitionState((), True, None, 5)], 6, now, now - 7 * HOUR, 5)
-    assert unpartitioned == d.ColdScope("true", 5)  # expired snapshot: the oldest retained one stands in
+    assert unpartitioned == ColdScope("true", 5)  # expired snapshot: the oldest retained one stands in
 
 
-@dataclass(frozen=True)
-class Snap:
-    snapshot_id: int
-    timestamp_ms: int
-    operation: str | None
-    summary: dict[str, str] = field(default_factory=dict)
+Snap = GateSnapshot
 
 
 def test_cost_gate_rules() -> None:

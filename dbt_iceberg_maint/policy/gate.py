@@ -1,7 +1,8 @@
 """Cost gating (policy section `cost_gate`): skip due work on tables nobody wrote to.
 
 Pure: decided from the snapshot list alone (tier 1). The macro twin is
-macros/health/cost_gate.sql (`iceberg_maint_cost_gate_reason`), same rules, same texts.
+`_iceberg_maint_cost_gate_decision` (macros/health/cost_gate.sql), same rules, same texts; the
+shared policy case table (tests/policy_cases.yml) runs both.
 
 - The last maintenance is the newest `replace` snapshot: rewrite_data_files,
   rewrite_position_delete_files and rewrite_manifests commit one (expire_snapshots and
@@ -16,6 +17,7 @@ macros/health/cost_gate.sql (`iceberg_maint_cost_gate_reason`), same rules, same
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -28,6 +30,22 @@ class SnapshotLike(Protocol):
     def operation(self) -> str | None: ...
     @property
     def summary(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True)
+class GateSnapshot:
+    """One row of the macro's snapshot query: {snapshot_id, ts, operation, added_records, added_bytes}."""
+
+    snapshot_id: int
+    timestamp_ms: int
+    operation: str | None
+    summary: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> GateSnapshot:
+        return cls(int(row["snapshot_id"]), int(row["ts"]), row.get("operation"),
+                   {"added-records": str(row.get("added_records") or 0),
+                    "added-files-size": str(row.get("added_bytes") or 0)})
 
 
 def _added(snapshots: Sequence[SnapshotLike], key: str) -> int:

@@ -1,0 +1,212 @@
+"""The maintenance policy: keys and defaults, validation, resolution, and the plan's steps.
+
+The Python side of macros/internal/policy.sql, macros/internal/decisions.sql and the decision
+part of macros/operations/get_maintenance_plan.sql (`_iceberg_maint_plan_steps`). The metadata
+planner and the lint call this; the macros stay the reference for dbt Cloud, and the shared case
+table (tests/policy_cases.yml) runs both sides on the same inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from dbt_iceberg_maint import protocol
+from dbt_iceberg_maint.errors import PolicyError
+from dbt_iceberg_maint.policy import checks
+from dbt_iceberg_maint.policy.gate import SnapshotLike, gate_reason
+from dbt_iceberg_maint.policy.operations import OPERATIONS, ColdScope, Decision, PlanContext
+from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
+
+COST_GATE_DEFAULTS: Mapping[str, Any] = {
+    "enabled": True, "skip_unchanged": False, "min_new_records": None, "min_new_bytes": None,
+    "min_interval_hours": None,
+}
+GC_DISABLED = ("Cannot {verb}: GC is disabled (deleting files may corrupt other tables); table property "
+               "gc.enabled=false")
+
+
+def section_of(operation: str) -> str:
+    return OPERATIONS[operation].section
+
+
+def defaults() -> dict[str, Any]:
+    """`_iceberg_maint_policy_defaults`: each operation's section, then the cost gate (off)."""
+    policy: dict[str, Any] = {"enabled": True}
+    for name in protocol.OPERATIONS:
+        policy[section_of(name)] = copy.deepcopy(dict(OPERATIONS[name].defaults))
+    policy["cost_gate"] = dict(COST_GATE_DEFAULTS)
+    return policy
+
+
+def shape_errors(raw: Any, source: str = "meta.iceberg_maint") -> list[str]:
+    """`_iceberg_maint_policy_shape_errors`: unknown sections/keys, wrong section types."""
+    if raw is None or isinstance(raw, bool):
+        return []
+    if not isinstance(raw, Mapping):
+        return [f"{source} is {raw}; expected a mapping, or true/false to switch maintenance on/off"]
+    known = defaults()
+    allowed = [*known, *protocol.POLICY_OTHER_KEYS]
+    errors: list[str] = []
+    for key, value in raw.items():
+        if key not in allowed:
+            errors.append(f"{source} has unknown key `{key}`; allowed keys: {', '.join(allowed)}")
+        elif key == "enabled":
+            errors += checks.boolean(source, "enabled", value)
+        elif isinstance(known.get(key), dict) and value is not None:
+            if not isinstance(value, (Mapping, bool)):
+                errors.append(f"{source}.{key} is {value}; expected a mapping of settings or true/false")
+            elif isinstance(value, Mapping):
+                errors += [f"{source}.{key} has unknown key `{name}`; allowed keys: {', '.join(known[key])}"
+                           for name in value if name not in known[key]]
+                errors += checks.boolean(f"{source}.{key}", "enabled", value.get("enabled"))
+    return errors
+
+
+def resolved(raw: Any, overrides: Any = None) -> dict[str, Any]:
+    """`_iceberg_maint_resolved_policy`: defaults < model policy < overrides; a section given as
+    true/false switches that operation, a whole policy of true/false switches maintenance."""
+    layers = [{"enabled": layer} if isinstance(layer, bool) else layer
+              for layer in (raw, overrides) if isinstance(layer, (bool, Mapping))]
+    policy: dict[str, Any] = {}
+    for key, default in defaults().items():
+        if isinstance(default, dict):
+            for layer in layers:
+                given = layer.get(key)
+                if isinstance(given, Mapping):
+                    default.update(given)
+                elif isinstance(given, bool):
+                    default["enabled"] = given
+            policy[key] = default
+        else:
+            policy[key] = next((layer[key] for layer in reversed(layers) if layer.get(key) is not None), default)
+    return policy
+
+
+def errors(policy: Mapping[str, Any]) -> list[str]:
+    """`_iceberg_maint_policy_errors`: each operation's checks in the canonical order, then the cost gate's."""
+    found: list[str] = []
+    for name in protocol.OPERATIONS:
+        found += OPERATIONS[name].policy_errors(policy[section_of(name)])
+    gate = policy["cost_gate"]
+    found += checks.boolean("policy cost_gate", "skip_unchanged", gate["skip_unchanged"])
+    for key in ("min_new_records", "min_new_bytes", "min_interval_hours"):
+        value = gate[key]
+        if value is not None and (not checks.is_number(value) or value < 0):
+            found.append(f"policy cost_gate: argument `{key}` is {value}; expected a number >= 0 or none")
+    return found
+
+
+def checked(raw: Any, overrides: Any = None) -> dict[str, Any]:
+    """The resolved policy, or PolicyError with every problem, as get_maintenance_plan raises it."""
+    raise_if_errors(shape_errors(raw) + shape_errors(overrides, "maintain: argument `policy`"))
+    policy = resolved(raw, overrides)
+    raise_if_errors(errors(policy))
+    return policy
+
+
+def requested_operations(operations: str | Sequence[str] | None = None) -> list[str]:
+    """`_iceberg_maint_requested_operations`: canonical order; `compaction` names rewrite_data_files."""
+    if operations is None:
+        return list(protocol.DEFAULT_OPERATIONS)
+    order = ", ".join(protocol.OPERATIONS)
+    if not isinstance(operations, (str, list, tuple)):
+        raise PolicyError(f"dbt_iceberg_maint: argument `operations` is {operations}; expected none, an operation "
+                          f"name or a list of them: compaction, {order}")
+    names = []
+    for name in [operations] if isinstance(operations, str) else operations:
+        canonical = protocol.OPERATION_ALIASES.get(name, name)
+        if canonical not in protocol.OPERATIONS:
+            raise PolicyError(f"dbt_iceberg_maint: argument `operations` contains '{name}'; allowed: compaction, "
+                              f"{order}")
+        names.append(canonical)
+    return [name for name in protocol.OPERATIONS if name in names]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a plan (`_iceberg_maint_step`): planned (sql runs), skipped, or failed."""
+
+    table: str
+    operation: str
+    status: str
+    reason: str | None
+    sql: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class TableFacts(Protocol):
+    """What the plan reads about one existing table; the planner reads each lazily, once."""
+
+    def gc_enabled(self) -> bool: ...
+    def health(self, operation: str) -> Mapping[str, Any]: ...
+    def cold_scope(self, hours: float) -> ColdScope: ...
+    def snapshots(self) -> Sequence[SnapshotLike]: ...
+    def snapshots_now_ms(self) -> int: ...
+    def location(self) -> str | None: ...
+
+
+def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, Any], facts: TableFacts | None,
+               now: dt.datetime, *, project_enabled: bool = True, force: bool = False,
+               as_of: dt.datetime | None = None) -> list[Step]:
+    """`_iceberg_maint_plan_steps`: the steps for a checked policy. `facts` None: no such table.
+    `now` is the wall clock; `as_of` the plan's reference time when given."""
+    name = table.qualified
+    blocked = None
+    if not project_enabled:
+        blocked = "maintenance disabled by var dbt_iceberg_maint_enabled: false"
+    elif not policy["enabled"]:
+        blocked = "maintenance disabled by meta.iceberg_maint.enabled: false"
+    elif facts is None:
+        blocked = "table does not exist (model not built yet?)"
+    if blocked is not None or facts is None:
+        return [Step(name, op, "skipped", blocked) for op in requested]
+    reference = as_of or now
+    steps: list[Step] = []
+    rewrites_planned: list[str] = []
+    for operation in requested:
+        section_name = section_of(operation)
+        section = policy[section_name]
+        if not section["enabled"]:
+            disabled = f"disabled by meta.iceberg_maint.{section_name}.enabled: false"
+            steps.append(Step(name, operation, "skipped", disabled))
+            continue
+        hours = policy["compaction"]["cold_partitions_hours"]
+        gated = None if force else gate_reason(operation, policy["cost_gate"], facts.snapshots(),
+                                               facts.snapshots_now_ms(), hours)
+        if gated is not None:
+            steps.append(Step(name, operation, "skipped", gated))
+            continue
+        scope = facts.cold_scope(hours) if operation == "rewrite_data_files" and hours else None
+        decision = Decision(True, "forced (thresholds ignored)")
+        if not force:
+            health = {**facts.health(operation), "rewrites_planned": list(rewrites_planned)}
+            if scope is not None:
+                health["cold_scope"] = scope
+            if policy["expire_snapshots"]["older_than"] is not None:
+                cutoff = checks.parse_instant("policy expire_snapshots", "older_than",
+                                              policy["expire_snapshots"]["older_than"]).value
+                assert cutoff is not None  # the policy was checked
+                health["hours_since_older_than"] = (reference - cutoff).total_seconds() / 3600
+            decision = OPERATIONS[operation].due(section, health)
+        if not decision.due:
+            steps.append(Step(name, operation, "skipped", decision.reason))
+        elif operation in ("expire_snapshots", "remove_orphan_files") and not facts.gc_enabled():
+            verb = "expire snapshots" if operation == "expire_snapshots" else "delete orphan files"
+            steps.append(Step(name, operation, "failed", GC_DISABLED.format(verb=verb)))
+        else:
+            # A guard that needs the table (the orphan location) raises PolicyError, as the macro does.
+            location = facts.location() if operation == "remove_orphan_files" and section["location"] else None
+            planned = OPERATIONS[operation].planned_sql(table, section, PlanContext(now, as_of, scope, location))
+            if planned.sql is None:
+                steps.append(Step(name, operation, "skipped", planned.reason))
+            else:
+                steps.append(Step(name, operation, "planned", decision.reason, planned.sql))
+                if operation in ("rewrite_data_files", "rewrite_position_delete_files"):
+                    rewrites_planned.append(operation)
+    return steps

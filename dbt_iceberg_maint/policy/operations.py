@@ -1,0 +1,256 @@
+"""Each maintenance operation as a plan step: its policy section's defaults, its policy checks,
+its due rule (with the reason texts) and its SQL from the policy. The Python side of the
+"as a maintenance step" part of each macros/procedures/<operation>.sql
+(`_iceberg_maint_<operation>_defaults`, `_policy_errors`, `_due`, `_planned_sql`).
+
+Adding an operation: its procedure file with those four macros, its name in the protocol
+(macros/internal/protocol.sql, protocol.py), and an `Operation` here;
+tests/unit/test_policy_cases.py fails until all of them exist and agree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dbt_iceberg_maint import guards
+from dbt_iceberg_maint.policy import checks
+from dbt_iceberg_maint.policy import sql as s
+
+# Under partial progress every file group commits alone (several groups in one commit fail on a
+# JDBC catalog, Iceberg 1.10): far more commits allowed than a cold-partition compaction has groups.
+SERIAL_MAX_COMMITS = "10000"
+
+
+@dataclass(frozen=True)
+class Decision:
+    due: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class ColdScope:
+    """What `_iceberg_maint_cold_scope` returns: the cold predicate (None: nothing is cold) and
+    the most small files one of those partitions holds."""
+
+    where: str | None
+    max_small_files: int | None
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a step's SQL depends on besides the policy: the wall clock (the orphan window's
+    reference, always), the plan's as_of (expire_snapshots' reference when given), the cold scope
+    and the table's location (the orphan scope guard)."""
+
+    now: dt.datetime
+    reference: dt.datetime | None = None
+    cold_scope: ColdScope | None = None
+    table_location: str | None = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    sql: str | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    section: str  # its key in meta.iceberg_maint
+    defaults: Mapping[str, Any]
+    policy_errors: Callable[[Mapping[str, Any]], list[str]]
+    due: Callable[[Mapping[str, Any], Mapping[str, Any]], Decision]
+    planned_sql: Callable[[s.TableRef, Mapping[str, Any], PlanContext], Planned]
+
+
+# ---- rewrite_data_files (policy section `compaction`) ----
+
+def _nothing_cold(section: Mapping[str, Any]) -> str:
+    return (f"no partition has been quiet for {section['cold_partitions_hours']} h (cold_partitions_hours), "
+            "nothing cold to compact")
+
+
+def _compaction_errors(section: Mapping[str, Any]) -> list[str]:
+    owner = "policy compaction"
+    errors = (checks.positive_number(owner, "min_input_files", section["min_input_files"], integer=True)
+              + checks.positive_number(owner, "target_file_size_mb", section["target_file_size_mb"])
+              + checks.positive_number(owner, "cold_partitions_hours", section["cold_partitions_hours"]))
+    failed = section["max_failed_commits"]
+    if failed is not None and (not checks.is_integer(failed) or failed < 0):
+        errors.append(f"{owner}: argument `max_failed_commits` is {failed}; expected a whole number >= 0")
+    errors += checks.boolean(owner, "partial_progress", section["partial_progress"])
+    return errors + checks.rewrite_data_files_errors(section["where"], section["strategy"], section["sort_order"],
+                                                     section["options"])
+
+
+def _compaction_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
+    threshold = section["min_input_files"]
+    scope = health.get("cold_scope")
+    if isinstance(scope, ColdScope) and scope.where is None:
+        return Decision(False, _nothing_cold(section))
+    largest = int((scope.max_small_files if isinstance(scope, ColdScope) else
+                   health.get("max_small_files_in_partition")) or 0)
+    partition = "cold partition" if isinstance(scope, ColdScope) else "partition"
+    if largest >= threshold:
+        return Decision(True, f"a {partition} has {largest} small files, >= min_input_files {threshold}")
+    return Decision(False, f"no {partition} has >= {threshold} small files (largest: {largest})")
+
+
+def compaction_options(section: Mapping[str, Any], serial_group_commits: bool = False) -> dict[str, Any]:
+    """`_iceberg_maint_compaction_options`: explicit `options` win."""
+    options: dict[str, Any] = {"min-input-files": str(section["min_input_files"])}
+    if section["partial_progress"]:
+        options["partial-progress.enabled"] = "true"
+        if section["max_failed_commits"] is not None:
+            options["partial-progress.max-failed-commits"] = str(section["max_failed_commits"])
+        if serial_group_commits:
+            options["max-concurrent-file-group-rewrites"] = "1"
+            options["partial-progress.max-commits"] = SERIAL_MAX_COMMITS
+    if section["target_file_size_mb"]:
+        options["target-file-size-bytes"] = str(int(section["target_file_size_mb"] * 1024 * 1024))
+    options.update(section["options"] or {})
+    return options
+
+
+def _compaction_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:
+    where = section["where"]
+    if section["cold_partitions_hours"]:
+        cold = context.cold_scope.where if context.cold_scope is not None else None
+        if cold is None or not cold.strip():
+            return Planned(None, _nothing_cold(section))
+        where, errors = guards.cold_scoped_where(where, cold)
+        s.raise_if_errors(errors)
+    options = compaction_options(section, serial_group_commits=bool(section["partial_progress"]))
+    return Planned(s.rewrite_data_files_sql(table, where, section["strategy"], section["sort_order"], options))
+
+
+# ---- rewrite_position_delete_files ----
+
+def _position_deletes_errors(section: Mapping[str, Any]) -> list[str]:
+    return (checks.positive_number("policy rewrite_position_delete_files", "min_input_files",
+                                   section["min_input_files"], integer=True)
+            + checks.rewrite_position_delete_files_errors(section["where"], section["options"]))
+
+
+def _count_due(count: Any, threshold: Any, what: str) -> Decision:
+    """Due at `threshold` or more of `what` (delete files, data manifests)."""
+    if int(count or 0) >= threshold:
+        return Decision(True, f"{int(count or 0)} {what}, >= threshold of {threshold}")
+    return Decision(False, f"only {int(count or 0)} {what}, below threshold of {threshold}")
+
+
+def _position_deletes_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
+    return _count_due(health.get("delete_files"), section["min_input_files"], "delete files")
+
+
+def _position_deletes_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:
+    options = {"min-input-files": str(section["min_input_files"]), **(section["options"] or {})}
+    return Planned(s.rewrite_position_delete_files_sql(table, section["where"], options))
+
+
+# ---- expire_snapshots ----
+
+def _expire_errors(section: Mapping[str, Any]) -> list[str]:
+    """An absolute older_than wins over older_than_hours (which has a default)."""
+    return checks.expire_snapshots_errors(
+        section["older_than_hours"] if section["older_than"] is None else None, section["retain_last"],
+        section["max_concurrent_deletes"], section["stream_results"], None, section["clean_expired_metadata"],
+        section["older_than"])
+
+
+def _expire_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
+    keep = section["retain_last"]
+    count = int(health.get("snapshots") or 0)
+    age = health.get("oldest_snapshot_age_hours")
+    if section["older_than"] is not None:
+        hours = health.get("hours_since_older_than", 0)
+        limit = f"older_than {section['older_than']}"
+    else:
+        hours = section["older_than_hours"]
+        limit = f"{hours} h"
+    no_age_limit = section["older_than"] is None and hours == 0
+    planned = health.get("rewrites_planned")
+    if count <= keep and no_age_limit and planned:
+        return Decision(True, f"{count} snapshots plus those {' and '.join(planned)} commits first "
+                              f"(older_than_hours 0: only the newest retain_last {keep} stay)")
+    if count <= keep:
+        return Decision(False, f"only {count} snapshots, not more than retain_last {keep}")
+    if no_age_limit:
+        return Decision(True, f"{count} snapshots (> retain_last {keep}), older_than_hours 0: no age limit")
+    if age is None or age <= hours:
+        return Decision(False, f"oldest snapshot is {age if age is not None else 0} h old, not older than {limit}")
+    return Decision(True, f"{count} snapshots (> retain_last {keep}), oldest {age} h old (> {limit})")
+
+
+def _expire_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:
+    """The cut-off is fixed in the plan: older_than_hours before its as_of, else before now."""
+    hours: Any = section["older_than_hours"]
+    older_than = section["older_than"]
+    if older_than is not None:
+        hours = None
+    elif context.reference is not None and hours:
+        older_than = (context.reference - dt.timedelta(hours=hours)).strftime("%Y-%m-%d %H:%M:%S")
+        hours = None
+    return Planned(s.expire_snapshots_sql(table, context.now, hours, section["retain_last"],
+                                          section["max_concurrent_deletes"], section["stream_results"],
+                                          section["clean_expired_metadata"], older_than))
+
+
+# ---- remove_orphan_files ----
+
+def _orphan_errors(section: Mapping[str, Any]) -> list[str]:
+    return checks.remove_orphan_files_errors(
+        section["older_than_hours"], False, section["location"], section["max_concurrent_deletes"], None,
+        section["equal_schemes"], section["equal_authorities"], section["prefix_mismatch_mode"],
+        section["prefix_listing"])
+
+
+def _orphan_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
+    """Orphans cannot be counted without listing the location, which is the operation itself."""
+    return Decision(True, f"always due: deletes only unreferenced files older than {section['older_than_hours']} h")
+
+
+def _orphan_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:
+    return Planned(s.remove_orphan_files_sql(
+        table, context.now, context.table_location, section["older_than_hours"], section["location"],
+        section["max_concurrent_deletes"], section["equal_schemes"], section["equal_authorities"],
+        section["prefix_mismatch_mode"], section["prefix_listing"]))
+
+
+# ---- rewrite_manifests ----
+
+def _manifests_errors(section: Mapping[str, Any]) -> list[str]:
+    return (checks.positive_number("policy rewrite_manifests", "min_manifests", section["min_manifests"], integer=True)
+            + checks.rewrite_manifests_errors(section["use_caching"]))
+
+
+def _manifests_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
+    return _count_due(health.get("data_manifests"), section["min_manifests"], "data manifests")
+
+
+def _manifests_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:
+    return Planned(s.rewrite_manifests_sql(table, section["use_caching"]))
+
+
+OPERATIONS: Mapping[str, Operation] = {op.name: op for op in (
+    Operation("rewrite_data_files", "compaction", {
+        "enabled": True, "min_input_files": 5, "target_file_size_mb": None, "strategy": None, "sort_order": None,
+        "partial_progress": True, "max_failed_commits": 0, "cold_partitions_hours": None, "where": None,
+        "options": {}}, _compaction_errors, _compaction_due, _compaction_sql),
+    Operation("rewrite_position_delete_files", "rewrite_position_delete_files", {
+        "enabled": True, "min_input_files": 5, "where": None, "options": {}},
+        _position_deletes_errors, _position_deletes_due, _position_deletes_sql),
+    Operation("expire_snapshots", "expire_snapshots", {
+        "enabled": True, "older_than_hours": 168, "older_than": None, "retain_last": 5, "clean_expired_metadata": None,
+        "max_concurrent_deletes": None, "stream_results": None}, _expire_errors, _expire_due, _expire_sql),
+    Operation("remove_orphan_files", "remove_orphan_files", {
+        "enabled": True, "older_than_hours": 72, "location": None, "max_concurrent_deletes": None,
+        "equal_schemes": None, "equal_authorities": None, "prefix_mismatch_mode": None, "prefix_listing": None},
+        _orphan_errors, _orphan_due, _orphan_sql),
+    Operation("rewrite_manifests", "rewrite_manifests", {"enabled": True, "min_manifests": 5, "use_caching": None},
+              _manifests_errors, _manifests_due, _manifests_sql),
+)}
