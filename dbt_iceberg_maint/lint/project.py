@@ -1,8 +1,9 @@
 """The typed project model the lint rules read, built from dbt's manifest.json (pure, no I/O).
 
 Only what the rules need: per model its materialization, strategy, unique key, incremental
-predicates, partition fields, table format, hooks, `meta.iceberg_maint` policy (resolved over
-the package's defaults, as the macros resolve it) and the columns its SELECT produces; plus the
+predicates, partition fields, table format, hooks, `meta.iceberg_maint` policy (checked and
+resolved by the policy engine, dbt_iceberg_maint/policy/, as the macros check and resolve it) and
+the columns its SELECT produces (or why they could not be read); plus the
 project-level hooks and, from run_results.json files, observed run durations.
 """
 
@@ -13,12 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.lint.sql import PartitionField, Projection, model_projection, partition_field
+from dbt_iceberg_maint.lint.sql import PartitionField, Projection, Unreadable, model_projection, partition_field
+from dbt_iceberg_maint.policy import engine
 
 POLICY_KEY = "iceberg_maint"
 IGNORE_KEY = "lint_ignore"
-# The policy sections the lint reads and their defaults (macros/internal/policy.sql).
-DEFAULT_ORPHAN_HOURS = 72.0
 MAINTAINED_MATERIALIZATIONS = frozenset({"table", "incremental"})
 DEFAULT_STRATEGY = "append"  # dbt-spark's default incremental strategy
 DECLARED_PROPERTY_KEYS = ("isolation_level", "commit_retry", "properties")
@@ -37,8 +37,9 @@ class Section:
 
 @dataclass(frozen=True)
 class Policy:
-    """`meta.iceberg_maint` resolved like `_iceberg_maint_resolved_policy` does."""
+    """`meta.iceberg_maint` resolved and checked by the policy engine."""
 
+    errors: tuple[str, ...]  # what the macros refuse (the maintenance run fails on it)
     enabled: bool
     compaction: Section
     rewrite_position_delete_files: Section
@@ -49,29 +50,24 @@ class Policy:
 
     @classmethod
     def from_meta(cls, raw: Any, node_id: str, known_rules: Iterable[str]) -> Policy:
-        if raw is None:
-            raw = {}
+        errors = engine.shape_errors(raw)
+        resolved = engine.resolved(raw)
+        if not errors:
+            errors = engine.errors(resolved)
         if isinstance(raw, bool):
             raw = {"enabled": raw}
         if not isinstance(raw, Mapping):
-            raw = {}  # the macros report a malformed policy; the lint reads what it can
+            raw = {}  # its shape error is reported; the other rules read the defaults
 
-        def section(name: str, defaults: Mapping[str, Any]) -> Section:
-            given = raw.get(name)
-            settings = dict(defaults)
-            enabled = True
-            if isinstance(given, bool):
-                enabled = given
-            elif isinstance(given, Mapping):
-                settings.update(given)
-                enabled = given.get("enabled", True) is not False
-            return Section(enabled, settings)
+        def section(name: str) -> Section:
+            return Section(resolved[name]["enabled"] is not False, resolved[name])
 
         return cls(
-            enabled=raw.get("enabled", True) is not False,
-            compaction=section("compaction", {"cold_partitions_hours": None, "where": None}),
-            rewrite_position_delete_files=section("rewrite_position_delete_files", {"where": None}),
-            remove_orphan_files=section("remove_orphan_files", {"older_than_hours": DEFAULT_ORPHAN_HOURS}),
+            errors=tuple(errors),
+            enabled=resolved["enabled"] is not False,
+            compaction=section("compaction"),
+            rewrite_position_delete_files=section("rewrite_position_delete_files"),
+            remove_orphan_files=section("remove_orphan_files"),
             declared_properties=tuple(key for key in DECLARED_PROPERTY_KEYS if raw.get(key)),
             merge_isolation=_merge_isolation(raw.get("isolation_level")),
             ignored=_ignored(raw.get(IGNORE_KEY), node_id, frozenset(known_rules)),
@@ -115,7 +111,8 @@ class Model:
     iceberg: bool
     hooks: tuple[str, ...]  # pre- and post-hook Jinja texts
     policy: Policy
-    projection: Projection | None  # None: the output columns could not be read
+    projection: Projection | None  # None: the output columns could not be read (`unreadable` says why)
+    unreadable: str | None
     declared_columns: Mapping[str, str | None]  # YAML columns: name -> data_type
 
     @property
@@ -175,6 +172,7 @@ def model_from_node(node: Mapping[str, Any], known_rules: Iterable[str]) -> Mode
     file_format = str(config.get("file_format") or "").lower()
     table_format = str(config.get("table_format") or "").lower()
     columns = node.get("columns") or {}
+    projection = model_projection(str(node.get("raw_code") or ""))
     return Model(
         unique_id=unique_id,
         name=str(node.get("name")),
@@ -187,7 +185,8 @@ def model_from_node(node: Mapping[str, Any], known_rules: Iterable[str]) -> Mode
         iceberg="iceberg" in (file_format, table_format),
         hooks=_hook_texts(config),
         policy=Policy.from_meta(_policy_raw(node), unique_id, known_rules),
-        projection=model_projection(str(node.get("raw_code") or "")),
+        projection=projection if isinstance(projection, Projection) else None,
+        unreadable=projection.reason if isinstance(projection, Unreadable) else None,
         declared_columns={str(name).lower(): (col or {}).get("data_type") for name, col in columns.items()},
     )
 

@@ -4,7 +4,7 @@ Severity: `error` only where a run will fail or lose data; `warning` for a risk 
 duplicate rows; `info` for what the user already chose knowingly. docs/lint.md explains every
 rule: the Iceberg semantics behind it, an example finding and the fix.
 
-Over 300 lines because it holds all six rules side by side with their shared finding shape.
+Over 300 lines because it holds all eight rules side by side with their shared finding shape.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 
+from dbt_iceberg_maint import guards
 from dbt_iceberg_maint.lint.project import Model, Project
 from dbt_iceberg_maint.lint.sql import (
     DEST_ALIAS,
@@ -36,13 +37,17 @@ COMPACTION_NOT_COLD_SCOPED = "compaction_not_cold_scoped"
 INVALID_WHERE = "invalid_where"
 ORPHAN_WINDOW_TOO_SHORT = "orphan_window_too_short"
 PROPERTIES_NEVER_RECONCILED = "properties_never_reconciled"
+INVALID_POLICY = "invalid_policy"
+MODEL_SQL_UNREADABLE = "model_sql_unreadable"
 RULES = (
+    INVALID_POLICY,
     MERGE_WITHOUT_PARTITION_PREDICATE,
     MERGE_WITHOUT_UNIQUE_KEY,
     COMPACTION_NOT_COLD_SCOPED,
     INVALID_WHERE,
     ORPHAN_WINDOW_TOO_SHORT,
     PROPERTIES_NEVER_RECONCILED,
+    MODEL_SQL_UNREADABLE,
 )
 # Iceberg refuses remove_orphan_files younger than this (and so do the package's macros).
 ORPHAN_FLOOR_HOURS = 24.0
@@ -78,7 +83,7 @@ class SilencedFinding:
 class LintResult:
     findings: tuple[Finding, ...]
     silenced: tuple[SilencedFinding, ...]
-    models: int  # how many models were checked
+    models: int  # how many Iceberg models were checked
 
     @property
     def exit_code(self) -> int:
@@ -209,6 +214,28 @@ def _invalid(model: Model, origin: str, problem: str, fix: str) -> Finding:
     return Finding(INVALID_WHERE, "error", model.unique_id, f"{origin}: {problem}", fix)
 
 
+def invalid_policy(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
+    """Every problem the macros raise for this policy (the policy engine's checks): the model
+    builds, then its maintenance post-hook or job fails."""
+    if not model.iceberg:
+        return
+    for problem in model.policy.errors:
+        yield Finding(INVALID_POLICY, "error", model.unique_id,
+                      f"{problem}; maintain() and iceberg_maintenance refuse this policy, so the maintenance step "
+                      "fails after the model is built", "fix meta.iceberg_maint as the message says (the keys and "
+                      "values allowed: docs/macros.md)")
+
+
+def model_sql_unreadable(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
+    """Say which Iceberg models' column checks were not made, instead of skipping them silently."""
+    if model.iceberg and model.unreadable is not None:
+        yield Finding(MODEL_SQL_UNREADABLE, "info", model.unique_id,
+                      f"the lint could not read the model's output columns: {model.unreadable}; the columns named "
+                      "by its policy's `where` and incremental_predicates were not checked",
+                      "name the columns in the model's final SELECT (or declare them under `columns:` in its YAML) "
+                      "to have them checked")
+
+
 def invalid_where(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
     if not model.iceberg:
         return
@@ -218,6 +245,8 @@ def invalid_where(model: Model, project: Project, durations: Mapping[str, float]
         where = section.get("where")
         if where is None or (isinstance(where, str) and _is_jinja(where)):
             continue
+        if guards.where_errors(section_name, "where", where):
+            continue  # the where guard refuses it: invalid_policy reports it
         origin = f"meta.iceberg_maint.{section_name}.where {where!r}"
         fix = "give one Spark boolean expression over the table's columns, e.g. `event_date < current_date()`"
         if not isinstance(where, str):
@@ -256,16 +285,8 @@ def _hours(value: object) -> float | None:
 def orphan_window_too_short(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
     section = model.policy.remove_orphan_files
     hours = _hours(section.get("older_than_hours"))
-    if not (model.maintained and section.enabled) or hours is None:
-        return
-    if hours < ORPHAN_FLOOR_HOURS:
-        yield Finding(
-            ORPHAN_WINDOW_TOO_SHORT, "error", model.unique_id,
-            f"remove_orphan_files.older_than_hours is {hours:g}: Iceberg and the package refuse less than "
-            f"{ORPHAN_FLOOR_HOURS:g} h (files of a write still running would be deleted), so the maintenance run fails",
-            f"meta.iceberg_maint.remove_orphan_files.older_than_hours: 72 (at least {ORPHAN_FLOOR_HOURS:g})",
-        )
-        return
+    if not (model.maintained and section.enabled) or hours is None or hours < ORPHAN_FLOOR_HOURS:
+        return  # below the floor the macros refuse the policy: invalid_policy reports it
     writers = project.writers_of(model.relation)
     observed = [(durations[w.unique_id], w) for w in writers if w.unique_id in durations]
     if not observed:
@@ -303,6 +324,8 @@ def properties_never_reconciled(model: Model, project: Project, durations: Mappi
 
 
 RULE_FUNCTIONS: Mapping[str, Rule] = {
+    INVALID_POLICY: invalid_policy,
+    MODEL_SQL_UNREADABLE: model_sql_unreadable,
     MERGE_WITHOUT_PARTITION_PREDICATE: merge_without_partition_predicate,
     MERGE_WITHOUT_UNIQUE_KEY: merge_without_unique_key,
     COMPACTION_NOT_COLD_SCOPED: compaction_not_cold_scoped,
@@ -325,4 +348,4 @@ def lint_project(project: Project, durations: Mapping[str, float] | None = None)
                     findings.append(finding)
                 else:
                     silenced.append(SilencedFinding(finding, reason))
-    return LintResult(tuple(findings), tuple(silenced), len(project.models))
+    return LintResult(tuple(findings), tuple(silenced), sum(1 for model in project.models if model.iceberg))

@@ -167,29 +167,38 @@ class Projection:
     types: Mapping[str, str]  # the Spark types the SQL states (cast), lower case
 
 
-def model_projection(raw_code: str) -> Projection | None:
+@dataclass(frozen=True)
+class Unreadable:
+    """Why a model's output columns could not be read (the lint says so instead of guessing)."""
+
+    reason: str
+
+
+def model_projection(raw_code: str) -> Projection | Unreadable:
     """Render the model's Jinja with stand-ins for dbt's context (first build, no warehouse) and
-    read the outer SELECT's column names. None when that is not possible: an unknown macro, a
+    read the outer SELECT's column names, or say why that is not possible: an unknown macro, a
     `*`, an unnamed expression, SQL sqlglot cannot parse."""
     rendered = render_model_sql(raw_code)
     if rendered is None:
-        return None
+        return Unreadable("its Jinja uses a macro or context the lint cannot render without dbt (e.g. a package "
+                          "macro)")
     try:
         statement = sqlglot.parse_one(rendered, read=DIALECT)
     except SqlglotError:
-        return None
+        return Unreadable("its rendered SQL does not parse as Spark SQL")
     while isinstance(statement, exp.SetOperation):
         statement = statement.left
     if not isinstance(statement, exp.Select):
-        return None
+        return Unreadable("its outer statement is not a SELECT")
     names: list[str] = []
     types: dict[str, str] = {}
     for projection in statement.expressions:
         if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star):
-            return None
+            return Unreadable(f"its outer SELECT has `{projection.sql(DIALECT)}`, whose columns come from another "
+                              "relation")
         name = projection.alias_or_name
         if not name:
-            return None
+            return Unreadable(f"its outer SELECT has the unnamed expression `{projection.sql(DIALECT)}`")
         names.append(name.lower())
         value = projection.this if isinstance(projection, exp.Alias) else projection
         if isinstance(value, exp.Cast):

@@ -67,7 +67,8 @@ def test_an_error_finding_exits_1_and_silencing_is_reported_in_text(tmp_path: Pa
     assert result.exit_code == 1, result.output
     lines = result.output.splitlines()
     assert lines[0] == "model.lint_tiny.events"
-    assert lines[1].startswith("  error   orphan_window_too_short: remove_orphan_files.older_than_hours is 6")
+    assert lines[1].startswith("  error   invalid_policy: remove_orphan_files: argument `older_than_hours` is 6; it "
+                               "must be at least 24")
     assert lines[-1] == ("1 model(s) checked: 1 error, 0 warnings, 0 infos; "
                          "1 silenced by meta.iceberg_maint.lint_ignore")
 

@@ -12,7 +12,15 @@ import pytest
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.lint import RULES, Finding, lint_manifest, render_text
 from dbt_iceberg_maint.lint.project import run_durations
-from dbt_iceberg_maint.lint.sql import Predicate, PredicateProblem, model_projection, parse_predicate, partition_field
+from dbt_iceberg_maint.lint.sql import (
+    Predicate,
+    PredicateProblem,
+    Projection,
+    Unreadable,
+    model_projection,
+    parse_predicate,
+    partition_field,
+)
 
 EVENTS_SQL = """{{ config(materialized='incremental') }}
 select event_id, user_id, event_ts, cast(event_ts as date) as event_date, amount
@@ -62,7 +70,7 @@ def test_a_corrected_project_has_no_findings() -> None:
     ))
     assert result.findings == ()
     assert result.exit_code == 0
-    assert result.models == 3
+    assert result.models == 2  # the Iceberg models; not_iceberg is parquet
 
 
 # --- merge_without_partition_predicate ------------------------------------------------------
@@ -194,10 +202,8 @@ def test_tables_rebuilt_in_full_are_not_asked_for_cold_scoping() -> None:
     ("where", "problem"),
     [
         ("event_date <", "sqlglot cannot parse it as Spark SQL: Required keyword: 'expression' missing"),
-        ("event_date < '2026-01-01'; drop table x", "it holds 2 statements; expected one boolean expression"),
         ("event_date", "it parses as Column (event_date), not a boolean expression"),
         ("event_date in (select d from t)", "it contains a subquery; Iceberg accepts column filters only"),
-        ("'unterminated", "sqlglot cannot parse it as Spark SQL"),
         ("no_such_col < 3", "names no_such_col, which the model does not produce "
                             "(columns: event_id, user_id, event_ts, event_date, amount)"),
     ],
@@ -209,6 +215,34 @@ def test_invalid_policy_where_is_an_error_finding_never_a_crash(where: str, prob
     assert (finding.rule, finding.severity) == ("invalid_where", "error")
     assert finding.message.startswith(f"meta.iceberg_maint.compaction.where {where!r}: {problem}")
     assert result.exit_code == 1
+
+
+@pytest.mark.parametrize(("where", "guard"), [
+    ("event_date < '2026-01-01'; drop table x", "it must not contain ';'"),
+    ("'unterminated", "but the ' at character 1 is never closed"),
+])
+def test_a_where_the_guard_refuses_is_an_invalid_policy_with_the_macros_message(where: str, guard: str) -> None:
+    meta = {"compaction": {"cold_partitions_hours": 6, "where": where}}
+    [finding] = findings(node("events", meta=meta, **GOOD_MERGE))
+    assert (finding.rule, finding.severity) == ("invalid_policy", "error")
+    assert finding.message.startswith(f"rewrite_data_files: argument `where` is {json.dumps(where)}; ")
+    assert guard in finding.message
+
+
+def test_every_policy_error_the_macros_raise_is_a_finding() -> None:
+    """A mistyped key or section, a negative cold window: the next run would build the model and
+    then fail in its post-hook."""
+    meta = {"compaction": {"cold_partitions_hours": -6, "min_input_file": 2}, "expire_snapshot": {}}
+    messages = [f.message for f in findings(node("events", meta=meta, **GOOD_MERGE)) if f.rule == "invalid_policy"]
+    assert [m.split(";")[0] for m in messages] == [
+        "meta.iceberg_maint.compaction has unknown key `min_input_file`",
+        "meta.iceberg_maint has unknown key `expire_snapshot`"]
+    [negative] = [f for f in findings(node("events", meta={"compaction": {"cold_partitions_hours": -6}},
+                                           **GOOD_MERGE)) if f.rule == "invalid_policy"]
+    assert negative.message.startswith("policy compaction: argument `cold_partitions_hours` is -6; it must be "
+                                       "greater than 0; maintain() and iceberg_maintenance refuse this policy")
+    assert findings(node("events", meta={"compaction": {"cold_partitions_hours": -6}}, file_format="parquet",
+                         **{k: v for k, v in GOOD_MERGE.items() if k != "file_format"})) == []
 
 
 def test_invalid_where_covers_position_deletes_and_incremental_predicates() -> None:
@@ -231,21 +265,28 @@ def test_fragments_still_holding_jinja_are_left_to_run_time() -> None:
     assert findings(node("events", meta=meta, **jinja)) == []
 
 
-def test_unknown_columns_are_not_judged_when_the_model_sql_cannot_be_read() -> None:
+def test_unknown_columns_are_not_judged_when_the_model_sql_cannot_be_read_and_the_lint_says_so() -> None:
     opaque = "select * from {{ ref('raw_events') }}"
     meta = {"compaction": {"cold_partitions_hours": 6, "where": "anything < 3"}}
-    assert findings(node("events", meta=meta, raw_code=opaque, **GOOD_MERGE)) == []
+    [finding] = findings(node("events", meta=meta, raw_code=opaque, **GOOD_MERGE))
+    assert (finding.rule, finding.severity) == ("model_sql_unreadable", "info")
+    assert "its outer SELECT has `*`, whose columns come from another relation" in finding.message
+    packaged = "select {{ dbt_utils.star(ref('raw_events')) }} from {{ ref('raw_events') }}"
+    [finding] = findings(node("events", meta=meta, raw_code=packaged, **GOOD_MERGE))
+    assert "a macro or context the lint cannot render without dbt" in finding.message
 
 
 # --- orphan_window_too_short ---------------------------------------------------------------
 
-def test_orphan_window_below_24_hours_is_an_error() -> None:
+def test_orphan_window_below_24_hours_is_the_macros_policy_error() -> None:
     [finding] = findings(node("events", meta={**COLD, "remove_orphan_files": {"older_than_hours": 12}}, **GOOD_MERGE))
-    assert (finding.rule, finding.severity) == ("orphan_window_too_short", "error")
-    assert "older_than_hours is 12" in finding.message
+    assert (finding.rule, finding.severity) == ("invalid_policy", "error")
+    assert finding.message.startswith("remove_orphan_files: argument `older_than_hours` is 12; it must be at least 24")
     assert findings(node("events", meta={**COLD, "remove_orphan_files": {"older_than_hours": 24}}, **GOOD_MERGE)) == []
-    assert findings(node("events", meta={**COLD, "remove_orphan_files": {"older_than_hours": 12, "enabled": False}},
-                         **GOOD_MERGE)) == []
+    # The macros check every section's values, a disabled one's too.
+    [disabled] = findings(node("events", meta={**COLD, "remove_orphan_files": {"older_than_hours": 12,
+                                                                                "enabled": False}}, **GOOD_MERGE))
+    assert disabled.rule == "invalid_policy"
 
 
 def test_orphan_window_must_exceed_the_longest_observed_write_of_the_table() -> None:
@@ -321,7 +362,8 @@ def test_lint_ignore_silences_one_rule_per_model_with_its_reason() -> None:
         (["compaction_not_cold_scoped"], "meta.iceberg_maint.lint_ignore of model.proj.events is "
                                          "['compaction_not_cold_scoped']; expected a mapping of rule name to reason"),
         ({"compaction_cold": "x"}, "meta.iceberg_maint.lint_ignore of model.proj.events names unknown rule "
-                                   "'compaction_cold'; allowed: compaction_not_cold_scoped, invalid_where, "),
+                                   "'compaction_cold'; allowed: compaction_not_cold_scoped, invalid_policy, "
+                                   "invalid_where, "),
         ({"invalid_where": " "}, "meta.iceberg_maint.lint_ignore of model.proj.events: rule 'invalid_where' has "
                                  "reason ' '; expected a non-empty text saying why"),
     ],
@@ -338,8 +380,8 @@ def test_json_is_a_list_of_findings_with_the_contract_keys() -> None:
     document = json.loads(result.to_json())
     assert [set(item) for item in document] == [{"rule", "severity", "node", "message", "suggestion"}] * 3
     assert [(d["rule"], d["severity"]) for d in document] == [
-        ("merge_without_unique_key", "warning"), ("compaction_not_cold_scoped", "warning"),
-        ("orphan_window_too_short", "error")]
+        ("invalid_policy", "error"), ("merge_without_unique_key", "warning"),
+        ("compaction_not_cold_scoped", "warning")]
     assert {d["node"] for d in document} == {"model.proj.events"}
     assert result.exit_code == 1
     assert set(RULES) >= {d["rule"] for d in document}
@@ -377,6 +419,6 @@ def test_model_projection_reads_the_first_build_and_gives_up_on_the_unknown() ->
     assert projection is not None
     assert projection.names == ("event_id", "user_id", "event_ts", "event_date", "amount")
     assert projection.types == {"event_date": "date"}
-    assert model_projection("select {{ dbt_utils.star(ref('x')) }} from {{ ref('x') }}") is None
-    assert model_projection("select a.* from {{ ref('x') }} a") is None
-    assert model_projection("select count(*) from t") is not None
+    assert isinstance(model_projection("select {{ dbt_utils.star(ref('x')) }} from {{ ref('x') }}"), Unreadable)
+    assert isinstance(model_projection("select a.* from {{ ref('x') }} a"), Unreadable)
+    assert isinstance(model_projection("select count(*) from t"), Projection)
