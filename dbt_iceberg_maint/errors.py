@@ -15,5 +15,29 @@ class UsageError(IcebergMaintError):
     """A caller passed an argument the product cannot accept."""
 
 
+class CatalogError(IcebergMaintError):
+    """The catalog cannot be opened (bad settings, unreachable)."""
+
+
+class TableReadError(IcebergMaintError):
+    """One table's metadata cannot be read (missing file, corrupt JSON, not Iceberg)."""
+
+
+class TableMissingError(TableReadError):
+    """The catalog has no such table (pyiceberg's NoSuchTableError, or no table directory)."""
+
+
+class NotSelectable(IcebergMaintError):
+    """dbt's selection syntax cannot name exactly this node."""
+
+
+class SnapshotLogError(IcebergMaintError):
+    """A snapshot log line the runner cannot read."""
+
+
+class ResultLineError(IcebergMaintError):
+    """A line carries the result marker but is not a valid result record."""
+
+
 class PolicyError(IcebergMaintError):
     """A maintenance policy or procedure argument the macros would refuse (same message)."""

@@ -221,6 +221,7 @@ def invoke_dbt(
 
     `read_manifest`: also read the manifest.json dbt wrote (the whole project graph).
     """
+    from dbt.cli.exceptions import DbtUsageException
     from dbt.cli.main import dbtRunner
 
     if not args:
@@ -255,7 +256,7 @@ def invoke_dbt(
         nodes=_node_results(outcome.result),
         log_messages=tuple(messages),
         exception=None if outcome.exception is None else str(outcome.exception),
-        usage_error=type(outcome.exception).__name__ == "DbtUsageException",
+        usage_error=isinstance(outcome.exception, DbtUsageException),
         manifest=_read_manifest(_manifest_path(artifacts)) if read_manifest else None,
         events=tuple(events),
         statements=statements.frozen(),

@@ -38,16 +38,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.errors import SnapshotLogError
 from dbt_iceberg_maint.protocol import SNAPSHOTS_MARKER
 
 # Snapshot operations that change no rows: compaction and manifest rewrites.
 NO_DATA_CHANGE = frozenset({"replace"})
 COMMIT_STATE_UNKNOWN = "commit_state_unknown"
 
-
-class SnapshotLogError(IcebergMaintError):
-    """A snapshot log line the runner cannot read."""
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,12 @@ from types import MappingProxyType
 from typing import Any
 
 from dbt_iceberg_maint import protocol
-from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.errors import ResultLineError
 from dbt_iceberg_maint.protocol import RESULT_MARKER
 
 STATUSES = frozenset(protocol.STATUSES)
 OPERATIONS = frozenset(protocol.OPERATIONS)
 
-
-class ResultLineError(IcebergMaintError):
-    """A line carries the result marker but is not a valid result record."""
 
 
 @dataclass(frozen=True)

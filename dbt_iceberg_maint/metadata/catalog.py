@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
+from dbt_iceberg_maint.errors import CatalogError, TableMissingError, TableReadError, UsageError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -33,12 +33,6 @@ SUPPORTED_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-class CatalogError(IcebergMaintError):
-    """The catalog cannot be opened (bad settings, unreachable)."""
-
-
-class TableReadError(IcebergMaintError):
-    """One table's metadata cannot be read (missing file, corrupt JSON, not Iceberg)."""
 
 
 @dataclass(frozen=True)
@@ -287,17 +281,21 @@ class MetadataCatalog:
             parts = parts[1:]
         if len(parts) < 2:
             raise TableReadError(f"table name {name!r} is not namespace.table")
+        from pyiceberg.exceptions import NoSuchTableError
+
         try:
             if self._catalog is None:
                 from pyiceberg.table import StaticTable
 
                 table_dir = self.warehouse.joinpath(*parts)
                 if not table_dir.is_dir():
-                    raise TableReadError(f"no table directory {table_dir}")
+                    raise TableMissingError(f"no table directory {table_dir}")
                 return StaticTable.from_metadata(str(_read_version_hint(table_dir)))
             return self._catalog.load_table(tuple(parts))
         except TableReadError:
             raise
+        except NoSuchTableError as exc:
+            raise TableMissingError(f"{name}: no such table ({exc})") from exc
         except Exception as exc:  # pyiceberg raises many kinds (ValidationError, OSError, NoSuchTable...)
             raise TableReadError(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                                  ) from exc

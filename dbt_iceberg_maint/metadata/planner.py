@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dbt_iceberg_maint.errors import PolicyError, UsageError
-from dbt_iceberg_maint.metadata.catalog import MetadataCatalog, TableReadError
+from dbt_iceberg_maint.errors import PolicyError, TableMissingError, TableReadError, UsageError
+from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
 from dbt_iceberg_maint.metadata.cold import cold_scope
 from dbt_iceberg_maint.metadata.reader import (
     EntryTier,
@@ -320,18 +320,20 @@ def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operat
     def one(target: ModelTarget) -> list[PlannedOperation]:
         try:
             table = catalog.load(target.ref.name)
+        except TableMissingError:
+            table = None
         except TableReadError as exc:
-            missing = "no table directory" in str(exc) or "NoSuchTable" in str(exc)
-            if missing:
-                table = None
-            else:
-                return [PlannedOperation(target.ref.qualified, op, False, "failed", str(exc), None, target.model)
-                        for op in engine.requested_operations(operations)]
+            return failed(target, str(exc))
         try:
             return plan_table(target, table, operations, project_enabled, at=at)[0]
+        except PolicyError as exc:  # a guard that needs the table (the orphan location), as the macro raises it
+            return failed(target, str(exc))
         except Exception as exc:  # unreadable manifests: a per-table error
-            return [PlannedOperation(target.ref.qualified, op, False, "failed", f"{type(exc).__name__}: {exc}",
-                                     None, target.model) for op in engine.requested_operations(operations)]
+            return failed(target, f"{type(exc).__name__}: {exc}")
+
+    def failed(target: ModelTarget, reason: str) -> list[PlannedOperation]:
+        return [PlannedOperation(target.ref.qualified, op, False, "failed", reason, None, target.model)
+                for op in engine.requested_operations(operations)]
 
     return [item for rows in concurrently(chosen, one, workers) for item in rows]
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from dbt_iceberg_maint.errors import NotSelectable
 from dbt_iceberg_maint.runner.loop import exponential_backoff, run_dbt_with_retries
 from dbt_iceberg_maint.runner.plan import (
     COMMANDS,
@@ -18,7 +19,6 @@ from dbt_iceberg_maint.runner.plan import (
     SKIPPED_STATUS,
     SUCCESS_STATUSES,
     NodeOutcome,
-    NotSelectable,
     RerunDecision,
     RerunPlan,
     exact_selector,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_iceberg_maint.conflicts import Classification, classify
-from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
+from dbt_iceberg_maint.errors import NotSelectable, UsageError
 from dbt_iceberg_maint.idempotency import idempotency
 from dbt_iceberg_maint.invoke import FAILED_STATUSES
 from dbt_iceberg_maint.landed import COMMIT_STATE_UNKNOWN, LandedVerdict
@@ -41,9 +41,6 @@ COMMANDS = ("run", "build")
 SELECTION_FLAGS = frozenset({"--select", "-s", "--models", "--model", "-m", "--exclude", "--selector",
                              "--indirect-selection"})
 
-
-class NotSelectable(IcebergMaintError):
-    """dbt's selection syntax cannot name exactly this node."""
 
 
 @dataclass(frozen=True)
