@@ -354,7 +354,8 @@ def plan_cases(examples: int, seed: int, defaults: Mapping[str, Any],
         for key in value if isinstance(value, Mapping) else [None]:
             name = f"{section}.{key}" if key is not None else section
             if sweep is not None and name not in set_keys:
-                cases.extend(c for c in draw_cases(sweep.filter(lambda c, n=name: policy_keys(c) == [n]), 2, seed + 8))
+                only = _only_key(name)
+                cases.extend(c for c in draw_cases(sweep.filter(only), 2, seed + 8))
     # Each twin at least once, whatever hypothesis drew (a new twin is fuzzed the day it lands).
     for name in sorted(set(twins) - {c.get("twin") for c in cases}):
         cases.extend(draw_cases(_twin_case({name: twins[name]}), 3, seed + 7))
@@ -386,6 +387,11 @@ def policy_keys(case: Mapping[str, Any]) -> list[str]:
     for key, value in (case.get("policy") or {}).items():
         keys.extend([f"{key}.{k}" for k in value] if isinstance(value, Mapping) and value else [str(key)])
     return keys
+
+
+def _only_key(name: str) -> Callable[[dict[str, Any]], bool]:
+    """A filter keeping the cases whose policy sets exactly `name`."""
+    return lambda case: policy_keys(case) == [name]
 
 
 def _substitute(value: Any, places: Mapping[str, str]) -> Any:

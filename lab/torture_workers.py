@@ -100,7 +100,7 @@ def ledger_event(node: dict[str, Any] | None) -> str:
     if node["final_status"] == "success":
         return "committed"
     landed = node.get("write_landed")
-    return {True: "committed", False: "failed"}.get(landed, "unknown")
+    return "committed" if landed is True else "failed" if landed is False else "unknown"
 
 
 def dbt_writer(worker: Worker, models: Sequence[str]) -> None:
