@@ -202,7 +202,7 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
         else:
             # A guard that needs the table (the orphan location) raises PolicyError, as the macro does.
             location = facts.location() if operation == "remove_orphan_files" and section["location"] else None
-            planned = OPERATIONS[operation].planned_sql(table, section, PlanContext(now, as_of, scope, location))
+            planned = OPERATIONS[operation].planned_sql(table, section, PlanContext(now, as_of, scope, location, force))
             if planned.sql is None:
                 steps.append(Step(name, operation, "skipped", planned.reason))
             else:

@@ -49,6 +49,7 @@ class PlanContext:
     reference: dt.datetime | None = None
     cold_scope: ColdScope | None = None
     table_location: str | None = None
+    force: bool = False  # the rewrites' min-input-files is 1: a forced rewrite rewrites what it finds
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,10 @@ def _compaction_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> De
     return Decision(False, f"no {partition} has >= {threshold} small files (largest: {largest})")
 
 
-def compaction_options(section: Mapping[str, Any], serial_group_commits: bool = False) -> dict[str, Any]:
+def compaction_options(section: Mapping[str, Any], serial_group_commits: bool = False,
+                       force: bool = False) -> dict[str, Any]:
     """`_iceberg_maint_compaction_options`: explicit `options` win."""
-    options: dict[str, Any] = {"min-input-files": str(section["min_input_files"])}
+    options: dict[str, Any] = {"min-input-files": "1" if force else str(section["min_input_files"])}
     if section["partial_progress"]:
         options["partial-progress.enabled"] = "true"
         if section["max_failed_commits"] is not None:
@@ -124,7 +126,7 @@ def _compaction_sql(table: s.TableRef, section: Mapping[str, Any], context: Plan
             return Planned(None, _nothing_cold(section))
         where, errors = guards.cold_scoped_where(where, cold)
         s.raise_if_errors(errors)
-    options = compaction_options(section, serial_group_commits=bool(section["partial_progress"]))
+    options = compaction_options(section, bool(section["partial_progress"]), context.force)
     return Planned(s.rewrite_data_files_sql(table, where, section["strategy"], section["sort_order"], options))
 
 
@@ -148,7 +150,8 @@ def _position_deletes_due(section: Mapping[str, Any], health: Mapping[str, Any])
 
 
 def _position_deletes_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:
-    options = {"min-input-files": str(section["min_input_files"]), **(section["options"] or {})}
+    options = {"min-input-files": "1" if context.force else str(section["min_input_files"]),
+               **(section["options"] or {})}
     return Planned(s.rewrite_position_delete_files_sql(table, section["where"], options))
 
 

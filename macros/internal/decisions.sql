@@ -62,10 +62,11 @@
 
 
 {#- {'sql': CALL text or none, 'reason': why there is nothing to run} for one operation. -#}
-{% macro _iceberg_maint_planned_sql(relation, operation, policy, cold_scope=none, reference=none) %}
+{#- force: the thresholds are ignored in the SQL too (the rewrites' min-input-files is 1). -#}
+{% macro _iceberg_maint_planned_sql(relation, operation, policy, cold_scope=none, reference=none, force=false) %}
   {%- set planned_sql = dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'planned_sql') -%}
   {{ return(planned_sql(relation, policy[dbt_iceberg_maint._iceberg_maint_policy_section(operation)],
-      {'cold_scope': cold_scope, 'reference': reference})) }}
+      {'cold_scope': cold_scope, 'reference': reference, 'force': force})) }}
 {% endmacro %}
 
 

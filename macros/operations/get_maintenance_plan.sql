@@ -127,7 +127,7 @@
             ~ ': GC is disabled (deleting files may corrupt other tables); table property gc.enabled=false')) -%}
     {%- else -%}
       {%- set planned = dbt_iceberg_maint._iceberg_maint_planned_sql(table, operation, resolved,
-            cold_scope=scope, reference=as_of) -%}
+            cold_scope=scope, reference=as_of, force=force) -%}
       {%- if planned.sql is none -%}
         {%- do steps.append(step(table, operation, 'skipped', planned.reason)) -%}
       {%- else -%}

@@ -155,7 +155,7 @@
     {%- set where = dbt_iceberg_maint._iceberg_maint_cold_scoped_where(where, cold) -%}
   {%- endif -%}
   {%- set options = dbt_iceberg_maint._iceberg_maint_compaction_options(section,
-        serial_group_commits=section.partial_progress) -%}
+        serial_group_commits=section.partial_progress, force=context.get('force', false)) -%}
   {{ return({'sql': dbt_iceberg_maint.get_rewrite_data_files_sql(relation=relation, where=where,
       strategy=section.strategy, sort_order=section.sort_order, options=options), 'reason': none}) }}
 {% endmacro %}
@@ -180,9 +180,11 @@
     catalog whenever a commit carries several groups (more groups than `partial-progress.max-commits`,
     default 10: "Cannot commit: stale table metadata" on every retry, found by the torture run).
     So one group is rewritten at a time and each group commits alone (max-commits far above any
-    cold-partition compaction's group count); the maintain policy asks for it under partial progress. -#}
-{% macro _iceberg_maint_compaction_options(section, serial_group_commits=false) %}
-  {%- set options = {'min-input-files': section.min_input_files | string} -%}
+    cold-partition compaction's group count); the maintain policy asks for it under partial progress.
+    `force`: min-input-files 1, so a forced compaction rewrites what it finds (Iceberg's own
+    threshold would otherwise skip a partition with fewer files than min_input_files). -#}
+{% macro _iceberg_maint_compaction_options(section, serial_group_commits=false, force=false) %}
+  {%- set options = {'min-input-files': '1' if force else section.min_input_files | string} -%}
   {%- if section.partial_progress -%}
     {%- do options.update({'partial-progress.enabled': 'true'}) -%}
     {%- if section.max_failed_commits is not none -%}

@@ -74,7 +74,7 @@
 {% endmacro %}
 
 {% macro _iceberg_maint_rewrite_position_delete_files_planned_sql(relation, section, context={}) %}
-  {%- set options = {'min-input-files': section.min_input_files | string} -%}
+  {%- set options = {'min-input-files': '1' if context.get('force') else section.min_input_files | string} -%}
   {%- do options.update(section.options or {}) -%}
   {{ return({'sql': dbt_iceberg_maint.get_rewrite_position_delete_files_sql(relation=relation, where=section.where,
       options=options), 'reason': none}) }}
