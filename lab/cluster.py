@@ -16,12 +16,10 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
 from dbt_iceberg_maint.spark import DEFAULT_CATALOG, check_java
@@ -213,21 +211,3 @@ def start_cluster_thrift_server(cluster: SparkCluster, catalog: JdbcCatalog, sta
     return start_thrift_server(catalog.warehouse, state_dir, catalog_properties=catalog.properties(),
                                master=cluster.master_url, extra_jars=(str(JDBC_JAR),), driver_memory=driver_memory,
                                with_ui=with_ui, extra_conf=conf, stop_with_parent=True)
-
-
-@pytest.fixture(scope="session")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    cluster = start_cluster(tmp_path_factory.mktemp("spark_cluster"))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        assert not cluster.alive(), f"Spark cluster processes {cluster.pids} outlived stop()"
-
-
-@pytest.fixture(scope="session")
-def jdbc_catalog(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> JdbcCatalog:
-    """An Iceberg JDBC catalog on the session's PostgreSQL server, with a warehouse of its own."""
-    catalog = JdbcCatalog(postgres_server, tmp_path_factory.mktemp("jdbc_warehouse"))
-    catalog.prepare()
-    return catalog

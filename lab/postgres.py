@@ -12,11 +12,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
 
@@ -152,13 +149,3 @@ def start_server(database: str = "iceberg", attempts: int = 5, timeout_s: float 
         PostgresServer(data_dir, port, process.pid, database).stop()
         last_error = log_path.read_text(errors="replace")[-2000:]
     raise RuntimeSetupError(f"PostgreSQL did not start after {attempts} attempts: {last_error}")
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    server = start_server()
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(server.data_dir.parent, ignore_errors=True)

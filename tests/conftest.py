@@ -19,9 +19,10 @@ from lab.postgres import ensure_jdbc_jar
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Session-scoped lab fixtures (PostgreSQL, the Spark standalone cluster, the JDBC catalog),
-# registered once here: importing them into several modules would start each several times.
-pytest_plugins = ["lab.postgres", "lab.cluster"]
+# Session-scoped lab fixtures (PostgreSQL, the Spark standalone cluster, the JDBC catalog, in
+# tests/lab_fixtures.py), registered once here: importing them into several modules would start
+# each several times.
+pytest_plugins = ["tests.lab_fixtures"]
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,41 @@
+"""Session-scoped fixtures of the lab's real services (PostgreSQL, the Spark standalone cluster,
+an Iceberg JDBC catalog on that PostgreSQL): started once per pytest session by the lab's own
+modules, stopped by their process ids. Registered in tests/conftest.py."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from lab.cluster import JdbcCatalog, SparkCluster, start_cluster
+from lab.postgres import PostgresServer, start_server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.data_dir.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    cluster = start_cluster(tmp_path_factory.mktemp("spark_cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert not cluster.alive(), f"Spark cluster processes {cluster.pids} outlived stop()"
+
+
+@pytest.fixture(scope="session")
+def jdbc_catalog(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> JdbcCatalog:
+    """An Iceberg JDBC catalog on the session's PostgreSQL server, with a warehouse of its own."""
+    catalog = JdbcCatalog(postgres_server, tmp_path_factory.mktemp("jdbc_warehouse"))
+    catalog.prepare()
+    return catalog
