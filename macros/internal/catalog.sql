@@ -1,14 +1,16 @@
 {#- What the catalog says about a table: its catalog type, existence, properties. -#}
 
-{#- Whether the table exists. Inside a node (`dbt run` hooks) dbt's relation cache answers for
-    the current catalog without a statement. Elsewhere (run-operation) the cache is empty and
-    adapter.get_relation would list the whole schema: on Iceberg's v2 catalogs dbt-spark then
-    describes every table in it, one statement each, so maintaining n tables of a schema cost
+{#- Whether the table exists. Inside a node (`dbt run` hooks) dbt's relation cache answers "yes"
+    for the current catalog without a statement; it cannot answer "no": a model's first build adds
+    its table to the cache only after its post-hooks ran. Elsewhere (run-operation) the cache is
+    empty and adapter.get_relation would list the whole schema: on Iceberg's v2 catalogs dbt-spark
+    then describes every table in it, one statement each, so maintaining n tables of a schema cost
     O(n^2) statements. Two SHOW statements answer for one table instead. -#}
 {% macro _iceberg_maint_table_exists(relation) %}
   {%- set parts = dbt_iceberg_maint._iceberg_maint_relation_parts(relation) -%}
-  {%- if parts.catalog is none and dbt_iceberg_maint._iceberg_maint_in_node() -%}
-    {{ return(adapter.get_relation(database=none, schema=parts.schema, identifier=parts.identifier) is not none) }}
+  {%- if parts.catalog is none and dbt_iceberg_maint._iceberg_maint_in_node()
+        and adapter.get_relation(database=none, schema=parts.schema, identifier=parts.identifier) is not none -%}
+    {{ return(true) }}
   {%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_show_table_exists(parts.catalog, parts.schema, parts.identifier)) }}
 {% endmacro %}

@@ -250,6 +250,24 @@ def test_maintain_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None
     )  # + the two inserted above
 
 
+def test_maintain_as_a_post_hook_sees_the_table_its_first_build_created(
+    built: DbtProject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """dbt adds a new table to its relation cache only after the post-hooks: the first build's
+    maintain() must still find it (it once skipped every operation: "table does not exist")."""
+    from tests.conftest import DbtProject as Project
+
+    fresh = Project(schema=f"{built.schema}_first", folder=tmp_path_factory.mktemp("first_build"))
+    fresh("seed", "--select", "raw_events")
+    run = fresh("run", "--vars", "{batch: 1, maintain_after_run: true}", "--select", "event_log")
+    results = parse_result_lines(run.log_messages)
+    assert [r.operation for r in results] == ORDER
+    assert all(r.table == f"{fresh.schema}.event_log" for r in results)
+    assert [r.reason for r in results if "does not exist" in (r.reason or "")] == []
+    expire = next(r for r in results if r.operation == "expire_snapshots")
+    assert (expire.status, expire.reason) == ("skipped", "only 1 snapshots, not more than retain_last 2")
+
+
 def test_a_procedure_macro_and_table_health_as_post_hooks(spark: SparkSession, built: DbtProject) -> None:
     """Inside a node they render to nothing (dbt would run a returned dict as SQL) and log."""
     run = built("run", "--vars", "{procedure_post_hook: true}", "--select", "user_summary")
