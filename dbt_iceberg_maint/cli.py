@@ -274,7 +274,7 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
         report_path.write_text(report.health_html(records, before))
         png = report_path.with_suffix(".png")
         click.echo(f"wrote {report_path}" + (f" and {png}" if report.health_png(records, png)
-                                              else " (no PNG: matplotlib is not installed)"))
+                                              else " (no PNG: pip install 'dbt_iceberg_maint[report]' for it)"))
     else:
         text = report.health_json(records) if output == "json" else report.health_text(records)
         if report_path is not None:

@@ -138,7 +138,7 @@ def health_html(records: Sequence[HealthRecord], before: Mapping[str, Mapping[st
 
 def health_png(records: Sequence[HealthRecord], path: Path) -> bool:
     """Small vs other data files per table: the picture of where compaction is needed.
-    False when matplotlib (a dev extra) is not installed: the HTML report stands alone."""
+    False when matplotlib (the `report` extra) is not installed: the HTML report stands alone."""
     try:
         import matplotlib
     except ImportError:
