@@ -49,4 +49,5 @@ def test_core_dependencies_leave_spark_and_thrift_to_extras() -> None:
     assert "snowpark-connect-deps-iceberg==1.0.2" in extras["embedded"]
     assert any("dbt-spark[session]" in d for d in extras["embedded"])
     assert any("PyHive" in d for d in extras["thrift"]) and not any("PyHive" in d for d in extras["embedded"])
-    assert "dbt_iceberg_maint[embedded,thrift]" in extras["dev"]
+    assert "dbt_iceberg_maint[embedded,thrift,report]" in extras["dev"]
+    assert "matplotlib" not in core and any(d.startswith("matplotlib") for d in extras["report"])
