@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbt_iceberg_maint.errors import SnapshotLogError
-from dbt_iceberg_maint.protocol import SNAPSHOTS_MARKER
+from dbt_iceberg_maint.protocol import SNAPSHOTS_MARKER, marker_payloads
 
 # Snapshot operations that change no rows: compaction and manifest rewrites.
 NO_DATA_CHANGE = frozenset({"replace"})
@@ -166,14 +166,11 @@ def parse_snapshot_lines(messages: Sequence[str]) -> tuple[str | None, dict[str,
     """The application id and the table logs from `table_snapshots`' log lines."""
     app_id: str | None = None
     tables: dict[str, TableLog] = {}
-    for message in messages:
-        start = message.find(SNAPSHOTS_MARKER)
-        if start < 0:
-            continue
+    for payload in marker_payloads(messages, SNAPSHOTS_MARKER):
         try:
-            document = json.loads(message[start + len(SNAPSHOTS_MARKER):].strip())
+            document = json.loads(payload)
         except ValueError as exc:
-            raise SnapshotLogError(f"unreadable {SNAPSHOTS_MARKER} line {message!r}: {exc}") from exc
+            raise SnapshotLogError(f"unreadable {SNAPSHOTS_MARKER} line {payload!r}: {exc}") from exc
         app_id = document.get("app_id") or app_id
         for entry in document.get("tables") or ():
             table = str(entry["table"])

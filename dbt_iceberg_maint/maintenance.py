@@ -32,7 +32,7 @@ from dbt_iceberg_maint import guards, protocol
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
-from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER
+from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER, marker_payloads
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.rewrite_probe import judge_probe, probe_args
 
@@ -83,7 +83,7 @@ class MaintenancePlan:
     def from_log(cls, messages: Iterable[str], marker: str = PLAN_MARKER) -> MaintenancePlan | None:
         """The plan (or with SELECTION_MARKER the selection) the macro logged, or None when it
         stopped before logging one (bad input, or planning failed)."""
-        for payload in _payloads(messages, marker):
+        for payload in marker_payloads(messages, marker):
             try:
                 data = json.loads(payload)
                 tables = tuple(SelectedTable(t["model"], t["table"]) for t in data["tables"])
@@ -94,17 +94,10 @@ class MaintenancePlan:
         return None
 
 
-def _payloads(messages: Iterable[str], marker: str) -> Iterable[str]:
-    for message in messages:
-        head, _, payload = message.strip().partition(" ")
-        if head == marker:
-            yield payload
-
-
 def started(messages: Iterable[str]) -> list[tuple[str, str | None]]:
     """(table, operation) the macros took up, in order; operation None: the table's planning."""
     taken = []
-    for payload in _payloads(messages, START_MARKER):
+    for payload in marker_payloads(messages, START_MARKER):
         data = json.loads(payload)
         taken.append((data["table"], data["operation"]))
     return taken
@@ -194,7 +187,8 @@ def _error_text(invocation: DbtInvocation) -> str:
     else:
         start = next((i for i, m in enumerate(messages) if _OPERATION_ERROR in m), None)
     if start is None:
-        last_result = max((i for i, m in enumerate(messages) if m.startswith(RESULT_MARKER)), default=-1)
+        last_result = max((i for i, m in enumerate(messages) if any(marker_payloads(m, RESULT_MARKER))),
+                          default=-1)
         start = last_result + 1
     return "\n".join([*messages[start:], invocation.exception or ""]).strip() or "dbt stopped without an error message"
 

@@ -8,6 +8,9 @@ two sides drift, so every name below is written once per side and checked.
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 # One executed, skipped, failed or dry-run operation (results.py reads it).
@@ -97,3 +100,24 @@ def as_dict() -> dict[str, object]:
         "policy_other_keys": list(POLICY_OTHER_KEYS),
         "health_fields": list(HEALTH_FIELDS),
     }
+
+
+def marker_payloads(messages: Iterable[str] | str, marker: str) -> Iterator[str]:
+    """The one reader of marker lines: the JSON payload after each `marker` in `messages` (dbt log
+    messages, or one block of text; a message may hold several lines). The marker must be a word
+    of its own (a log format may prefix a time stamp) followed by a payload, so a line that merely
+    quotes the marker's name is not a marker line; only the first JSON value after it is taken (a
+    log format may append decoration)."""
+    pattern = re.compile(rf"(?:^|\s){re.escape(marker)}(?=\s+\S)")
+    for message in [messages] if isinstance(messages, str) else messages:
+        for line in message.splitlines():
+            match = pattern.search(line)
+            if match is None:
+                continue
+            payload = line[match.end():].strip()
+            try:
+                _, end = json.JSONDecoder().raw_decode(payload)
+            except json.JSONDecodeError:
+                yield payload  # the caller's parser names what is wrong with it
+            else:
+                yield payload[:end]

@@ -10,7 +10,6 @@ and status names live in protocol.py.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -18,7 +17,7 @@ from typing import Any
 
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import ResultLineError
-from dbt_iceberg_maint.protocol import RESULT_MARKER
+from dbt_iceberg_maint.protocol import RESULT_MARKER, marker_payloads
 
 STATUSES = frozenset(protocol.STATUSES)
 OPERATIONS = frozenset(protocol.OPERATIONS)
@@ -82,35 +81,9 @@ class MaintenanceResult:
         )
 
 
-# The marker as a word of its own (a log format may prefix a time stamp), then the payload:
-# a line that merely quotes the marker's name is not a result line.
-_MARKER_AT = re.compile(rf"(?:^|\s){RESULT_MARKER}(?=\s+\S)")
-
-
-def _payloads(message: str) -> Iterable[str]:
-    """The JSON payload after each marker in a message (a message may hold several lines)."""
-    for line in message.splitlines():
-        match = _MARKER_AT.search(line)
-        if match is None:
-            continue
-        payload = line[match.end() :].strip()
-        # dbt's text log format may append nothing after the JSON, but tolerate a trailing
-        # decoration by decoding only the first JSON value.
-        try:
-            _, end = json.JSONDecoder().raw_decode(payload)
-        except json.JSONDecodeError:
-            yield payload
-        else:
-            yield payload[:end]
-
-
 def parse_result_lines(messages: Iterable[str] | str) -> tuple[MaintenanceResult, ...]:
     """Every result record in `messages` (dbt log messages, or one block of text), in order."""
-    if isinstance(messages, str):
-        messages = [messages]
-    return tuple(
-        MaintenanceResult.from_json(payload) for message in messages for payload in _payloads(message)
-    )
+    return tuple(MaintenanceResult.from_json(payload) for payload in marker_payloads(messages, RESULT_MARKER))
 
 
 def failed_results(results: Iterable[MaintenanceResult]) -> tuple[MaintenanceResult, ...]:

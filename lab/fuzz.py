@@ -35,6 +35,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dbt_iceberg_maint.protocol import marker_payloads
 from lab import fuzz_oracle as oracle
 
 REPO = Path(__file__).resolve().parent.parent
@@ -540,10 +541,9 @@ def table_state(spark: Any, table: str) -> tuple[Any, ...]:
 
 def _outcomes(messages: Sequence[str], marker: str = MARKER) -> dict[Any, dict[str, Any]]:
     found = {}
-    for message in messages:
-        if message.startswith(marker):
-            outcome = json.loads(message.removeprefix(marker))
-            found[outcome.get("id")] = outcome
+    for payload in marker_payloads(messages, marker.strip()):
+        outcome = json.loads(payload)
+        found[outcome.get("id")] = outcome
     return found
 
 

@@ -99,3 +99,21 @@ def test_steps_to_replay_are_validated_strictly(rendered: DbtInvocation) -> None
         "execute_maintenance_steps: step 6 is \"rewrite_manifests\"; expected a mapping with keys table, operation, "
         "status, reason, sql",
     ]
+
+
+def test_marker_lines_have_one_reader() -> None:
+    """A marker is a word of its own followed by a payload; a line quoting its name is not one,
+    a time stamp before it and decoration after the JSON are tolerated, and a message of several
+    lines gives each of its payloads."""
+    from dbt_iceberg_maint.protocol import RESULT_MARKER, marker_payloads
+
+    messages = [
+        f'{RESULT_MARKER} {{"a": 1}}',
+        f'12:00:01  {RESULT_MARKER} {{"a": 2}} (logged)',
+        f"the {RESULT_MARKER}_X line and the word {RESULT_MARKER}",
+        f'{RESULT_MARKER} {{"a": 3}}\nnoise\n{RESULT_MARKER} {{"a": 4}}',
+        f"{RESULT_MARKER} not json",
+    ]
+    assert list(marker_payloads(messages, RESULT_MARKER)) == [
+        '{"a": 1}', '{"a": 2}', '{"a": 3}', '{"a": 4}', "not json"]
+    assert list(marker_payloads(f'{RESULT_MARKER} {{"a": 5}}', RESULT_MARKER)) == ['{"a": 5}']
