@@ -12,6 +12,7 @@ function that only parses, calls the library and renders.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,8 @@ from dbt_iceberg_maint.output import (
     fail,
     handle_errors,
     output_option,
+    output_option_with_html,
+    print_text,
     render,
     render_report,
 )
@@ -61,8 +64,10 @@ def demo(workdir: Path) -> None:
 @main.command()
 @click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
               default=Path("iceberg_warehouse"), show_default=True)
-def env(warehouse: Path) -> None:
-    """Print `export` lines that let plain `dbt` use the embedded runtime's profile."""
+@output_option
+def env(warehouse: Path, output: str) -> None:
+    """Print `export` lines that let plain `dbt` use the embedded runtime's profile (json: the
+    variables as an object)."""
     from dbt_iceberg_maint.errors import IcebergMaintError
     from dbt_iceberg_maint.spark import (
         ICEBERG_JAR_ENV,
@@ -77,12 +82,15 @@ def env(warehouse: Path) -> None:
         runtime = resolve_iceberg_runtime()
     except IcebergMaintError as exc:  # a set-up the user must fix before anything runs
         fail(str(exc), EXIT_USAGE)
+    variables = {}
     if runtime.jars:
-        click.echo(f"export {ICEBERG_JAR_ENV}={runtime.jars[0]}")
+        variables[ICEBERG_JAR_ENV] = runtime.jars[0]
     if runtime.packages:
-        click.echo(f"export {ICEBERG_PACKAGES_ENV}={','.join(runtime.packages)}")
-    click.echo(f"export {WAREHOUSE_ENV}={warehouse.resolve()}")
+        variables[ICEBERG_PACKAGES_ENV] = ",".join(runtime.packages)
+    variables[WAREHOUSE_ENV] = str(warehouse.resolve())
     warehouse.mkdir(parents=True, exist_ok=True)
+    lines = "\n".join(f"export {name}={value}" for name, value in variables.items())
+    render_report(output, json.dumps(variables, indent=2), lines)
 
 
 def _dbt_wrapper_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -251,7 +259,7 @@ def _open_metadata_catalog(warehouse: str | None, properties: tuple[str, ...], n
               show_default=True, help="With no catalog option: read the catalog from this project's profile.")
 @click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--target", default=None, help="The profile target (default: the profile's).")
-@click.option("--output", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@output_option_with_html
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report (JSON, or HTML plus a .png beside it) to this file.")
 @click.option("--compare", "compare_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -273,13 +281,13 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
             fail("--output html needs --report FILE", EXIT_USAGE)
         report_path.write_text(report.health_html(records, before))
         png = report_path.with_suffix(".png")
-        click.echo(f"wrote {report_path}" + (f" and {png}" if report.health_png(records, png)
+        print_text(f"wrote {report_path}" + (f" and {png}" if report.health_png(records, png)
                                               else " (no PNG: pip install 'dbt_iceberg_maint[report]' for it)"))
     else:
-        text = report.health_json(records) if output == "json" else report.health_text(records)
+        rows = report.health_rows(records)
         if report_path is not None:
-            report_path.write_text(report.health_json(records) + "\n")
-        click.echo(text)
+            report_path.write_text(json.dumps(rows, indent=2) + "\n")
+        render(output, rows, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table")
     sys.exit(EXIT_FAILURES if any(r.error for r in records) else 0)
 
 
@@ -298,7 +306,7 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
               help="dbt --vars (YAML) the maintenance job would pass: dbt_iceberg_maint_enabled: false "
                    "switches everything off, as it does for maintain().")
 @click.option("--as-of", "as_of", default=None, help="Reference time (UTC 'YYYY-MM-DD HH:MM:SS'). Default: now.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option
 @click.option("--emit-args", is_flag=True,
               help="Print only the --args JSON for `dbt run-operation iceberg_maintenance` (tables with due work).")
 @handle_errors
@@ -308,8 +316,6 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
                  as_of: str | None, output: str, emit_args: bool) -> None:
     """What maintain(dry_run=true) would decide for every Iceberg model, from metadata alone.
     Exit 0, 1 when a table could not be planned, 2 on usage errors."""
-    import json
-
     from dbt_iceberg_maint.metadata import planner, report
 
     catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
@@ -319,13 +325,12 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
                                project_enabled=planner.project_enabled(project_dir, vars_yaml),
                                workers=workers, at=planner.parse_as_of(as_of))
     if emit_args:
-        click.echo(json.dumps(planner.emit_args(plan, list(operations) or None)))
-    elif output == "json":
-        click.echo(report.plan_json(plan))
+        print_text(json.dumps(planner.emit_args(plan, list(operations) or None)))
     else:
-        click.echo(report.plan_text(plan))
-    sys.exit(EXIT_FAILURES if any(p.status == "failed" and p.sql is None and "GC is disabled" not in p.reason
-                                  for p in plan) else 0)
+        render(output, report.plan_rows(plan), report.PLAN_COLUMNS, title="Maintenance plan",
+               empty="no Iceberg model", footer=report.plan_summary(plan))
+    # A table that could not be planned fails none of its operations' due rules: not due, failed.
+    sys.exit(EXIT_FAILURES if any(p.status == "failed" and not p.due for p in plan) else 0)
 
 
 def _refuse_misplaced_options(dbt_args: tuple[str, ...]) -> None:
@@ -402,5 +407,5 @@ def lint_command(project_dir: Path, profiles_dir: Path | None, target: str | Non
     from dbt_iceberg_maint.lint import render_text, run_lint
 
     result = run_lint(project_dir, profiles_dir, target, vars_yaml, run_results)
-    click.echo(result.to_json() if output == "json" else render_text(result))
+    render_report(output, result.to_json(), render_text(result))
     sys.exit(result.exit_code)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -22,6 +21,8 @@ from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.health import TableHealth, health_via_dbt
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import maintenance_table
+from dbt_iceberg_maint.output import Column, console
+from dbt_iceberg_maint.output import table as rich_table
 from dbt_iceberg_maint.project_files import integration_project
 from dbt_iceberg_maint.results import parse_result_lines
 from dbt_iceberg_maint.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session
@@ -55,16 +56,16 @@ class DemoContext:
         return [f"{DEFAULT_CATALOG}.{DEMO_SCHEMA}.{name}" for name in DEMO_TABLES]
 
 
+HEALTH_COLUMNS = (Column("table"), *(Column(key, key.replace("_", " ").replace("data bytes", "bytes"),
+                                           justify="right") for key in (
+    "data_files", "small_files", "data_bytes", "delete_files", "records", "snapshots", "manifests", "partitions")))
+CHANGE_FIELDS = ("data_files", "small_files", "max_small_files_in_partition", "snapshots", "manifests", "records")
+
+
 def health_table(title: str, healths: Sequence[TableHealth]) -> Table:
-    table = Table(title=title)
-    for column in ("table", "data files", "small files", "bytes", "delete files", "records",
-                   "snapshots", "manifests", "partitions"):
-        table.add_column(column, justify="left" if column == "table" else "right")
-    for h in healths:
-        table.add_row(h.table.split(".", 1)[-1], str(h.data_files), str(h.small_files), f"{h.data_bytes:,}",
-                      str(h.delete_files), str(h.records), str(h.snapshots), str(h.manifests),
-                      str(h.partitions))
-    return table
+    rows = [{**{c.key: getattr(h, c.key) for c in HEALTH_COLUMNS}, "table": h.table.split(".", 1)[-1]}
+            for h in healths]
+    return rich_table(rows, HEALTH_COLUMNS, title=title)
 
 
 def step_build(ctx: DemoContext) -> None:
@@ -93,19 +94,17 @@ MAINTENANCE_SELECT = ("tag:maintained", "user_summary")
 
 
 def health_change_table(before: Sequence[TableHealth], after: Sequence[TableHealth]) -> Table:
-    table = Table(title="Iceberg table health before -> after maintenance")
-    columns = ("data_files", "small_files", "max_small_files_in_partition", "snapshots", "manifests", "records")
-    table.add_column("table")
-    for column in columns:
-        table.add_column(column.replace("_", " ").replace("max small files in partition", "max small/partition"),
-                         justify="right")
+    columns = (Column("table"), *(Column(key, key.replace("_", " ").replace("max small files in partition",
+                                                                             "max small/partition"), justify="right")
+                                  for key in CHANGE_FIELDS))
+    rows = []
     for old, new in zip(before, after, strict=True):
-        cells = []
-        for column in columns:
-            a, b = getattr(old, column), getattr(new, column)
-            cells.append(str(a) if a == b else f"{a} -> [bold]{b}[/bold]")
-        table.add_row(new.table.split(".", 1)[-1], *cells)
-    return table
+        row: dict[str, object] = {"table": new.table.split(".", 1)[-1]}
+        for key in CHANGE_FIELDS:
+            a, b = getattr(old, key), getattr(new, key)
+            row[key] = str(a) if a == b else f"{a} -> [bold]{b}[/bold]"
+        rows.append(row)
+    return rich_table(rows, columns, title="Iceberg table health before -> after maintenance")
 
 
 def step_report_health(ctx: DemoContext) -> None:
@@ -253,18 +252,18 @@ DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
 
 def run_demo(
     workdir: Path,
-    console: Console | None = None,
+    out: Console | None = None,
     steps: Sequence[Callable[[DemoContext], None]] = DEFAULT_STEPS,
 ) -> None:
-    console = console or Console(width=None if sys.stdout.isatty() else 120)
+    out = out or console()
     warehouse = workdir / "warehouse"
     shutil.rmtree(warehouse, ignore_errors=True)  # every demo starts from an empty warehouse
-    console.print(f"Starting local Spark with an Iceberg catalog in {warehouse}")
+    out.print(f"Starting local Spark with an Iceberg catalog in {warehouse}")
     spark = start_session(warehouse)
     spark.sparkContext.setLogLevel("ERROR")
     ctx = DemoContext(
         spark=spark,
-        console=console,
+        console=out,
         project_dir=integration_project(workdir),
         env={WAREHOUSE_ENV: str(warehouse.resolve()), "DBT_ICEBERG_MAINT_SCHEMA": DEMO_SCHEMA},
     )

@@ -1,15 +1,16 @@
 """The CLI's output layer: one console, one error-and-exit path, one table/JSON renderer.
 
 Every `dbt-iceberg-maint` command prints through here, so all of them behave alike:
-- `--output text|json` (`output_option`): text is a rich table on stdout; json is the same rows as a
-  JSON list (or a command's own JSON report) on stdout and nothing else, so it can be piped.
+- `--output text|json` (`output_option`; `output_option_with_html` adds html where a command has an
+  HTML report): text is a rich table on stdout; json is the same rows as a JSON list (or a
+  command's own JSON report) on stdout and nothing else, so it can be piped.
 - Errors go to stderr as `error: <message>` and exit 2 for usage errors (`UsageError`, bad
   arguments), 1 for any other failure of the product (`IcebergMaintError`) and for results that
   contain failures (`EXIT_FAILURES`); `handle_errors` maps exceptions to those codes.
 
 A new command: decorate it with `@output_option` and `@handle_errors`, build its rows as dicts and
 call `render(output, rows, columns, title=...)`; for a report that has its own JSON form use
-`render_report`. Nothing else prints.
+`render_report`; preformatted text goes through `print_text`. Nothing else prints.
 """
 
 from __future__ import annotations
@@ -73,6 +74,19 @@ def output_option(command: Callable[P, R]) -> Callable[P, R]:
     return option(command)
 
 
+def output_option_with_html(command: Callable[P, R]) -> Callable[P, R]:
+    """`--output text|json|html`: html writes the command's HTML report to its `--report FILE`."""
+    option = click.option("--output", type=click.Choice((*OUTPUT_FORMATS, "html")), default="text",
+                          show_default=True, help="text: a table; json: machine-readable, nothing else on "
+                                                  "stdout; html: the report written to --report FILE.")
+    return option(command)
+
+
+def print_text(text: str) -> None:
+    """Preformatted text as it is: no markup, no highlighting, no wrapping (shell lines stay whole)."""
+    console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 @dataclass(frozen=True)
 class Column:
     """A table column: the row key it shows, its header, and how a value is printed."""
@@ -127,13 +141,15 @@ def render(
         out.print(footer)
 
 
-def render_report(output: str, report_json: str, text: Callable[[Console], None],
+def render_report(output: str, report_json: str, text: Callable[[Console], None] | str,
                   report_path: Path | None = None) -> None:
     """A report with its own JSON form: `--report FILE` gets the JSON whatever `--output` says;
-    `--output json` prints it; text output calls `text(console)`."""
+    `--output json` prints it; text output calls `text(console)`, or prints `text` as it is."""
     if report_path is not None:
         report_path.write_text(report_json + "\n")
     if output == "json":
         click.echo(report_json)
+    elif isinstance(text, str):
+        print_text(text)
     else:
         text(console())

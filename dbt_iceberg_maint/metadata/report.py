@@ -1,4 +1,5 @@
-"""Output of `health` and `plan`: text rows, JSON, and the HTML health report (+ PNG)."""
+"""Output of `health` and `plan`: their rows and columns for the output layer (dbt_iceberg_maint/
+output.py prints them as a table or JSON), and the HTML health report (+ PNG)."""
 
 from __future__ import annotations
 
@@ -11,43 +12,26 @@ from typing import Any
 
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, HealthRecord, PlannedOperation
+from dbt_iceberg_maint.output import Column
 
-TEXT_COLUMNS = ("table", "data_files", "small_files", "delete_files", "snapshots", "manifests", "partitions",
-                "max_small_files_in_partition")
-
-
-def health_json(records: Sequence[HealthRecord]) -> str:
-    return json.dumps([r.to_dict() for r in records], indent=2)
-
-
-def health_text(records: Sequence[HealthRecord]) -> str:
-    rows = [list(TEXT_COLUMNS)]
-    errors = []
-    for record in records:
-        if record.figures is None:
-            errors.append(f"{record.table}: error: {record.error}")
-        else:
-            rows.append([str(record.figures[c]) for c in TEXT_COLUMNS])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(TEXT_COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "\n".join(lines + errors)
+HEALTH_COLUMNS = (Column("table"), *(Column(key, key.replace("_", " "), justify="right") for key in (
+    "data_files", "small_files", "delete_files", "snapshots", "manifests", "partitions",
+    "max_small_files_in_partition")), Column("error"))
+PLAN_COLUMNS = (Column("status"), Column("table"), Column("operation"), Column("reason"), Column("sql"))
 
 
-def plan_json(plan: Sequence[PlannedOperation]) -> str:
-    return json.dumps([p.to_dict() for p in plan], indent=2)
+def health_rows(records: Sequence[HealthRecord]) -> list[dict[str, Any]]:
+    """One row per table: table_health's figures in the macro's field order, or its error."""
+    return [r.to_dict() for r in records]
 
 
-def plan_text(plan: Sequence[PlannedOperation]) -> str:
-    lines = []
-    for p in plan:
-        mark = {"dry_run": "DUE ", "skipped": "skip", "failed": "FAIL"}.get(p.status, p.status)
-        lines.append(f"{mark}  {p.table}  {p.operation}: {p.reason}")
-        if p.sql:
-            lines.append(f"      {p.sql}")
-    due = sum(1 for p in plan if p.status == "dry_run")
-    tables = len({p.table for p in plan if p.status == "dry_run"})
-    lines.append(f"{due} operation(s) due on {tables} table(s); {len(plan)} decision(s)")
-    return "\n".join(lines)
+def plan_rows(plan: Sequence[PlannedOperation]) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in plan]
+
+
+def plan_summary(plan: Sequence[PlannedOperation]) -> str:
+    due = [p for p in plan if p.status == "dry_run"]
+    return f"{len(due)} operation(s) due on {len({p.table for p in due})} table(s); {len(plan)} decision(s)"
 
 
 def load_before(path: Path) -> dict[str, Mapping[str, Any]]:

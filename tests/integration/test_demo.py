@@ -36,7 +36,7 @@ def test_the_demo_builds_maintains_and_recovers_a_conflict(spark: SparkSession, 
     switch_warehouse(spark, tmp_path / "warehouse")  # the demo's warehouse, fresh catalog instance
     console = Console(record=True, width=250, color_system=None)
 
-    run_demo(tmp_path, console=console)
+    run_demo(tmp_path, out=console)
 
     output = console.export_text()
     before = health_rows(output, "Iceberg table health (from metadata tables)")

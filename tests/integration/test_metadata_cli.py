@@ -48,7 +48,9 @@ def test_health_text_json_and_per_table_errors(lake: Path, dbt_project: DbtProje
     event_log = records[f"{schema}.event_log"]
     assert event_log["data_files"] >= 2 and event_log["snapshots"] == 2
     only = runner.invoke(main, ["health", f"{schema}.event_log", "--warehouse", str(lake)])
-    assert only.exit_code == 0 and only.output.splitlines()[1].startswith(f"{schema}.event_log ")
+    assert only.exit_code == 0, only.output
+    first_cells = [line.split("│")[1].strip() for line in only.output.splitlines() if line.startswith("│")]
+    assert first_cells == [f"{schema}.event_log"]  # the output layer's table: one row
     bad = runner.invoke(main, ["health", "--catalog-property", "type=jdbc", "--catalog-property", "url=x"])
     assert bad.exit_code == 2 and "catalog property url is not supported for type=jdbc" in bad.output
 

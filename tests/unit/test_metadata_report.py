@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, HealthRecord, PlannedOperation
-from dbt_iceberg_maint.metadata.report import health_html, health_json, health_text, load_before, plan_text
+from dbt_iceberg_maint.metadata.report import (
+    HEALTH_COLUMNS,
+    health_html,
+    health_rows,
+    load_before,
+    plan_rows,
+    plan_summary,
+)
+from dbt_iceberg_maint.output import table
 
 FIGURES = {"table": "s.t", "data_files": 6, "small_files": 6, "data_bytes": 4000, "delete_files": 0, "records": 12,
            "snapshots": 6, "oldest_snapshot_age_hours": 1.5, "manifests": 6, "data_manifests": 6, "partitions": 2,
@@ -19,14 +29,17 @@ RECORDS = [HealthRecord("s.t", FIGURES, None, (600, 700, 650, 1200, 100, 90), ((
 
 
 def test_json_keeps_the_macro_field_order_and_errors_per_table() -> None:
-    document = json.loads(health_json(RECORDS))
+    document = health_rows(RECORDS)
     assert list(document[0]) == list(HEALTH_FIELDS)
     assert document[1] == {"table": "s.bad", "error": "s.bad: no table directory /w/s/bad"}
-    text = health_text(RECORDS).splitlines()
-    assert text[0].split() == ["table", "data_files", "small_files", "delete_files", "snapshots", "manifests",
-                               "partitions", "max_small_files_in_partition"]
-    assert text[1].split() == ["s.t", "6", "6", "0", "6", "6", "2", "3"]
-    assert text[2] == "s.bad: error: s.bad: no table directory /w/s/bad"
+    console = Console(record=True, width=200, color_system=None)
+    console.print(table(document, HEALTH_COLUMNS))
+    lines = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in console.export_text().splitlines()]
+    rows = [cells for cells in lines if cells]
+    assert rows[0] == ["table", "data files", "small files", "delete files", "snapshots", "manifests", "partitions",
+                       "max small files in partition", "error"]
+    assert rows[1] == ["s.t", "6", "6", "0", "6", "6", "2", "3", ""]
+    assert rows[2] == ["s.bad", "", "", "", "", "", "", "", "s.bad: no table directory /w/s/bad"]
 
 
 def test_html_shows_distribution_partitions_and_changes(tmp_path: Path) -> None:
@@ -46,7 +59,7 @@ def test_plan_text_counts_due_work() -> None:
     plan = [PlannedOperation("s.t", "rewrite_manifests", True, "dry_run", "6 data manifests, >= threshold of 5",
                              "CALL system.rewrite_manifests(table => 's.t')", "p.t"),
             PlannedOperation("s.t", "expire_snapshots", False, "skipped", "only 6 snapshots", None, "p.t")]
-    lines = plan_text(plan).splitlines()
-    assert lines[0] == "DUE   s.t  rewrite_manifests: 6 data manifests, >= threshold of 5"
-    assert lines[1].strip() == "CALL system.rewrite_manifests(table => 's.t')"
-    assert lines[-1] == "1 operation(s) due on 1 table(s); 2 decision(s)"
+    assert plan_rows(plan)[0] == {"table": "s.t", "operation": "rewrite_manifests", "due": True, "status": "dry_run",
+                                  "reason": "6 data manifests, >= threshold of 5",
+                                  "sql": "CALL system.rewrite_manifests(table => 's.t')", "model": "p.t"}
+    assert plan_summary(plan) == "1 operation(s) due on 1 table(s); 2 decision(s)"

@@ -148,3 +148,19 @@ def test_other_catalog_types_through_properties() -> None:
 def test_invalid_catalog_name_is_refused() -> None:
     with pytest.raises(RuntimeSetupError, match="not a valid Spark identifier"):
         CatalogSpec(warehouse="/wh", name="my-catalog").spark_conf()
+
+
+def test_env_prints_export_lines_or_json_through_the_output_layer(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from dbt_iceberg_maint.cli import main
+    from dbt_iceberg_maint.spark import WAREHOUSE_ENV
+
+    warehouse = tmp_path / "wh" / ("long_folder_name_" * 12)  # export lines are never wrapped
+    text = CliRunner().invoke(main, ["env", "--warehouse", str(warehouse)])
+    assert text.exit_code == 0, text.output
+    assert f"export {WAREHOUSE_ENV}={warehouse.resolve()}" in text.output.splitlines()
+    as_json = CliRunner().invoke(main, ["env", "--warehouse", str(warehouse), "--output", "json"])
+    assert json.loads(as_json.output)[WAREHOUSE_ENV] == str(warehouse.resolve())
