@@ -28,13 +28,19 @@ class ReferenceAudit:
 
 
 def audit_references(name: str, table: Table) -> ReferenceAudit:
+    """A missing manifest list or manifest is a finding like a missing data file (what it would
+    have referenced cannot be read, so it is not counted), never a crash of the audit."""
     io = table.io
     referenced: set[str] = set()
     snapshots = table.metadata.snapshots
     for snapshot in snapshots:
         referenced.add(snapshot.manifest_list)
+        if not local_path(snapshot.manifest_list).exists():
+            continue
         for manifest in snapshot.manifests(io):
             referenced.add(manifest.manifest_path)
+            if not local_path(manifest.manifest_path).exists():
+                continue
             for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
                 referenced.add(entry.data_file.file_path)
     paths = {str(local_path(p)) for p in referenced}
