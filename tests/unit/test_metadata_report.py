@@ -55,7 +55,7 @@ def test_html_shows_distribution_partitions_and_changes(tmp_path: Path) -> None:
         load_before(before)
 
 
-def test_plan_text_counts_due_work() -> None:
+def test_plan_rows_and_summary_count_due_work() -> None:
     plan = [PlannedOperation("s.t", "rewrite_manifests", True, "dry_run", "6 data manifests, >= threshold of 5",
                              "CALL system.rewrite_manifests(table => 's.t')", "p.t"),
             PlannedOperation("s.t", "expire_snapshots", False, "skipped", "only 6 snapshots", None, "p.t")]
