@@ -92,6 +92,8 @@ def clock_free(sql: str | None, now: dt.datetime) -> str | None:
 
     def relative(match: re.Match[str]) -> str:
         instant = dt.datetime.fromisoformat(match.group(1)).replace(tzinfo=dt.timezone.utc)
+        if instant >= now:  # a fixed instant (no age limit's 9999-12-31), not taken from the clock
+            return match.group(0)
         hours = round((now - instant).total_seconds() / 3600)
         close = abs(now - dt.timedelta(hours=hours) - instant) <= CLOCK_TOLERANCE
         return f"{{now-{hours}h}}" if close and 0 < hours else match.group(0)
