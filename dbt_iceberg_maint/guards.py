@@ -3,9 +3,9 @@
 Each mirrors one macro, with the same messages: `identifier_errors` the identifier guard
 (`_iceberg_maint_is_identifier`, macros/internal/relation_names.sql), `where_errors` the where
 guard and `scan_expression` its scanner (`_iceberg_maint_check_where`,
-`_iceberg_maint_scan_expression`, macros/internal/validation.sql), `orphan_window_errors` and
-`orphan_location_errors` the 24 h floor and the location guard (macros/procedures/
-remove_orphan_files.sql), `replayed_step_errors` the checks of a replayed plan step
+`_iceberg_maint_scan_expression`, macros/internal/validation.sql), `orphan_location_errors` the
+location guard (macros/procedures/remove_orphan_files.sql; the 24 h floor and the 100-year bound
+are policy/checks.py's), `replayed_step_errors` the checks of a replayed plan step
 (`_iceberg_maint_replayed_argument_errors`, macros/operations/get_maintenance_plan.sql).
 The policy engine (policy/) and the replay (maintenance.py) call these.
 """
@@ -120,27 +120,6 @@ def cold_scoped_where(where: str | None, cold: str) -> tuple[str, list[str]]:
         return cold, []
     errors = where_errors("rewrite_data_files", "where", where)
     return f"({where.strip()}) and ({cold})", errors
-
-
-def hours_bound_errors(procedure: str, hours: object) -> list[str]:
-    """An age in hours a timestamp can be computed from (as `_iceberg_maint_check_hours_bound`)."""
-    if isinstance(hours, (int, float)) and not isinstance(hours, bool) and hours > MAX_AGE_HOURS:
-        return [f"{procedure}: argument `older_than_hours` is {hours}; it must be at most {MAX_AGE_HOURS} (100 years)"]
-    return []
-
-
-def orphan_window_errors(hours: object) -> list[str]:
-    """remove_orphan_files' `older_than_hours`: a number of at least 24 and at most 100 years."""
-    if hours is None:
-        return []
-    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours <= 0:
-        return [f"remove_orphan_files: argument `older_than_hours` is {hours}; it must be greater than 0"]
-    if hours > MAX_AGE_HOURS:
-        return hours_bound_errors("remove_orphan_files", hours)
-    if hours < ORPHAN_FLOOR_HOURS:
-        return [f"remove_orphan_files: argument `older_than_hours` is {hours}; it must be at least 24: removing "
-                "files younger than a day can delete the files of a write still in progress and corrupt the table"]
-    return []
 
 
 def normalised_location(path: str) -> str:

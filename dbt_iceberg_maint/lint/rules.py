@@ -50,7 +50,7 @@ RULES = (
     MODEL_SQL_UNREADABLE,
 )
 # Iceberg refuses remove_orphan_files younger than this (and so do the package's macros).
-ORPHAN_FLOOR_HOURS = 24.0
+ORPHAN_FLOOR_HOURS = float(guards.ORPHAN_FLOOR_HOURS)
 # The orphan window must exceed the longest observed write by this factor: the next run may
 # take longer than any run seen so far.
 ORPHAN_MARGIN_FACTOR = 2.0
