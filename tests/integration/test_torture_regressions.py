@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.results import parse_result_lines
+from lab.proxy import CommitCutProxy
 from lab.torture_workers import ROWS_PER_BATCH, GuardedWrite, batch_rows_present, merge_batch_guarded, merge_sql
 
 if TYPE_CHECKING:
@@ -185,3 +187,51 @@ def test_partial_progress_compaction_does_not_race_its_own_commits_on_a_jdbc_cat
     assert "'partial-progress.max-commits', '10000'" in (result.sql or "")
     assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (72, 12)
     assert spark.sql(checksum).collect() == before
+
+
+def test_a_lost_commit_answer_on_a_jdbc_catalog_deletes_the_landed_manifest_list_and_a_rollback_repairs_it(
+        spark: SparkSession, dbt_project: DbtProject, tmp_path: Path, postgres_server: PostgresServer) -> None:
+    """Finding 9 (docs/torture.md): a referenced manifest list was gone after the full run's load.
+    Iceberg 1.10's JDBC catalog, not this package: the connection is cut after PostgreSQL committed
+    the `UPDATE`; the connection pool reconnects and runs the same conditional `UPDATE` again, which
+    matches no row now, so the commit that landed is reported as `CommitFailedException`. The MERGE
+    retries against the refreshed table, its validation finds its own landed files as conflicting,
+    and that `ValidationException` makes Iceberg delete every manifest list it wrote, the landed
+    one included. The table's current snapshot is then unreadable. The repair docs/torture.md
+    gives: roll back to the parent snapshot, then re-run the (idempotent) write."""
+    catalog = "pg_lost_answer"
+    with CommitCutProxy(postgres_server.port) as proxy:
+        properties = postgres_server.spark_catalog_properties(str(tmp_path / "pg_warehouse"))
+        properties["uri"] = f"jdbc:postgresql://127.0.0.1:{proxy.port}/{postgres_server.database}?prepareThreshold=0"
+        spark.conf.set(f"spark.sql.catalog.{catalog}", "org.apache.iceberg.spark.SparkCatalog")
+        for key, value in properties.items():
+            spark.conf.set(f"spark.sql.catalog.{catalog}.{key}", value)
+        schema = dbt_project.schema
+        table = f"{catalog}.{schema}.lost_answer"
+        spark.sql(f"create namespace if not exists {catalog}.{schema}")
+        spark.sql(f"create table {table} (id bigint, part bigint) using iceberg partitioned by (part)")
+        for batch in range(4):
+            spark.sql(f"insert into {table} select id, id % 4 from range({batch * 10}, {batch * 10 + 10})")
+        parent = spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at desc limit 1").collect()
+        merge = (f"merge into {table} t using (select id, id % 4 + 10 as part from range(0, 20)) s on t.id = s.id "
+                 "when matched then update set part = s.part when not matched then insert *")
+
+        proxy.arm("after_commit", 1)
+        with pytest.raises(Exception, match="ValidationException: Found conflicting files") as raised:
+            spark.sql(merge)
+        assert proxy.disarm() == 0 and len(proxy.cuts) == 1 and proxy.cuts[0].reply_swallowed
+        assert classify(str(raised.value)).kind == "conflicting_added_files"
+
+        spark.sql(f"refresh table {table}")
+        current = spark.sql(f"select s.snapshot_id, s.parent_id, s.operation, s.manifest_list from {table}.snapshots s "
+                            f"join {table}.history h on s.snapshot_id = h.snapshot_id where h.is_current_ancestor "
+                            "order by s.committed_at desc limit 1").collect()[0]
+        assert (current.parent_id, current.operation) == (parent[0].snapshot_id, "overwrite")
+        assert not Path(current.manifest_list.removeprefix("file:")).exists(), "the landed manifest list survived"
+        with pytest.raises(Exception, match="NotFoundException"):
+            spark.sql(f"select count(*) from {table}").collect()
+
+        spark.sql(f"call {catalog}.system.rollback_to_snapshot('{schema}.lost_answer', {current.parent_id})")
+        assert spark.sql(f"select count(*), sum(part) from {table}").collect()[0] == (40, 60)
+        spark.sql(merge)
+        assert spark.sql(f"select count(*), sum(part) from {table}").collect()[0] == (40, 60 + 20 * 10)
