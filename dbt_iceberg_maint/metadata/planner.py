@@ -137,10 +137,12 @@ class _LazyTable:
     """The policy engine's TableFacts of one table: each tier read once, on first use (tier 1,
     the snapshot summary, always; manifests and their entries only when a due rule needs them)."""
 
-    def __init__(self, table: Table, reference_ms: int, target_override: int | None) -> None:
+    def __init__(self, table: Table, reference_ms: int, target_override: int | None,
+                 now: dt.datetime | None = None) -> None:
         self.table = table
         self.summary: SummaryTier = read_summary(table)
         self.reference_ms = reference_ms
+        self.checked = engine.checked_hours_ago(self.summary.properties, now or dt.datetime.now(dt.timezone.utc))
         self.threshold = small_file_threshold(target_file_size(self.summary.properties, target_override))
         self._manifests: list[Any] | None = None
         self._entries: dict[tuple[int, bool], EntryTier] = {}
@@ -170,6 +172,9 @@ class _LazyTable:
 
     def location(self) -> str | None:
         return str(self.table.location())
+
+    def checked_hours_ago(self, operation: str) -> float | None:
+        return self.checked.get(operation)
 
     def health(self, operation: str) -> dict[str, Any]:
         """The health figures `operation`'s due rule reads (table_health's names)."""
@@ -214,7 +219,7 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
     facts = None
     if table is not None and project_enabled and policy["enabled"]:
         mb = policy["compaction"]["target_file_size_mb"]
-        facts = _LazyTable(table, reference_ms, int(mb * 1024 * 1024) if mb else None)
+        facts = _LazyTable(table, reference_ms, int(mb * 1024 * 1024) if mb else None, now)
     steps = engine.plan_steps(target.ref, requested, policy, facts, now, project_enabled=project_enabled,
                               force=force, as_of=at)
     plan = [PlannedOperation(step.table, step.operation, step.status != "skipped",

@@ -90,14 +90,20 @@ def errors(policy: Mapping[str, Any]) -> list[str]:
     """`_iceberg_maint_policy_errors`: each operation's checks in the canonical order, then the cost gate's."""
     found: list[str] = []
     for name in protocol.OPERATIONS:
-        found += OPERATIONS[name].policy_errors(policy[section_of(name)])
+        section = policy[section_of(name)]
+        found += OPERATIONS[name].policy_errors(section)
+        found += _non_negative(f"policy {section_of(name)}", "interval_hours", section["interval_hours"])
     gate = policy["cost_gate"]
     found += checks.boolean("policy cost_gate", "skip_unchanged", gate["skip_unchanged"])
     for key in ("min_new_records", "min_new_bytes", "min_interval_hours"):
-        value = gate[key]
-        if value is not None and (not checks.is_number(value) or value < 0):
-            found.append(f"policy cost_gate: argument `{key}` is {value}; expected a number >= 0 or none")
+        found += _non_negative("policy cost_gate", key, gate[key])
     return found
+
+
+def _non_negative(owner: str, key: str, value: Any) -> list[str]:
+    if value is not None and (not checks.is_number(value) or value < 0):
+        return [f"{owner}: argument `{key}` is {value}; expected a number >= 0 or none"]
+    return []
 
 
 def checked(raw: Any, overrides: Any = None) -> dict[str, Any]:
@@ -149,6 +155,36 @@ class TableFacts(Protocol):
     def snapshots(self) -> Sequence[SnapshotLike]: ...
     def snapshots_now_ms(self) -> int: ...
     def location(self) -> str | None: ...
+    def checked_hours_ago(self, operation: str) -> float | None: ...
+
+
+CHECKED_PROPERTY_PREFIX = "dbt-iceberg-maint.checked-at."
+CHECKED_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def checked_property(operation: str) -> str:
+    """`_iceberg_maint_checked_property`: when maintain() last checked `operation` on the table (UTC)."""
+    return CHECKED_PROPERTY_PREFIX + operation
+
+
+def checked_hours_ago(properties: Mapping[str, str], now: dt.datetime) -> dict[str, float]:
+    """`_iceberg_maint_checked_hours_ago`: an unreadable value counts as never checked."""
+    found: dict[str, float] = {}
+    for operation in protocol.OPERATIONS:
+        try:
+            at = dt.datetime.strptime(properties.get(checked_property(operation), ""), CHECKED_FORMAT)
+        except ValueError:
+            continue
+        found[operation] = (now - at.replace(tzinfo=dt.timezone.utc)).total_seconds() / 3600
+    return found
+
+
+def interval_reason(section: Mapping[str, Any], hours_ago: float | None) -> str | None:
+    """`_iceberg_maint_interval_reason`: why the operation is not checked now, or None."""
+    interval = section["interval_hours"]
+    if interval and hours_ago is not None and hours_ago < interval:
+        return f"last checked {round(hours_ago, 2)} h ago, within interval_hours {interval}"
+    return None
 
 
 def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, Any], facts: TableFacts | None,
@@ -175,6 +211,10 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
         if not section["enabled"]:
             disabled = f"disabled by meta.iceberg_maint.{section_name}.enabled: false"
             steps.append(Step(name, operation, "skipped", disabled))
+            continue
+        interval = None if force else interval_reason(section, facts.checked_hours_ago(operation))
+        if interval is not None:
+            steps.append(Step(name, operation, "skipped", interval))
             continue
         hours = policy["compaction"]["cold_partitions_hours"]
         gated = None if force else gate_reason(operation, policy["cost_gate"], facts.snapshots(),

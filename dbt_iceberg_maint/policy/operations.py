@@ -22,6 +22,9 @@ from dbt_iceberg_maint.policy import sql as s
 # Under partial progress every file group commits alone (several groups in one commit fail on a
 # JDBC catalog, Iceberg 1.10): far more commits allowed than a cold-partition compaction has groups.
 SERIAL_MAX_COMMITS = "10000"
+# Orphan removal lists the whole table location: at most every 12 h by default, so a post-hook pays
+# it twice a day per table, and a daily job (whose runs are a little under or over 24 h apart) every run.
+ORPHAN_INTERVAL_HOURS = 12
 
 
 @dataclass(frozen=True)
@@ -243,17 +246,19 @@ OPERATIONS: Mapping[str, Operation] = {op.name: op for op in (
     Operation("rewrite_data_files", "compaction", {
         "enabled": True, "min_input_files": 5, "target_file_size_mb": None, "strategy": None, "sort_order": None,
         "partial_progress": True, "max_failed_commits": 0, "cold_partitions_hours": None, "where": None,
-        "options": {}}, _compaction_errors, _compaction_due, _compaction_sql),
+        "options": {}, "interval_hours": None}, _compaction_errors, _compaction_due, _compaction_sql),
     Operation("rewrite_position_delete_files", "rewrite_position_delete_files", {
-        "enabled": True, "min_input_files": 5, "where": None, "options": {}},
+        "enabled": True, "min_input_files": 5, "where": None, "options": {}, "interval_hours": None},
         _position_deletes_errors, _position_deletes_due, _position_deletes_sql),
     Operation("expire_snapshots", "expire_snapshots", {
         "enabled": True, "older_than_hours": 168, "older_than": None, "retain_last": 5, "clean_expired_metadata": None,
-        "max_concurrent_deletes": None, "stream_results": None}, _expire_errors, _expire_due, _expire_sql),
+        "max_concurrent_deletes": None, "stream_results": None, "interval_hours": None},
+        _expire_errors, _expire_due, _expire_sql),
     Operation("remove_orphan_files", "remove_orphan_files", {
         "enabled": True, "older_than_hours": 72, "location": None, "max_concurrent_deletes": None,
-        "equal_schemes": None, "equal_authorities": None, "prefix_mismatch_mode": None, "prefix_listing": None},
-        _orphan_errors, _orphan_due, _orphan_sql),
-    Operation("rewrite_manifests", "rewrite_manifests", {"enabled": True, "min_manifests": 5, "use_caching": None},
+        "equal_schemes": None, "equal_authorities": None, "prefix_mismatch_mode": None, "prefix_listing": None,
+        "interval_hours": ORPHAN_INTERVAL_HOURS}, _orphan_errors, _orphan_due, _orphan_sql),
+    Operation("rewrite_manifests", "rewrite_manifests", {"enabled": True, "min_manifests": 5, "use_caching": None,
+                                                   "interval_hours": None},
               _manifests_errors, _manifests_due, _manifests_sql),
 )}

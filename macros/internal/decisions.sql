@@ -111,18 +111,24 @@
 {% macro _iceberg_maint_policy_errors(policy) %}
   {%- set errors = [] -%}
   {%- for operation in dbt_iceberg_maint._iceberg_maint_operation_order() -%}
+    {%- set section_name = dbt_iceberg_maint._iceberg_maint_policy_section(operation) -%}
     {%- set policy_errors = dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'policy_errors') -%}
-    {%- do errors.extend(policy_errors(policy[dbt_iceberg_maint._iceberg_maint_policy_section(operation)])) -%}
+    {%- do errors.extend(policy_errors(policy[section_name])) -%}
+    {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_non_negative_errors('policy ' ~ section_name,
+          'interval_hours', policy[section_name].interval_hours)) -%}
   {%- endfor -%}
   {%- set gate = policy.cost_gate -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('policy cost_gate', 'skip_unchanged',
         gate.skip_unchanged)) -%}
   {%- for key in ['min_new_records', 'min_new_bytes', 'min_interval_hours'] -%}
-    {%- set value = gate[key] -%}
-    {%- if value is not none and (value is boolean or value is not number or value < 0) -%}
-      {%- do errors.append("policy cost_gate: argument `" ~ key ~ "` is " ~ value
-            ~ "; expected a number >= 0 or none") -%}
-    {%- endif -%}
+    {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_non_negative_errors('policy cost_gate', key, gate[key])) -%}
   {%- endfor -%}
   {{ return(errors) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_non_negative_errors(owner, key, value) %}
+  {%- if value is not none and (value is boolean or value is not number or value < 0) -%}
+    {{ return([owner ~ ": argument `" ~ key ~ "` is " ~ value ~ "; expected a number >= 0 or none"]) }}
+  {%- endif -%}
+  {{ return([]) }}
 {% endmacro %}

@@ -42,17 +42,33 @@
 {% endmacro %}
 
 
-{#- What the plan reads about an existing table, each at most once: gc.enabled (only expire_snapshots
-    and remove_orphan_files depend on it, so a compaction plan sends no SHOW TBLPROPERTIES), its
-    health (not when forced), the cold scope of a compaction with cold_partitions_hours, and the
-    snapshot list when a cost gate is set. -#}
+{#- What the plan reads about an existing table, each at most once: its properties (gc.enabled for
+    expire_snapshots and remove_orphan_files, when each operation was last checked for those with
+    an interval_hours: a compaction-only plan without one sends no SHOW TBLPROPERTIES), its health
+    and the cold scope (not when forced, nor when every operation that needs them is within its
+    interval: a post-hook in steady state reads neither), and the snapshot list when a cost gate is
+    set. -#}
 {% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
-  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table)
-        if 'expire_snapshots' in requested or 'remove_orphan_files' in requested else {} -%}
+  {%- set section_of = dbt_iceberg_maint._iceberg_maint_policy_section -%}
+  {%- set needs_properties = namespace(value='expire_snapshots' in requested or 'remove_orphan_files' in requested) -%}
+  {%- for operation in requested -%}
+    {%- if resolved[section_of(operation)].interval_hours -%}{%- set needs_properties.value = true -%}{%- endif -%}
+  {%- endfor -%}
+  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) if needs_properties.value else {} -%}
+  {%- set checked = dbt_iceberg_maint._iceberg_maint_checked_hours_ago(properties) -%}
+  {#- Operations whose due decision must be made now: requested, enabled, outside their interval. -#}
+  {%- set deciding = [] -%}
+  {%- for operation in requested -%}
+    {%- set section = resolved[section_of(operation)] -%}
+    {%- if section.enabled and (force or dbt_iceberg_maint._iceberg_maint_interval_reason(section,
+          checked.get(operation)) is none) -%}
+      {%- do deciding.append(operation) -%}
+    {%- endif -%}
+  {%- endfor -%}
   {%- set as_of_text = as_of.strftime('%Y-%m-%d %H:%M:%S.%f') if as_of is not none else none -%}
   {%- set health = none -%}
-  {%- if not force -%}
+  {%- if not force and deciding | reject('equalto', 'remove_orphan_files') | list -%}
     {%- set mb = resolved.compaction.target_file_size_mb -%}
     {#- The implementation, not the public macro: that one renders to '' inside a node's hooks. -#}
     {%- set health = adapter.dispatch('table_health', 'dbt_iceberg_maint')(
@@ -62,20 +78,83 @@
   {%- set compaction = resolved.compaction -%}
   {%- set scope = dbt_iceberg_maint._iceberg_maint_cold_scope(relation, compaction.cold_partitions_hours, as_of_text,
         health.small_file_threshold_bytes if health else none)
-        if 'rewrite_data_files' in requested and compaction.enabled and compaction.cold_partitions_hours else none -%}
-  {%- set gated = not force and dbt_iceberg_maint._iceberg_maint_cost_gate_set(resolved.cost_gate) -%}
+        if 'rewrite_data_files' in deciding and compaction.cold_partitions_hours else none -%}
+  {%- set gated = not force and deciding and dbt_iceberg_maint._iceberg_maint_cost_gate_set(resolved.cost_gate) -%}
   {%- set snapshots = dbt_iceberg_maint._iceberg_maint_gate_snapshots(relation, as_of) if gated
         else {'rows': [], 'now_ms': none} -%}
   {{ return({'gc_enabled': (properties.get('gc.enabled', 'true') | lower) != 'false', 'health': health,
-      'cold_scope': scope, 'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms}) }}
+      'cold_scope': scope, 'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked}) }}
+{% endmacro %}
+
+
+{#- The table property recording when maintain() or iceberg_maintenance last checked `operation`
+    on the table (it ran successfully, or was found not due), in UTC; only for operations with an
+    interval_hours. -#}
+{% macro _iceberg_maint_checked_property(operation) %}
+  {{ return('dbt-iceberg-maint.checked-at.' ~ operation) }}
+{% endmacro %}
+
+{#- {operation: hours since that operation was last checked} from the table's properties (wall
+    clock, never as_of); an unreadable value counts as never checked, so the check runs. -#}
+{% macro _iceberg_maint_checked_hours_ago(properties) %}
+  {%- set now = dbt_iceberg_maint._iceberg_maint_now() -%}
+  {%- set checked = {} -%}
+  {%- for operation in dbt_iceberg_maint._iceberg_maint_operation_order() -%}
+    {%- set text = properties.get(dbt_iceberg_maint._iceberg_maint_checked_property(operation)) -%}
+    {%- set match = modules.re.fullmatch('(\\d{4})-(\\d{2})-(\\d{2})T(\\d{2}):(\\d{2}):(\\d{2})Z', text or '') -%}
+    {%- if match -%}
+      {%- set at = modules.datetime.datetime(match.group(1) | int, match.group(2) | int, match.group(3) | int,
+            match.group(4) | int, match.group(5) | int, match.group(6) | int, 0, modules.pytz.utc) -%}
+      {%- do checked.update({operation: (now - at).total_seconds() / 3600}) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(checked) }}
+{% endmacro %}
+
+{#- After a table's steps ran: record in one ALTER TABLE when each operation with an interval_hours
+    was checked, i.e. it ran successfully or its due rule found nothing to do. Not for a dry run or
+    a forced run (force neither reads nor writes the intervals), a failure, or a skip that decided nothing (a kill switch, disabled, within its interval, the
+    cost gate): those operations are checked again next time. -#}
+{% macro _iceberg_maint_record_checks(table, resolved, steps, results) %}
+  {%- set undecided = ['maintenance disabled by', 'table does not exist', 'disabled by meta.', 'last checked ',
+        'cost gate:'] -%}
+  {%- set now = dbt_iceberg_maint._iceberg_maint_now().strftime('%Y-%m-%dT%H:%M:%SZ') -%}
+  {%- set recorded = [] -%}
+  {%- for step in steps -%}
+    {%- set result = results[loop.index0] -%}
+    {%- set section = resolved[dbt_iceberg_maint._iceberg_maint_policy_section(step.operation)] -%}
+    {%- set decided = namespace(value=result.status == 'success' or (result.status == 'skipped'
+          and step.status == 'skipped')) -%}
+    {%- for prefix in undecided if result.status == 'skipped' and (step.reason or '').startswith(prefix) -%}
+      {%- set decided.value = false -%}
+    {%- endfor -%}
+    {%- if section.interval_hours and decided.value -%}
+      {%- do recorded.append(dbt_iceberg_maint._iceberg_maint_string_literal(
+            dbt_iceberg_maint._iceberg_maint_checked_property(step.operation)) ~ " = '" ~ now ~ "'") -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if recorded -%}
+    {%- call statement('iceberg_maint_record_checks', fetch_result=False) -%}
+      alter table {{ table }} set tblproperties ({{ recorded | join(', ') }})
+    {%- endcall -%}
+  {%- endif -%}
+{% endmacro %}
+
+{#- Pure: why `section`'s operation is not checked now (last checked `hours_ago` h ago, less than
+    its interval_hours), or none. Its twin: policy/engine.py `interval_reason`. -#}
+{% macro _iceberg_maint_interval_reason(section, hours_ago) %}
+  {%- if section.interval_hours and hours_ago is not none and hours_ago < section.interval_hours -%}
+    {{ return('last checked ' ~ (hours_ago | round(2)) ~ ' h ago, within interval_hours ' ~ section.interval_hours) }}
+  {%- endif -%}
+  {{ return(none) }}
 {% endmacro %}
 
 
 {#- The plan's steps from a checked policy and the table's facts (pure: the shared case table,
     tests/policy_cases.yml, runs it against its Python twin, policy/engine.py `plan_steps`).
-    facts: {project_enabled, exists, gc_enabled, health, cold_scope, snapshots, now_ms}.
+    facts: {project_enabled, exists, gc_enabled, health, cold_scope, snapshots, now_ms, checked_hours_ago}.
     Kill switches first (the project var, the model's policy, the table must exist); then per
-    operation: disabled, the cost gate, not due, gc.enabled=false (Iceberg refuses both
+    operation: disabled, within its interval_hours, the cost gate, not due, gc.enabled=false (Iceberg refuses both
     expire_snapshots and remove_orphan_files: a failed step that does not run, so the following
     steps still run), else its SQL. -#}
 {% macro _iceberg_maint_plan_steps(table, requested, resolved, facts, force=false, as_of=none) %}
@@ -99,11 +178,13 @@
   {%- for operation in requested -%}
     {%- set section_name = dbt_iceberg_maint._iceberg_maint_policy_section(operation) -%}
     {%- set section = resolved[section_name] -%}
-    {%- set gated = none if force or not section.enabled else dbt_iceberg_maint._iceberg_maint_cost_gate_decision(
+    {%- set interval = none if force or not section.enabled else dbt_iceberg_maint._iceberg_maint_interval_reason(
+          section, (facts.checked_hours_ago or {}).get(operation)) -%}
+    {%- set gated = none if force or not section.enabled or interval else dbt_iceberg_maint._iceberg_maint_cost_gate_decision(
           operation, resolved.cost_gate, facts.snapshots, facts.now_ms, cold_hours) -%}
     {%- set scope = facts.cold_scope if operation == 'rewrite_data_files' and cold_hours else none -%}
     {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} -%}
-    {%- if not force and section.enabled and not gated -%}
+    {%- if not force and section.enabled and not interval and not gated -%}
       {%- set checked = facts.health.copy() -%}
       {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
       {%- do checked.update({'rewrites_planned': rewrites_planned}) -%}
@@ -117,6 +198,8 @@
     {%- if not section.enabled -%}
       {%- do steps.append(step(table, operation, 'skipped', 'disabled by meta.iceberg_maint.' ~ section_name
             ~ '.enabled: false')) -%}
+    {%- elif interval -%}
+      {%- do steps.append(step(table, operation, 'skipped', interval)) -%}
     {%- elif gated -%}
       {%- do steps.append(step(table, operation, 'skipped', gated)) -%}
     {%- elif not decision.due -%}

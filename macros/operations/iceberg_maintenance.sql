@@ -41,7 +41,9 @@
   {%- for node in nodes -%}
     {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias or node.name) -%}
     {%- do tables.append({'model': node.package_name ~ '.' ~ node.name,
-                          'table': dbt_iceberg_maint._iceberg_maint_qualified_name(relation), 'relation': relation}) -%}
+                          'table': dbt_iceberg_maint._iceberg_maint_qualified_name(relation), 'relation': relation,
+                          'policy': dbt_iceberg_maint._iceberg_maint_resolved_policy(
+                              dbt_iceberg_maint._iceberg_maint_model_policy(node))}) -%}
   {%- endfor -%}
   {%- set selection = [] -%}
   {%- for entry in tables -%}{%- do selection.append({'model': entry.model, 'table': entry.table}) -%}{%- endfor -%}
@@ -61,6 +63,18 @@
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('plan', {'tables': selection, 'operations': requested,
         'as_of': as_of, 'steps': steps}) -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run) -%}
+  {%- if not dry_run and not force -%}
+    {%- for entry in tables -%}
+      {%- set own = namespace(steps=[], results=[]) -%}
+      {%- for step in steps if step.table == entry.table -%}
+        {%- set own.steps = own.steps + [step] -%}
+      {%- endfor -%}
+      {%- for result in results if result.table == entry.table -%}
+        {%- set own.results = own.results + [result] -%}
+      {%- endfor -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_record_checks(entry.table, entry.policy, own.steps, own.results) -%}
+    {%- endfor -%}
+  {%- endif -%}
 
   {%- set counts = {'success': 0, 'skipped': 0, 'dry_run': 0, 'failed': 0} -%}
   {%- set failures = [] -%}

@@ -23,5 +23,11 @@
   {%- set steps = dbt_iceberg_maint.get_maintenance_plan(relation=relation, operations=operations, force=force,
         policy=policy, as_of=as_of) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {{ return(dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false)) }}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false) -%}
+  {%- if not dry_run and not force and steps -%}
+    {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_record_checks(steps[0].table, dbt_iceberg_maint._iceberg_maint_resolved_policy(
+          dbt_iceberg_maint._iceberg_maint_model_policy(node), policy), steps, results) -%}
+  {%- endif -%}
+  {{ return(results) }}
 {% endmacro %}

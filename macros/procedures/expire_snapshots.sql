@@ -142,7 +142,8 @@
 
 {% macro _iceberg_maint_expire_snapshots_defaults() %}
   {{ return({'enabled': true, 'older_than_hours': 168, 'older_than': none, 'retain_last': 5,
-             'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none}) }}
+             'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none,
+             'interval_hours': none}) }}
 {% endmacro %}
 
 {#- An absolute older_than in the policy wins over older_than_hours (which has a default). -#}

@@ -208,7 +208,8 @@
 
 {% macro _iceberg_maint_remove_orphan_files_defaults() %}
   {{ return({'enabled': true, 'older_than_hours': 72, 'location': none, 'max_concurrent_deletes': none,
-             'equal_schemes': none, 'equal_authorities': none, 'prefix_mismatch_mode': none, 'prefix_listing': none}) }}
+             'equal_schemes': none, 'equal_authorities': none, 'prefix_mismatch_mode': none, 'prefix_listing': none,
+             'interval_hours': 12}) }}
 {% endmacro %}
 
 {% macro _iceberg_maint_remove_orphan_files_policy_errors(section) %}

@@ -99,7 +99,7 @@
 {% macro _iceberg_maint_rewrite_data_files_defaults() %}
   {{ return({'enabled': true, 'min_input_files': 5, 'target_file_size_mb': none, 'strategy': none, 'sort_order': none,
              'partial_progress': true, 'max_failed_commits': 0, 'cold_partitions_hours': none, 'where': none,
-             'options': {}}) }}
+             'options': {}, 'interval_hours': none}) }}
 {% endmacro %}
 
 {% macro _iceberg_maint_rewrite_data_files_policy_errors(section) %}

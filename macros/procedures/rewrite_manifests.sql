@@ -54,7 +54,7 @@
 {#- ---- As a maintenance step (get_maintenance_plan) ---------------------------------------- -#}
 
 {% macro _iceberg_maint_rewrite_manifests_defaults() %}
-  {{ return({'enabled': true, 'min_manifests': 5, 'use_caching': none}) }}
+  {{ return({'enabled': true, 'min_manifests': 5, 'use_caching': none, 'interval_hours': none}) }}
 {% endmacro %}
 
 {% macro _iceberg_maint_rewrite_manifests_policy_errors(section) %}

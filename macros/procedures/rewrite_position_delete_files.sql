@@ -55,7 +55,8 @@
 {#- ---- As a maintenance step (get_maintenance_plan) ---------------------------------------- -#}
 
 {% macro _iceberg_maint_rewrite_position_delete_files_defaults() %}
-  {{ return({'enabled': true, 'min_input_files': 5, 'where': none, 'options': {}}) }}
+  {{ return({'enabled': true, 'min_input_files': 5, 'where': none, 'options': {},
+             'interval_hours': none}) }}
 {% endmacro %}
 
 {% macro _iceberg_maint_rewrite_position_delete_files_policy_errors(section) %}

@@ -578,3 +578,50 @@ def test_the_cost_gate_holds_due_work_on_a_table_maintained_recently(spark: Spar
         refused.exception
     ) + " ".join(refused.log_messages)
     assert current_snapshot(spark, table) == compacted
+
+
+def test_interval_hours_checks_each_operation_at_most_that_often(spark: SparkSession, built: DbtProject) -> None:
+    """interval_hours: the first maintain() decides every operation and records, in one table
+    property per operation with an interval, when it checked it (orphan removal: 12 h by default);
+    the next one skips those operations without reading the table's health, saying when they were
+    last checked; force ignores the record and leaves it alone; a failure records nothing."""
+    table = built.table("checked")
+    spark.sql(f"create table {table} (id bigint, part string) using iceberg partitioned by (part)")
+    for batch in range(3):
+        spark.sql(f"insert into {table} values ({batch}, 'a'), ({batch + 10}, 'b')")
+    policy = {"compaction": {"min_input_files": 50, "interval_hours": 6}, "rewrite_manifests": {"min_manifests": 50}}
+
+    def maintain(**args: object) -> DbtInvocation:
+        arguments = {"relation": f"{built.schema}.checked",
+                     "operations": ["compaction", "remove_orphan_files", "rewrite_manifests"], "policy": policy, **args}
+        return built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(arguments))
+
+    def checked_at() -> dict[str, str]:
+        return {k.rsplit(".", 1)[1]: v for k, v in spark.sql(f"show tblproperties {table}").collect()
+                if k.startswith("dbt-iceberg-maint.checked-at.")}
+
+    first_run = parse_result_lines(maintain().log_messages)
+    assert [(r.operation, r.status) for r in first_run] == [
+        ("rewrite_data_files", "skipped"), ("remove_orphan_files", "success"), ("rewrite_manifests", "skipped")]
+    assert first_run[0].reason == "no partition has >= 50 small files (largest: 3)"
+    recorded = checked_at()
+    # rewrite_manifests has no interval: nothing recorded for it, it is decided every time.
+    assert sorted(recorded) == ["remove_orphan_files", "rewrite_data_files"], recorded
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", v) for v in recorded.values()), recorded
+    snapshot = current_snapshot(spark, table)
+
+    second = maintain()
+    results = parse_result_lines(second.log_messages)
+    assert [(r.operation, r.status) for r in results] == [
+        ("rewrite_data_files", "skipped"), ("remove_orphan_files", "skipped"), ("rewrite_manifests", "skipped")]
+    assert re.fullmatch(r"last checked 0\.\d+ h ago, within interval_hours 6", results[0].reason), results[0].reason
+    assert re.fullmatch(r"last checked 0\.\d+ h ago, within interval_hours 12", results[1].reason), results[1].reason
+    assert results[2].reason == "only 3 data manifests, below threshold of 50"
+    # Only rewrite_manifests was decided: its health query ran, no CALL and no ALTER did.
+    sent = " ".join(e.msg.lower() for e in second.events if e.name == "SQLQuery")
+    assert ".data_files" in sent and "call " not in sent and "alter table" not in sent, sent
+    assert checked_at() == recorded and current_snapshot(spark, table) == snapshot
+
+    forced = parse_result_lines(maintain(force=True, operations=["remove_orphan_files"]).log_messages)
+    assert [(r.operation, r.status) for r in forced] == [("remove_orphan_files", "success")]
+    assert checked_at() == recorded

@@ -65,6 +65,9 @@ class CaseFacts:
     def location(self) -> str | None:
         return None
 
+    def checked_hours_ago(self, operation: str) -> float | None:
+        return (self.facts.get("checked_hours_ago") or {}).get(operation)
+
 
 def python_outcome(case: Mapping[str, Any], now: dt.datetime) -> dict[str, Any]:
     errors = engine.shape_errors(case.get("policy")) + engine.shape_errors(case.get("overrides"),

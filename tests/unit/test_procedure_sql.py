@@ -740,7 +740,7 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
             "v_policy_typos",
             [
                 "meta.iceberg_maint.compaction has unknown key `min_input_file`; allowed keys: enabled, min_input_files, "
-                "target_file_size_mb, strategy, sort_order, partial_progress, max_failed_commits, cold_partitions_hours, where, options",
+                "target_file_size_mb, strategy, sort_order, partial_progress, max_failed_commits, cold_partitions_hours, where, options, interval_hours",
                 "meta.iceberg_maint has unknown key `expire_snapshot`; allowed keys: enabled, compaction, rewrite_position_delete_files, "
                 "expire_snapshots, remove_orphan_files, rewrite_manifests, cost_gate, idempotent, isolation_level, commit_retry, properties, "
                 "lint_ignore",
@@ -880,6 +880,7 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
         "equal_authorities": None,
         "prefix_mismatch_mode": None,
         "prefix_listing": None,
+        "interval_hours": 12,
     }
     assert policy["expire_snapshots"] == {
         "enabled": True,
@@ -889,8 +890,10 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
         "clean_expired_metadata": None,
         "max_concurrent_deletes": None,
         "stream_results": None,
+        "interval_hours": None,
     }
-    assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5, "use_caching": None}
+    assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5, "use_caching": None,
+                                           "interval_hours": None}
     # `iceberg_maint: false` switches the model's maintenance off, like `enabled: false`.
     assert rendered["policy_false"]["value"]["enabled"] is False
     assert rendered["policy_false"]["value"]["rewrite_manifests"]["enabled"] is False
