@@ -37,7 +37,10 @@ if TYPE_CHECKING:
 NAME = "post_hooks"
 SCHEMA = "hooks_bench"
 GOAL_RATIO = 1.2
-MERGE_MODELS, APPEND_MODELS, TABLE_MODELS = 7, 5, 6
+# Marts per kind (merge, append, whole-history table): with the event log and the customers, 20
+# models; the quick form keeps one of each but merge (two), 6 models: the same paths, a third of the time.
+FULL_SHAPE = (7, 5, 6)
+QUICK_SHAPE = (2, 1, 1)
 ROWS_PER_BATCH = 2000
 BATCH_SETTING = "hooks_bench.batch"
 
@@ -117,16 +120,17 @@ def table_model(i: int) -> str:
             "group by 1, 2, 3\n")
 
 
-def models() -> dict[str, str]:
-    """The 20 models: events, customers, 7 merge marts, 5 append marts, 6 whole-history tables."""
+def models(shape: tuple[int, int, int] = FULL_SHAPE) -> dict[str, str]:
+    """Events, customers, and `shape` merge marts, append marts and whole-history tables."""
     found = {"events": EVENTS, "customers": CUSTOMERS}
-    found.update({f"merge_{i:02d}": merge_model(i) for i in range(MERGE_MODELS)})
-    found.update({f"append_{i:02d}": append_model(i) for i in range(APPEND_MODELS)})
-    found.update({f"table_{i:02d}": table_model(i) for i in range(TABLE_MODELS)})
+    merges, appends, tables = shape
+    found.update({f"merge_{i:02d}": merge_model(i) for i in range(merges)})
+    found.update({f"append_{i:02d}": append_model(i) for i in range(appends)})
+    found.update({f"table_{i:02d}": table_model(i) for i in range(tables)})
     return found
 
 
-def write_project(folder: Path, name: str, hooks: bool) -> Path:
+def write_project(folder: Path, name: str, hooks: bool, shape: tuple[int, int, int]) -> Path:
     """A dbt project in `folder` installing this checkout; `dbt deps` has run in it."""
     from dbt_iceberg_maint.invoke import invoke_dbt
 
@@ -134,7 +138,7 @@ def write_project(folder: Path, name: str, hooks: bool) -> Path:
     (folder / "dbt_project.yml").write_text(PROJECT.format(name=name, hooks=HOOKS_CONFIG if hooks else ""))
     (folder / "profiles.yml").write_text(PROFILE.format(name=name, schema=SCHEMA))
     (folder / "packages.yml").write_text(f"packages:\n  - local: {field.REPO}\n")
-    for model, sql in models().items():
+    for model, sql in models(shape).items():
         (folder / "models" / f"{model}.sql").write_text(sql)
     outcome = invoke_dbt(["deps", "--quiet"], project_dir=folder)
     if not outcome.success:
@@ -193,14 +197,14 @@ def timed_run(spark: SparkSession, project: Path, batch: int) -> dict[str, Any]:
             "breakdown": breakdown(run)}
 
 
-def forget_checks(spark: SparkSession) -> None:
+def forget_checks(spark: SparkSession, shape: tuple[int, int, int]) -> None:
     """Every table as if no operation had been checked within its interval: the next hooks run
     decides every operation (the run a post-hook pays once per interval and table)."""
     from dbt_iceberg_maint.policy.engine import checked_property
     from dbt_iceberg_maint.protocol import OPERATIONS
 
     keys = ", ".join(f"'{checked_property(op)}'" for op in OPERATIONS)
-    for name in models():
+    for name in models(shape):
         spark.sql(f"alter table {SCHEMA}.{name} unset tblproperties if exists ({keys})")
 
 
@@ -208,8 +212,9 @@ def run(warehouse: Path, work: Path, start: field.RunStart, pairs: int, full_che
         quick: bool) -> dict[str, Any]:
     from dbt_iceberg_maint.spark import start_session
 
-    plain = write_project(work / "plain", "hooks_bench_plain", hooks=False)
-    hooked = write_project(work / "hooks", "hooks_bench_hooks", hooks=True)
+    shape = QUICK_SHAPE if quick else FULL_SHAPE
+    plain = write_project(work / "plain", "hooks_bench_plain", hooks=False, shape=shape)
+    hooked = write_project(work / "hooks", "hooks_bench_hooks", hooks=True, shape=shape)
     samples: list[dict[str, Any]] = []
     started = time.perf_counter()
     with field.LoadSampler() as load:
@@ -230,16 +235,16 @@ def run(warehouse: Path, work: Path, start: field.RunStart, pairs: int, full_che
                       f"hooks {sample['hooks']['wall_s']:.1f} s ({time.perf_counter() - started:.0f} s)", flush=True)
             full_checks = []
             for _ in range(full_check_runs):
-                forget_checks(spark)
+                forget_checks(spark, shape)
                 batch += 1
                 full_checks.append(timed_run(spark, hooked, batch))
         finally:
             spark.stop()
-    return summarize(samples, warm_up, full_checks, pairs, quick, load, time.perf_counter() - started, start)
+    return summarize(samples, warm_up, full_checks, shape, quick, load, time.perf_counter() - started, start)
 
 
 def summarize(samples: list[dict[str, Any]], warm_up: list[dict[str, Any]], full_checks: list[dict[str, Any]],
-              pairs: int, quick: bool,
+              shape: tuple[int, int, int], quick: bool,
               load: field.LoadSampler, duration_s: float, start: field.RunStart) -> dict[str, Any]:
     plain = field.median([s["plain"]["wall_s"] for s in samples])
     hooks = field.median([s["hooks"]["wall_s"] for s in samples])
@@ -252,9 +257,9 @@ def summarize(samples: list[dict[str, Any]], warm_up: list[dict[str, Any]], full
         for kind, figures in sample["hooks"]["breakdown"].items():
             kinds[kind].append(figures["s"])
     return {
-        "benchmark": NAME, "quick": quick, "pairs": pairs,
-        "project": {"models": len(models()), "merge_marts": MERGE_MODELS, "append_marts": APPEND_MODELS,
-                    "history_tables": TABLE_MODELS, "rows_per_batch": ROWS_PER_BATCH, "threads": 1,
+        "benchmark": NAME, "quick": quick, "pairs": len(samples),
+        "project": {"models": len(models(shape)), "merge_marts": shape[0], "append_marts": shape[1],
+                    "history_tables": shape[2], "rows_per_batch": ROWS_PER_BATCH, "threads": 1,
                     "runtime": "embedded (dbt_iceberg_maint.spark.start_session defaults), dbt-spark method: session"},
         "goal": {"hooks_over_plain_max": GOAL_RATIO, "evaluated_on": "median wall time of the whole dbt run"},
         "median_wall_s": {"plain": plain, "hooks": hooks},
@@ -280,7 +285,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     left.set_xlabel("pair")
     left.set_ylabel("dbt run wall time, s")
     left.set_ylim(bottom=0)
-    left.set_title(f"20 models, hooks/plain = {figures['ratio']} (goal <= {GOAL_RATIO})")
+    left.set_title(f"{figures['project']['models']} models, hooks/plain = {figures['ratio']} (goal <= {GOAL_RATIO})")
     left.legend(fontsize=8)
     kinds = figures["hooks_seconds_by_statement_kind"]
     names = sorted(kinds, key=kinds.get)
@@ -308,7 +313,7 @@ def print_summary(figures: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="./scripts/bench post_hooks", description=__doc__)
     parser.add_argument("--rounds", type=int, default=None, help="timed pairs (default 6; 1 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="1 timed pair: for the test suite")
+    parser.add_argument("--quick", action="store_true", help="6 models, 1 timed pair: for the test suite")
     parser.add_argument("--results", type=Path, default=field.RESULTS)
     args = parser.parse_args()
     pairs = args.rounds or (1 if args.quick else 6)

@@ -19,11 +19,12 @@ def test_the_hooks_project_carries_the_readmes_post_hooks_and_policy_word_for_wo
 def test_twenty_models_of_each_kind_the_docstring_names() -> None:
     models = post_hooks.models()
     assert len(models) == 20
-    assert sum("incremental_strategy='merge'" in sql for sql in models.values()) == post_hooks.MERGE_MODELS
-    assert sum("materialized='table'" in sql for sql in models.values()) == post_hooks.TABLE_MODELS + 1  # customers
+    merges, appends, tables = post_hooks.FULL_SHAPE
+    assert sum("incremental_strategy='merge'" in sql for sql in models.values()) == merges
+    assert sum("materialized='table'" in sql for sql in models.values()) == tables + 1  # customers
+    assert len(post_hooks.models(post_hooks.QUICK_SHAPE)) == 6
     # Each run writes the next batch: the event log and the marts built from it read the setting.
-    assert sum("${hooks_bench.batch}" in sql for sql in models.values()) == 1 + post_hooks.MERGE_MODELS + \
-        post_hooks.APPEND_MODELS
+    assert sum("${hooks_bench.batch}" in sql for sql in models.values()) == 1 + merges + appends
 
 
 def test_statements_are_told_apart_by_kind() -> None:
