@@ -474,6 +474,40 @@ def test_a_compaction_commit_lost_to_a_concurrent_commit_is_recovered_by_one_re_
     assert after[0] == before[0] + 1  # the race job's one row, nothing lost or duplicated
 
 
+def test_a_forced_compaction_rewrites_fewer_small_files_than_min_input_files(
+    spark: SparkSession, built: DbtProject
+) -> None:
+    """force means it: a partition with 2 small files, policy min_input_files 5. Not due
+    unforced; forced, the CALL runs with min-input-files 1 and Iceberg rewrites the 2 files (with
+    the policy's 5 it would report success while rewriting nothing)."""
+    table = built.table("forced_compaction")
+    spark.sql(f"create table {table} (id bigint, part string) using iceberg partitioned by (part)")
+    for batch in range(2):
+        spark.sql(f"insert into {table} values ({batch}, 'a')")
+    checksum = f"select count(*), sum(id) from {table}"
+    before = spark.sql(checksum).collect()
+
+    def compaction(force: bool) -> MaintenanceResult:
+        invocation = built(
+            "run-operation",
+            "dbt_iceberg_maint.maintain",
+            "--args",
+            json.dumps({"relation": f"{built.schema}.forced_compaction", "operations": ["compaction"],
+                        "policy": {"compaction": {"min_input_files": 5}}, "force": force}),
+        )
+        [result] = parse_result_lines(invocation.log_messages)
+        return result
+
+    unforced = compaction(force=False)
+    assert (unforced.status, unforced.reason) == ("skipped", "no partition has >= 5 small files (largest: 2)")
+    forced = compaction(force=True)
+    assert (forced.status, forced.reason) == ("success", "forced (thresholds ignored)")
+    assert "'min-input-files', '1'" in forced.sql and "'min-input-files', '5'" not in forced.sql
+    assert (forced.metrics["rewritten_data_files_count"], forced.metrics["added_data_files_count"]) == (2, 1)
+    assert spark.sql(f"select count(*) from {table}.data_files").collect()[0][0] == 1
+    assert spark.sql(checksum).collect() == before
+
+
 def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapshots(
     spark: SparkSession, built: DbtProject
 ) -> None:
