@@ -1,9 +1,11 @@
 {#- Maintain one table per its model's policy (`meta.iceberg_maint`, merged over the defaults and
     `policy`): get_maintenance_plan, then execute it (due operations only; force: every
     requested operation, thresholds ignored), in the canonical order, one ICEBERG_MAINT_RESULT
-    line per operation. Returns the list of result records; inside a node's hooks it renders to
-    nothing (dbt would run the rendered text as SQL), so `{{ dbt_iceberg_maint.maintain() }}`
-    works as a post-hook. as_of: the reference time for cold partitions and snapshot ages. -#}
+    line per operation. A table that does not exist fails every operation; run as
+    `dbt run-operation dbt_iceberg_maint.maintain`, any failed operation fails the invocation.
+    Returns the list of result records; inside a node's hooks it renders to nothing (dbt would
+    run the rendered text as SQL), so `{{ dbt_iceberg_maint.maintain() }}` works as a
+    post-hook. as_of: the reference time for cold partitions and snapshot ages. -#}
 
 {% macro maintain(relation=none, operations=none, dry_run=false, force=false, policy=none, as_of=none) %}
   {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('maintain', 'dbt_iceberg_maint')(
@@ -23,5 +25,16 @@
   {%- set steps = dbt_iceberg_maint.get_maintenance_plan(relation=relation, operations=operations, force=force,
         policy=policy, as_of=as_of) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {{ return(dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false)) }}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false) -%}
+  {%- set failures = [] -%}
+  {%- for result in results if result.status == 'failed' -%}
+    {%- do failures.append(result.table ~ ' ' ~ result.operation ~ ': ' ~ result.reason) -%}
+  {%- endfor -%}
+  {#- As the run-operation itself, a failed operation fails the invocation (its exit code says
+      so); a macro that calls maintain() gets the records, a post-hook the result lines. -#}
+  {%- if failures and dbt_iceberg_maint._iceberg_maint_is_run_operation('maintain') -%}
+    {{ exceptions.raise_compiler_error("maintain: " ~ failures | length ~ " operation(s) failed: "
+          ~ failures | join(' | ')) }}
+  {%- endif -%}
+  {{ return(results) }}
 {% endmacro %}

@@ -199,8 +199,13 @@ def test_unknown_selection_or_operation_is_refused(spark: SparkSession, built: D
     assert current_snapshot(spark, built.table("event_log")) == before
 
 
+MISSING = "table {table} does not exist (a typo, or its model not built yet?)"
+
+
 @pytest.mark.parametrize("relation", ["{schema}.not_built_yet", "no_such_schema.events"])
-def test_a_missing_table_in_a_named_catalog_is_skipped(built: DbtProject, relation: str) -> None:
+def test_a_missing_table_in_a_named_catalog_fails_the_run_operation(built: DbtProject, relation: str) -> None:
+    """A mistyped relation once exited 0 with every operation skipped: nothing was done that was
+    asked. Every operation is failed, with what happened, and the invocation fails."""
     invocation = built(
         "run-operation",
         "dbt_iceberg_maint.maintain",
@@ -208,20 +213,43 @@ def test_a_missing_table_in_a_named_catalog_is_skipped(built: DbtProject, relati
         "{dbt_iceberg_maint_catalog: local}",
         "--args",
         json.dumps({"relation": relation.format(schema=built.schema)}),
+        expect_success=False,
     )
+    table = "local." + relation.format(schema=built.schema)
     results = parse_result_lines(invocation.log_messages)
     assert [r.operation for r in results] == ORDER
-    assert {(r.status, r.reason) for r in results} == {("skipped", "table does not exist (model not built yet?)")}
-    assert {r.table for r in results} == {"local." + relation.format(schema=built.schema)}
+    assert {(r.table, r.status, r.reason) for r in results} == {(table, "failed", MISSING.format(table=table))}
+    assert not invocation.success
+    assert f"maintain: 4 operation(s) failed: {table} rewrite_data_files: table {table} does not exist" in " ".join(
+        invocation.log_messages) + (invocation.exception or "")
 
 
 @pytest.mark.parametrize("relation", ["{schema}.not_built_yet", "no_such_schema.events"])
-def test_a_missing_table_in_the_current_catalog_is_skipped(built: DbtProject, relation: str) -> None:
-    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args",
-                       json.dumps({"relation": relation.format(schema=built.schema)}))
+def test_a_missing_table_in_the_current_catalog_fails_the_run_operation(built: DbtProject, relation: str) -> None:
+    table = relation.format(schema=built.schema)
+    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({"relation": table}),
+                       expect_success=False)
     results = parse_result_lines(invocation.log_messages)
     assert [r.operation for r in results] == ORDER
-    assert {(r.status, r.reason) for r in results} == {("skipped", "table does not exist (model not built yet?)")}
+    assert {(r.status, r.reason) for r in results} == {("failed", MISSING.format(table=table))}
+    assert not invocation.success
+
+
+def test_a_model_not_built_yet_fails_when_named_and_is_skipped_by_default(built: DbtProject) -> None:
+    """iceberg_maintenance: a model `select` names must have its table; one picked by default
+    (every Iceberg model) or by a tag may simply not be built yet. cli_checked is enabled by the
+    var and never built in this module."""
+    scenario = "{cli_scenario: true}"
+    named, results = maintenance(built, expect_success=False, vars=scenario, select=["event_log", "cli_checked"],
+                                 operations=["rewrite_manifests"], dry_run=True)
+    table = f"{built.schema}.cli_checked"
+    assert [(r.table, r.status, r.reason) for r in results if r.table == table] == [
+        (table, "failed", MISSING.format(table=table))]
+    assert by_table(results, "event_log")["rewrite_manifests"].status in {"dry_run", "skipped"}
+    assert not named.success
+    _, everything = maintenance(built, vars=scenario, operations=["rewrite_manifests"], dry_run=True)
+    assert [(r.status, r.reason) for r in everything if r.table == table] == [
+        ("skipped", "table does not exist (model not built yet?)")]
 
 
 def test_run_operation_checks_one_table_without_listing_its_schema(built: DbtProject) -> None:
