@@ -287,7 +287,9 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
         rows = report.health_rows(records)
         if report_path is not None:
             report_path.write_text(json.dumps(rows, indent=2) + "\n")
-        render(output, rows, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table")
+        unread = sum(1 for r in records if r.error)
+        render(output, rows, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table",
+               footer=f"{unread} of {len(records)} table(s) could not be read (see error)" if unread else None)
     sys.exit(EXIT_FAILURES if any(r.error for r in records) else 0)
 
 
