@@ -26,15 +26,20 @@
         policy=policy, as_of=as_of) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false) -%}
-  {%- set failures = [] -%}
-  {%- for result in results if result.status == 'failed' -%}
-    {%- do failures.append(result.table ~ ' ' ~ result.operation ~ ': ' ~ result.reason) -%}
-  {%- endfor -%}
+  {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
   {#- As the run-operation itself, a failed operation fails the invocation (its exit code says
       so); a macro that calls maintain() gets the records, a post-hook the result lines. -#}
-  {%- if failures and dbt_iceberg_maint._iceberg_maint_is_run_operation('maintain') -%}
-    {{ exceptions.raise_compiler_error("maintain: " ~ failures | length ~ " operation(s) failed: "
-          ~ failures | join(' | ')) }}
+  {%- if failed and dbt_iceberg_maint._iceberg_maint_is_run_operation('maintain') -%}
+    {%- set by_reason = {} -%}
+    {%- for result in failed -%}
+      {%- do by_reason.update({result.reason: by_reason.get(result.reason, []) + [result.operation]}) -%}
+    {%- endfor -%}
+    {%- set lines = [] -%}
+    {%- for reason, operations in by_reason.items() -%}
+      {%- do lines.append(operations | join(', ') ~ ': ' ~ reason) -%}
+    {%- endfor -%}
+    {{ exceptions.raise_compiler_error("maintain: " ~ failed | length ~ " operation(s) failed on "
+          ~ failed[0].table ~ ": " ~ lines | join(' | ')) }}
   {%- endif -%}
   {{ return(results) }}
 {% endmacro %}

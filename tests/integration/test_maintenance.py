@@ -220,8 +220,8 @@ def test_a_missing_table_in_a_named_catalog_fails_the_run_operation(built: DbtPr
     assert [r.operation for r in results] == ORDER
     assert {(r.table, r.status, r.reason) for r in results} == {(table, "failed", MISSING.format(table=table))}
     assert not invocation.success
-    assert f"maintain: 4 operation(s) failed: {table} rewrite_data_files: table {table} does not exist" in " ".join(
-        invocation.log_messages) + (invocation.exception or "")
+    assert (f"maintain: 4 operation(s) failed on {table}: {', '.join(ORDER)}: {MISSING.format(table=table)}"
+            in " ".join(invocation.log_messages) + (invocation.exception or ""))
 
 
 @pytest.mark.parametrize("relation", ["{schema}.not_built_yet", "no_such_schema.events"])
