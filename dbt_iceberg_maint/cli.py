@@ -67,13 +67,18 @@ def demo(workdir: Path) -> None:
 @output_option
 def env(warehouse: Path, output: str) -> None:
     """Print `export` lines that let plain `dbt` use the embedded runtime's profile (json: the
-    variables as an object)."""
+    variables as an object): the Iceberg jar, the warehouse, the driver's log settings."""
+    import os
+    import shlex
+
     from dbt_iceberg_maint.errors import IcebergMaintError
     from dbt_iceberg_maint.spark import (
+        DRIVER_JAVA_OPTIONS_ENV,
         ICEBERG_JAR_ENV,
         ICEBERG_PACKAGES_ENV,
         WAREHOUSE_ENV,
         check_java,
+        log4j2_java_options,
         resolve_iceberg_runtime,
     )
 
@@ -88,8 +93,12 @@ def env(warehouse: Path, output: str) -> None:
     if runtime.packages:
         variables[ICEBERG_PACKAGES_ENV] = ",".join(runtime.packages)
     variables[WAREHOUSE_ENV] = str(warehouse.resolve())
+    variables[DRIVER_JAVA_OPTIONS_ENV] = log4j2_java_options()
+    # As start_session does: the local runtime binds to loopback (and Spark does not warn that
+    # the host name resolves to it).
+    variables["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
     warehouse.mkdir(parents=True, exist_ok=True)
-    lines = "\n".join(f"export {name}={value}" for name, value in variables.items())
+    lines = "\n".join(f"export {name}={shlex.quote(value)}" for name, value in variables.items())
     render_report(output, json.dumps(variables, indent=2), lines)
 
 
@@ -287,7 +296,9 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
         rows = report.health_rows(records)
         if report_path is not None:
             report_path.write_text(json.dumps(rows, indent=2) + "\n")
-        render(output, rows, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table")
+        unread = sum(1 for r in records if r.error)
+        render(output, rows, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table",
+               footer=f"{unread} of {len(records)} table(s) could not be read (see error)" if unread else None)
     sys.exit(EXIT_FAILURES if any(r.error for r in records) else 0)
 
 

@@ -206,8 +206,9 @@ def step_conflict_recovery(ctx: DemoContext) -> None:
         commits.append(gate.commit_when_reached(model, maintenance, compaction_sql(table)))
     ctx.console.print("conflict_merge (merge on event_id, idempotent) and conflict_merge_unsafe (meta "
                       "idempotent: false) each MERGE batch 2 while rewrite_data_files compacts their table. "
-                      "Spark logs the two losing MERGEs' aborted writes as ERROR lines below: they are the staged "
-                      "conflicts, expected.")
+                      "Spark logs each losing MERGE's aborted write as two ERROR lines on stderr (ReplaceDataExec: "
+                      "Data source write support ... is aborting / aborted): they are these staged conflicts, "
+                      "expected; the table below reports them.")
     report = run_dbt_with_retries(
         ["--select", "path:models/conflicts", "--vars", scenario % 2, "--log-level", "none"],
         project_dir=ctx.project_dir, env=ctx.env,

@@ -193,6 +193,13 @@ def _error_text(invocation: DbtInvocation) -> str:
     return "\n".join([*messages[start:], invocation.exception or ""]).strip() or "dbt stopped without an error message"
 
 
+def _refusal_text(invocation: DbtInvocation) -> str:
+    """Why the macro refused before planning (arguments, policies, selection): dbt's message for
+    the error alone, without the Python traceback and housekeeping lines dbt logs after it."""
+    refusal = next((event.msg for event in invocation.events if event.name in _OPERATION_ERROR_EVENTS), None)
+    return refusal.strip() if refusal else _error_text(invocation)
+
+
 @dataclass(frozen=True)
 class MaintenanceReport:
     results: tuple[MaintenanceResult, ...]
@@ -243,7 +250,7 @@ def run_maintenance(
         selection = MaintenancePlan.from_log(logged, SELECTION_MARKER)
         planning = [table for table, operation in started(logged) if operation is None]
         if selection is None or not planning:  # refused before anything ran: arguments, policies, selection
-            raise UsageError(f"iceberg_maintenance stopped before planning: {_error_text(invocation)}")
+            raise UsageError(f"iceberg_maintenance stopped before planning: {_refusal_text(invocation)}")
         results.extend(planning_failed(planning[-1], selection.operations, _error_text(invocation)))
         rest = [t.model for t in selection.tables if t.table != planning[-1]]
         if not rest:

@@ -35,6 +35,12 @@ ICEBERG_MAVEN_COORDINATES = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1
 REQUIRED_JAR_ENTRY = "org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactoryBuilder.class"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 MIN_JAVA_MAJOR = 11
+# The driver's log settings: Spark's own defaults, then the package's additions (one filter for a
+# harmless Iceberg warning that prints ~130 lines of stack trace per new table: see the file).
+# A dbt `method: session` profile gets them from DRIVER_JAVA_OPTIONS_ENV (`dbt-iceberg-maint env`).
+SPARK_LOG4J2_DEFAULTS = "org/apache/spark/log4j2-defaults.properties"
+LOG4J2_ADDITIONS = Path(__file__).with_name("log4j2.properties")
+DRIVER_JAVA_OPTIONS_ENV = "DBT_ICEBERG_MAINT_DRIVER_JAVA_OPTIONS"
 
 
 @dataclass(frozen=True)
@@ -182,6 +188,12 @@ def check_java(environ: Mapping[str, str] | None = None) -> int:
     return major
 
 
+def log4j2_java_options(additions: Path = LOG4J2_ADDITIONS) -> str:
+    """`-Dlog4j2.configurationFile=` Spark's defaults (a classpath resource) and `additions` (a
+    file URI: spaces and commas percent-encoded, so neither the option nor the list splits)."""
+    return f"-Dlog4j2.configurationFile={SPARK_LOG4J2_DEFAULTS},{additions.resolve().as_uri()}"
+
+
 def session_conf(
     runtime: IcebergRuntime,
     catalog: CatalogSpec,
@@ -196,7 +208,7 @@ def session_conf(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # progress bars garble the demo and dbt logs
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {log4j2_java_options()}",
     }
     conf.update(runtime.spark_conf())
     conf.update(catalog.spark_conf())

@@ -289,13 +289,13 @@ class MetadataCatalog:
 
                 table_dir = self.warehouse.joinpath(*parts)
                 if not table_dir.is_dir():
-                    raise TableMissingError(f"no table directory {table_dir}")
+                    raise TableMissingError(f"table {name} does not exist (no table directory {table_dir})")
                 return StaticTable.from_metadata(str(_read_version_hint(table_dir)))
             return self._catalog.load_table(tuple(parts))
         except TableReadError:
             raise
         except NoSuchTableError as exc:
-            raise TableMissingError(f"{name}: no such table ({exc})") from exc
+            raise TableMissingError(f"table {name} does not exist ({exc})") from exc
         except Exception as exc:  # pyiceberg raises many kinds (ValidationError, OSError, NoSuchTable...)
             raise TableReadError(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                                  ) from exc

@@ -126,11 +126,13 @@ class PlannedOperation:
 
 @dataclass(frozen=True)
 class ModelTarget:
-    """One Iceberg model of the project: its table and raw meta.iceberg_maint policy."""
+    """One Iceberg model of the project: its table and raw meta.iceberg_maint policy. `named`:
+    --select names the model (not through a tag), so its table must exist."""
 
     model: str
     ref: TableRef
     raw_policy: Any
+    named: bool = False
 
 
 class _LazyTable:
@@ -221,8 +223,9 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
         mb = policy["compaction"]["target_file_size_mb"]
         facts = _LazyTable(table, reference_ms, int(mb * 1024 * 1024) if mb else None, now)
     steps = engine.plan_steps(target.ref, requested, policy, facts, now, project_enabled=project_enabled,
-                              force=force, as_of=at)
-    plan = [PlannedOperation(step.table, step.operation, step.status != "skipped",
+                              force=force, as_of=at, required=target.named)
+    # Nothing is due on a table that does not exist (a named one's steps are failed, not due).
+    plan = [PlannedOperation(step.table, step.operation, step.status != "skipped" and facts is not None,
                              "dry_run" if step.status == "planned" else step.status, step.reason or "", step.sql,
                              target.model) for step in steps]
     return plan, facts.tiers if facts is not None else set()
@@ -239,6 +242,7 @@ def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = N
                 and str(config.get("file_format") or "").lower() == "iceberg"
                 and config.get("materialized") in ("table", "incremental")):
             candidates.append(node)
+    named: set[str] = set()
     if select:
         chosen: list[Any] = []
         for selector in select:
@@ -249,6 +253,8 @@ def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = N
                 raise UsageError(f"--select {selector!r} is not an Iceberg model of the project; Iceberg models: "
                                  f"{', '.join(n['name'] for n in candidates)}")
             chosen.extend(n for n in matched if n not in chosen)
+            if not selector.startswith("tag:"):
+                named.update(f"{n['package_name']}.{n['name']}" for n in matched)
         candidates = chosen
     targets = []
     for node in candidates:
@@ -257,7 +263,8 @@ def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = N
         declared = config_meta.get("iceberg_maint") if config_meta.get("iceberg_maint") is not None \
             else meta.get("iceberg_maint")
         ref = TableRef(node.get("schema") or "", node.get("alias") or node["name"])
-        targets.append(ModelTarget(f"{node['package_name']}.{node['name']}", ref, {} if declared is None else declared))
+        model = f"{node['package_name']}.{node['name']}"
+        targets.append(ModelTarget(model, ref, {} if declared is None else declared, named=model in named))
     return targets
 
 

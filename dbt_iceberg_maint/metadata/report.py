@@ -31,7 +31,9 @@ def plan_rows(plan: Sequence[PlannedOperation]) -> list[dict[str, Any]]:
 
 def plan_summary(plan: Sequence[PlannedOperation]) -> str:
     due = [p for p in plan if p.status == "dry_run"]
-    return f"{len(due)} operation(s) due on {len({p.table for p in due})} table(s); {len(plan)} decision(s)"
+    summary = f"{len(due)} operation(s) due on {len({p.table for p in due})} table(s); {len(plan)} decision(s)"
+    unplanned = sorted({p.table for p in plan if p.status == "failed" and not p.due})
+    return summary + (f"; {len(unplanned)} table(s) could not be planned: {', '.join(unplanned)}" if unplanned else "")
 
 
 def load_before(path: Path) -> dict[str, Mapping[str, Any]]:

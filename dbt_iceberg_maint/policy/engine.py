@@ -146,6 +146,10 @@ class Step:
         return asdict(self)
 
 
+# A table the caller named that does not exist (macros: _iceberg_maint_plan_steps).
+TABLE_MISSING = "table {table} does not exist (a typo, or its model not built yet?)"
+
+
 class TableFacts(Protocol):
     """What the plan reads about one existing table; the planner reads each lazily, once."""
 
@@ -189,8 +193,9 @@ def interval_reason(section: Mapping[str, Any], hours_ago: float | None) -> str 
 
 def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, Any], facts: TableFacts | None,
                now: dt.datetime, *, project_enabled: bool = True, force: bool = False,
-               as_of: dt.datetime | None = None) -> list[Step]:
-    """`_iceberg_maint_plan_steps`: the steps for a checked policy. `facts` None: no such table.
+               as_of: dt.datetime | None = None, required: bool = False) -> list[Step]:
+    """`_iceberg_maint_plan_steps`: the steps for a checked policy. `facts` None: no such table,
+    which fails every operation when `required` (the caller named the table), else skips them.
     `now` is the wall clock; `as_of` the plan's reference time when given."""
     name = table.qualified
     blocked = None
@@ -198,6 +203,8 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
         blocked = "maintenance disabled by var dbt_iceberg_maint_enabled: false"
     elif not policy["enabled"]:
         blocked = "maintenance disabled by meta.iceberg_maint.enabled: false"
+    elif facts is None and required:
+        return [Step(name, op, "failed", TABLE_MISSING.format(table=name)) for op in requested]
     elif facts is None:
         blocked = "table does not exist (model not built yet?)"
     if blocked is not None or facts is None:

@@ -64,3 +64,11 @@
 {% macro _iceberg_maint_in_node() %}
   {{ return(model is mapping and model.get('resource_type') in ['model', 'seed', 'snapshot', 'operation']) }}
 {% endmacro %}
+
+
+{#- True when the macro `name` of this package is what `dbt run-operation` runs (not a macro
+    that calls it, not a node's hook). -#}
+{% macro _iceberg_maint_is_run_operation(name) %}
+  {{ return(model is mapping and model.get('resource_type') == 'macro'
+      and model.get('unique_id') == 'macro.dbt_iceberg_maint.' ~ name) }}
+{% endmacro %}

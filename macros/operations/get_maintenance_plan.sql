@@ -3,25 +3,29 @@
     status: planned (sql runs when the step executes), skipped (not due, disabled, nothing to
     do), failed (known to fail without running, e.g. gc.enabled=false). maintain() executes
     the plan; iceberg_maintenance plans every selected table first, logs the whole plan once,
-    then executes it step by step; a dry run renders it. -#}
+    then executes it step by step; a dry run renders it. required: the caller named this table,
+    so its absence fails every operation ('table ... does not exist'); false (a model selected
+    by tag or by default, maybe not built yet) skips them. -#}
 
-{% macro get_maintenance_plan(relation=none, operations=none, force=false, policy=none, as_of=none) %}
+{% macro get_maintenance_plan(relation=none, operations=none, force=false, policy=none, as_of=none, required=true) %}
   {{ return(adapter.dispatch('get_maintenance_plan', 'dbt_iceberg_maint')(
       relation=relation if relation is not none else this, operations=operations, force=force, policy=policy,
-      as_of=as_of)) }}
+      as_of=as_of, required=required)) }}
 {% endmacro %}
 
-{% macro default__get_maintenance_plan(relation, operations, force, policy, as_of) %}
+{% macro default__get_maintenance_plan(relation, operations, force, policy, as_of, required=true) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.get_maintenance_plan is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__get_maintenance_plan(relation, operations, force, policy, as_of) %}
+{% macro spark__get_maintenance_plan(relation, operations, force, policy, as_of, required=true) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set requested = dbt_iceberg_maint._iceberg_maint_requested_operations(operations) -%}
   {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('get_maintenance_plan', 'as_of', as_of) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
-        dbt_iceberg_maint._iceberg_maint_check_boolean('get_maintenance_plan', 'force', force) + instant.errors) -%}
+        dbt_iceberg_maint._iceberg_maint_check_boolean('get_maintenance_plan', 'force', force)
+        + dbt_iceberg_maint._iceberg_maint_check_boolean('get_maintenance_plan', 'required', required)
+        + instant.errors) -%}
   {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
   {%- set raw_policy = dbt_iceberg_maint._iceberg_maint_model_policy(node) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
@@ -30,7 +34,8 @@
   {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {%- set facts = {'project_enabled': var('dbt_iceberg_maint_enabled', true), 'exists': false} -%}
+  {%- set facts = {'project_enabled': var('dbt_iceberg_maint_enabled', true), 'exists': false,
+        'required': required} -%}
   {%- if facts.project_enabled and resolved.enabled -%}
     {%- do facts.update({'exists': dbt_iceberg_maint._iceberg_maint_table_exists(relation)}) -%}
   {%- endif -%}
@@ -152,9 +157,11 @@
 
 {#- The plan's steps from a checked policy and the table's facts (pure: the shared case table,
     tests/policy_cases.yml, runs it against its Python twin, policy/engine.py `plan_steps`).
-    facts: {project_enabled, exists, gc_enabled, health, cold_scope, snapshots, now_ms, checked_hours_ago}.
-    Kill switches first (the project var, the model's policy, the table must exist); then per
-    operation: disabled, within its interval_hours, the cost gate, not due, gc.enabled=false (Iceberg refuses both
+    facts: {project_enabled, exists, required, gc_enabled, health, cold_scope, snapshots, now_ms,
+    checked_hours_ago}. Kill switches first (the project var, the model's policy, the table must
+    exist: a missing table fails every operation when `required` (the caller named it), else skips
+    it); then per operation: disabled, within its interval_hours, the cost gate, not due,
+    gc.enabled=false (Iceberg refuses both
     expire_snapshots and remove_orphan_files: a failed step that does not run, so the following
     steps still run), else its SQL. -#}
 {% macro _iceberg_maint_plan_steps(table, requested, resolved, facts, force=false, as_of=none) %}
@@ -165,6 +172,12 @@
     {%- set blocked = 'maintenance disabled by var dbt_iceberg_maint_enabled: false' -%}
   {%- elif not resolved.enabled -%}
     {%- set blocked = 'maintenance disabled by meta.iceberg_maint.enabled: false' -%}
+  {%- elif not facts.exists and facts.get('required', false) -%}
+    {%- for operation in requested -%}
+      {%- do steps.append(step(table, operation, 'failed', 'table ' ~ table
+            ~ ' does not exist (a typo, or its model not built yet?)')) -%}
+    {%- endfor -%}
+    {{ return(steps) }}
   {%- elif not facts.exists -%}
     {%- set blocked = 'table does not exist (model not built yet?)' -%}
   {%- endif -%}

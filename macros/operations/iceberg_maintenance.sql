@@ -37,13 +37,15 @@
   {%- set mode = ' (dry run: nothing is executed)' if dry_run else '' -%}
   {%- do log('iceberg_maintenance: ' ~ nodes | length ~ ' Iceberg model(s), operations ' ~ requested | join(', ')
         ~ mode, info=true) -%}
+  {%- set named = dbt_iceberg_maint._iceberg_maint_named_models(select) -%}
   {%- set tables = [] -%}
   {%- for node in nodes -%}
     {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias or node.name) -%}
     {%- do tables.append({'model': node.package_name ~ '.' ~ node.name,
                           'table': dbt_iceberg_maint._iceberg_maint_qualified_name(relation), 'relation': relation,
                           'policy': dbt_iceberg_maint._iceberg_maint_resolved_policy(
-                              dbt_iceberg_maint._iceberg_maint_model_policy(node))}) -%}
+                              dbt_iceberg_maint._iceberg_maint_model_policy(node)),
+                          'required': node.name in named or (node.package_name ~ '.' ~ node.name) in named}) -%}
   {%- endfor -%}
   {%- set selection = [] -%}
   {%- for entry in tables -%}{%- do selection.append({'model': entry.model, 'table': entry.table}) -%}{%- endfor -%}
@@ -55,8 +57,10 @@
   {%- for entry in tables -%}
     {%- do dbt_iceberg_maint._iceberg_maint_log_marker('start', {'table': entry.table, 'operation': none},
           info=false) -%}
+    {#- A model named in `select` must have its table; one picked by tag or by default may not be
+        built yet (skipped). -#}
     {%- do steps.extend(dbt_iceberg_maint.get_maintenance_plan(relation=entry.relation, operations=requested,
-          force=force, as_of=as_of)) -%}
+          force=force, as_of=as_of, required=entry.required)) -%}
   {%- endfor -%}
   {#- The whole plan, machine-readable: dbt-iceberg-maint maintain replays its remaining steps
       when a statement Spark rejects stops this macro. -#}
@@ -131,4 +135,15 @@
     {%- endif -%}
   {%- endfor -%}
   {{ return(chosen) }}
+{% endmacro %}
+
+
+{#- The model names (and package.name) that `select` names directly, not through 'tag:'. -#}
+{% macro _iceberg_maint_named_models(select=none) %}
+  {%- set named = [] -%}
+  {%- for selector in ([] if select is none else ([select] if select is string else select)) -%}
+    {%- set selector = selector | string | trim -%}
+    {%- if not selector.startswith('tag:') -%}{%- do named.append(selector) -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(named) }}
 {% endmacro %}

@@ -1,9 +1,11 @@
 {#- Maintain one table per its model's policy (`meta.iceberg_maint`, merged over the defaults and
     `policy`): get_maintenance_plan, then execute it (due operations only; force: every
     requested operation, thresholds ignored), in the canonical order, one ICEBERG_MAINT_RESULT
-    line per operation. Returns the list of result records; inside a node's hooks it renders to
-    nothing (dbt would run the rendered text as SQL), so `{{ dbt_iceberg_maint.maintain() }}`
-    works as a post-hook. as_of: the reference time for cold partitions and snapshot ages. -#}
+    line per operation. A table that does not exist fails every operation; run as
+    `dbt run-operation dbt_iceberg_maint.maintain`, any failed operation fails the invocation.
+    Returns the list of result records; inside a node's hooks it renders to nothing (dbt would
+    run the rendered text as SQL), so `{{ dbt_iceberg_maint.maintain() }}` works as a
+    post-hook. as_of: the reference time for cold partitions and snapshot ages. -#}
 
 {% macro maintain(relation=none, operations=none, dry_run=false, force=false, policy=none, as_of=none) %}
   {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('maintain', 'dbt_iceberg_maint')(
@@ -28,6 +30,21 @@
     {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
     {%- do dbt_iceberg_maint._iceberg_maint_record_checks(steps[0].table, dbt_iceberg_maint._iceberg_maint_resolved_policy(
           dbt_iceberg_maint._iceberg_maint_model_policy(node), policy), steps, results) -%}
+  {%- endif -%}
+  {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
+  {#- As the run-operation itself, a failed operation fails the invocation (its exit code says
+      so); a macro that calls maintain() gets the records, a post-hook the result lines. -#}
+  {%- if failed and dbt_iceberg_maint._iceberg_maint_is_run_operation('maintain') -%}
+    {%- set by_reason = {} -%}
+    {%- for result in failed -%}
+      {%- do by_reason.update({result.reason: by_reason.get(result.reason, []) + [result.operation]}) -%}
+    {%- endfor -%}
+    {%- set lines = [] -%}
+    {%- for reason, operations in by_reason.items() -%}
+      {%- do lines.append(operations | join(', ') ~ ': ' ~ reason) -%}
+    {%- endfor -%}
+    {{ exceptions.raise_compiler_error("maintain: " ~ failed | length ~ " operation(s) failed on "
+          ~ failed[0].table ~ ": " ~ lines | join(' | ')) }}
   {%- endif -%}
   {{ return(results) }}
 {% endmacro %}

@@ -147,6 +147,34 @@ def test_maintain_command_exits_1_when_an_operation_fails(built: DbtProject, spa
     assert "expire_snapshots" in result.output
 
 
+def test_maintain_plan_and_health_on_a_table_that_does_not_exist_say_so_and_exit_1(built: DbtProject) -> None:
+    """events is a model of the project but never built in this module: its table does not exist.
+    Named explicitly, that is a failure (exit 1, the command line itself was valid), not a quiet
+    success with every operation skipped."""
+    table = f"{built.schema}.events"
+    missing = f"table {table} does not exist"
+    maintain = cli(built, "maintain", "--select", "events", "--operation", "rewrite_manifests", *PROJECT)
+    assert maintain.exit_code == 1, maintain.output
+    assert missing in maintain.stdout and "1 operation(s) failed" in maintain.stdout
+    plan = cli(built, "plan", "--select", "events", "--operation", "rewrite_manifests", "--output", "json", *PROJECT)
+    assert plan.exit_code == 1, plan.output
+    [row] = json_document(plan.stdout)
+    assert (row["table"], row["status"], row["due"]) == (table, "failed", False)
+    assert row["reason"].startswith(missing)
+    health = cli(built, "health", table, "--output", "json", *PROJECT)
+    assert health.exit_code == 1, health.output
+    [record] = json_document(health.stdout)
+    assert record["error"].startswith(missing), record
+    assert "1 of 1 table(s) could not be read" in cli(built, "health", table, *PROJECT).stdout
+
+
+def test_maintain_on_a_mistyped_model_is_a_usage_error_with_dbts_message_alone(built: DbtProject) -> None:
+    result = cli(built, "maintain", "--select", "evnts", *PROJECT)
+    assert result.exit_code == 2, result.output
+    assert "argument `select` contains 'evnts', which is not an enabled Iceberg model" in result.stderr
+    assert "Traceback" not in result.stderr and "Flushing usage events" not in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -199,8 +199,13 @@ def test_unknown_selection_or_operation_is_refused(spark: SparkSession, built: D
     assert current_snapshot(spark, built.table("event_log")) == before
 
 
+MISSING = "table {table} does not exist (a typo, or its model not built yet?)"
+
+
 @pytest.mark.parametrize("relation", ["{schema}.not_built_yet", "no_such_schema.events"])
-def test_a_missing_table_in_a_named_catalog_is_skipped(built: DbtProject, relation: str) -> None:
+def test_a_missing_table_in_a_named_catalog_fails_the_run_operation(built: DbtProject, relation: str) -> None:
+    """A mistyped relation once exited 0 with every operation skipped: nothing was done that was
+    asked. Every operation is failed, with what happened, and the invocation fails."""
     invocation = built(
         "run-operation",
         "dbt_iceberg_maint.maintain",
@@ -208,20 +213,43 @@ def test_a_missing_table_in_a_named_catalog_is_skipped(built: DbtProject, relati
         "{dbt_iceberg_maint_catalog: local}",
         "--args",
         json.dumps({"relation": relation.format(schema=built.schema)}),
+        expect_success=False,
     )
+    table = "local." + relation.format(schema=built.schema)
     results = parse_result_lines(invocation.log_messages)
     assert [r.operation for r in results] == ORDER
-    assert {(r.status, r.reason) for r in results} == {("skipped", "table does not exist (model not built yet?)")}
-    assert {r.table for r in results} == {"local." + relation.format(schema=built.schema)}
+    assert {(r.table, r.status, r.reason) for r in results} == {(table, "failed", MISSING.format(table=table))}
+    assert not invocation.success
+    assert (f"maintain: 4 operation(s) failed on {table}: {', '.join(ORDER)}: {MISSING.format(table=table)}"
+            in " ".join(invocation.log_messages) + (invocation.exception or ""))
 
 
 @pytest.mark.parametrize("relation", ["{schema}.not_built_yet", "no_such_schema.events"])
-def test_a_missing_table_in_the_current_catalog_is_skipped(built: DbtProject, relation: str) -> None:
-    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args",
-                       json.dumps({"relation": relation.format(schema=built.schema)}))
+def test_a_missing_table_in_the_current_catalog_fails_the_run_operation(built: DbtProject, relation: str) -> None:
+    table = relation.format(schema=built.schema)
+    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({"relation": table}),
+                       expect_success=False)
     results = parse_result_lines(invocation.log_messages)
     assert [r.operation for r in results] == ORDER
-    assert {(r.status, r.reason) for r in results} == {("skipped", "table does not exist (model not built yet?)")}
+    assert {(r.status, r.reason) for r in results} == {("failed", MISSING.format(table=table))}
+    assert not invocation.success
+
+
+def test_a_model_not_built_yet_fails_when_named_and_is_skipped_by_default(built: DbtProject) -> None:
+    """iceberg_maintenance: a model `select` names must have its table; one picked by default
+    (every Iceberg model) or by a tag may simply not be built yet. cli_checked is enabled by the
+    var and never built in this module."""
+    scenario = "{cli_scenario: true}"
+    named, results = maintenance(built, expect_success=False, vars=scenario, select=["event_log", "cli_checked"],
+                                 operations=["rewrite_manifests"], dry_run=True)
+    table = f"{built.schema}.cli_checked"
+    assert [(r.table, r.status, r.reason) for r in results if r.table == table] == [
+        (table, "failed", MISSING.format(table=table))]
+    assert by_table(results, "event_log")["rewrite_manifests"].status in {"dry_run", "skipped"}
+    assert not named.success
+    _, everything = maintenance(built, vars=scenario, operations=["rewrite_manifests"], dry_run=True)
+    assert [(r.status, r.reason) for r in everything if r.table == table] == [
+        ("skipped", "table does not exist (model not built yet?)")]
 
 
 def test_run_operation_checks_one_table_without_listing_its_schema(built: DbtProject) -> None:
@@ -472,6 +500,40 @@ def test_a_compaction_commit_lost_to_a_concurrent_commit_is_recovered_by_one_re_
     assert spark.sql(in_partition).collect()[0][0] == 1
     after = spark.sql(checksum).collect()[0]
     assert after[0] == before[0] + 1  # the race job's one row, nothing lost or duplicated
+
+
+def test_a_forced_compaction_rewrites_fewer_small_files_than_min_input_files(
+    spark: SparkSession, built: DbtProject
+) -> None:
+    """force means it: a partition with 2 small files, policy min_input_files 5. Not due
+    unforced; forced, the CALL runs with min-input-files 1 and Iceberg rewrites the 2 files (with
+    the policy's 5 it would report success while rewriting nothing)."""
+    table = built.table("forced_compaction")
+    spark.sql(f"create table {table} (id bigint, part string) using iceberg partitioned by (part)")
+    for batch in range(2):
+        spark.sql(f"insert into {table} values ({batch}, 'a')")
+    checksum = f"select count(*), sum(id) from {table}"
+    before = spark.sql(checksum).collect()
+
+    def compaction(force: bool) -> MaintenanceResult:
+        invocation = built(
+            "run-operation",
+            "dbt_iceberg_maint.maintain",
+            "--args",
+            json.dumps({"relation": f"{built.schema}.forced_compaction", "operations": ["compaction"],
+                        "policy": {"compaction": {"min_input_files": 5}}, "force": force}),
+        )
+        [result] = parse_result_lines(invocation.log_messages)
+        return result
+
+    unforced = compaction(force=False)
+    assert (unforced.status, unforced.reason) == ("skipped", "no partition has >= 5 small files (largest: 2)")
+    forced = compaction(force=True)
+    assert (forced.status, forced.reason) == ("success", "forced (thresholds ignored)")
+    assert "'min-input-files', '1'" in forced.sql and "'min-input-files', '5'" not in forced.sql
+    assert (forced.metrics["rewritten_data_files_count"], forced.metrics["added_data_files_count"]) == (2, 1)
+    assert spark.sql(f"select count(*) from {table}.data_files").collect()[0][0] == 1
+    assert spark.sql(checksum).collect() == before
 
 
 def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapshots(

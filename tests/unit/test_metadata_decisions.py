@@ -36,6 +36,10 @@ def test_a_policy_with_lint_ignore_is_planned_not_failed() -> None:
         ("expire_snapshots", "skipped", "table does not exist (model not built yet?)"),
         ("rewrite_manifests", "skipped", "table does not exist (model not built yet?)")]
     assert tiers == set()
+    named = ModelTarget("shop.orders", TableRef("analytics", "orders"), {}, named=True)
+    missing, _ = plan_table(named, None, ["rewrite_manifests"])
+    assert [(r.status, r.due, r.reason) for r in missing] == [
+        ("failed", False, "table analytics.orders does not exist (a typo, or its model not built yet?)")]
     typo = ModelTarget("shop.orders", TableRef("analytics", "orders"), {"lint_ignor": {}})
     failed, _ = plan_table(typo, None, ["rewrite_manifests"])
     assert failed[0].status == "failed" and "unknown key `lint_ignor`" in failed[0].reason
@@ -138,6 +142,10 @@ def test_models_and_emitted_args() -> None:
     assert [(t.model, t.ref.name, t.raw_policy) for t in targets] == [
         ("p.a", "s.a", {"enabled": False}), ("p.b", "s.b", {})]
     assert [t.model for t in iceberg_models(manifest, ["tag:nightly"])] == ["p.b"]
+    # A model --select names must have its table; one a tag picks may not be built yet.
+    assert [(t.model, t.named) for t in iceberg_models(manifest, ["tag:nightly", "p.a"])] == [
+        ("p.b", False), ("p.a", True)]
+    assert [t.named for t in targets] == [False, False]
     with pytest.raises(UsageError, match="--select 'v' is not an Iceberg model of the project; Iceberg models: a, b"):
         iceberg_models(manifest, ["v"])
     plan = [PlannedOperation("s.a", "rewrite_manifests", False, "skipped", "x", None, "p.a"),

@@ -63,3 +63,6 @@ def test_plan_rows_and_summary_count_due_work() -> None:
                                   "reason": "6 data manifests, >= threshold of 5",
                                   "sql": "CALL system.rewrite_manifests(table => 's.t')", "model": "p.t"}
     assert plan_summary(plan) == "1 operation(s) due on 1 table(s); 2 decision(s)"
+    missing = PlannedOperation("s.gone", "rewrite_manifests", False, "failed", "table s.gone does not exist", None)
+    assert plan_summary([*plan, missing]) == (
+        "1 operation(s) due on 1 table(s); 3 decision(s); 1 table(s) could not be planned: s.gone")

@@ -11,12 +11,15 @@ from dbt_iceberg_maint.errors import RuntimeSetupError
 from dbt_iceberg_maint.spark import (
     ICEBERG_JAR_ENV,
     ICEBERG_PACKAGES_ENV,
+    LOG4J2_ADDITIONS,
     REQUIRED_JAR_ENTRY,
+    SPARK_LOG4J2_DEFAULTS,
     CatalogSpec,
     IcebergRuntime,
     bundled_iceberg_jar,
     check_iceberg_jar,
     check_java,
+    log4j2_java_options,
     parse_java_major,
     resolve_iceberg_runtime,
     session_conf,
@@ -135,6 +138,25 @@ def test_default_catalog_is_a_hadoop_iceberg_spark_catalog() -> None:
     assert "IcebergSparkSessionExtensions" in conf["spark.sql.extensions"]
 
 
+def test_the_driver_reads_sparks_log_defaults_plus_the_packages_one_filter(tmp_path: Path) -> None:
+    """Spark's defaults stay (a classpath resource), the package's file adds a filter for one
+    message; a file URI keeps spaces and commas from splitting the option or the list."""
+    conf = session_conf(IcebergRuntime("bundled", jars=("/x.jar",)), CatalogSpec(warehouse="/wh"))
+    options = conf["spark.driver.extraJavaOptions"].split()
+    assert options == ["-Duser.timezone=UTC", log4j2_java_options()]
+    assert log4j2_java_options() == (f"-Dlog4j2.configurationFile={SPARK_LOG4J2_DEFAULTS},"
+                                     f"{LOG4J2_ADDITIONS.resolve().as_uri()}")
+    odd = tmp_path / "a dir, with a comma" / "log4j2.properties"
+    assert log4j2_java_options(odd).endswith("/a%20dir%2C%20with%20a%20comma/log4j2.properties")
+    settings = dict(line.split(" = ", 1) for line in LOG4J2_ADDITIONS.read_text().splitlines()
+                    if line and not line.startswith("#"))
+    # Exactly one context-wide filter that denies Iceberg's version-hint warning and nothing else.
+    assert settings == {"filter.versionhint.type": "RegexFilter",
+                        "filter.versionhint.regex": "Error reading version hint file \\\\{\\\\}",
+                        "filter.versionhint.useRawMsg": "true", "filter.versionhint.onMatch": "DENY",
+                        "filter.versionhint.onMismatch": "NEUTRAL"}
+
+
 def test_other_catalog_types_through_properties() -> None:
     rest = CatalogSpec(warehouse="s3://bucket/wh", name="lake",
                        properties={"type": "rest", "uri": "http://127.0.0.1:8181"})
@@ -156,11 +178,14 @@ def test_env_prints_export_lines_or_json_through_the_output_layer(tmp_path: Path
     from click.testing import CliRunner
 
     from dbt_iceberg_maint.cli import main
-    from dbt_iceberg_maint.spark import WAREHOUSE_ENV
+    from dbt_iceberg_maint.spark import DRIVER_JAVA_OPTIONS_ENV, WAREHOUSE_ENV
 
     warehouse = tmp_path / "wh" / ("long_folder_name_" * 12)  # export lines are never wrapped
     text = CliRunner().invoke(main, ["env", "--warehouse", str(warehouse)])
     assert text.exit_code == 0, text.output
     assert f"export {WAREHOUSE_ENV}={warehouse.resolve()}" in text.output.splitlines()
+    assert f"export {DRIVER_JAVA_OPTIONS_ENV}={log4j2_java_options()}" in text.output.splitlines()
     as_json = CliRunner().invoke(main, ["env", "--warehouse", str(warehouse), "--output", "json"])
     assert json.loads(as_json.output)[WAREHOUSE_ENV] == str(warehouse.resolve())
+    spaced = CliRunner().invoke(main, ["env", "--warehouse", str(tmp_path / "my warehouse")])
+    assert f"export {WAREHOUSE_ENV}='{(tmp_path / 'my warehouse').resolve()}'" in spaced.output.splitlines()
