@@ -291,9 +291,18 @@ def start_session(
 
 
 def register_catalog(spark: SparkSession, catalog: CatalogSpec) -> None:
-    """Add another Iceberg catalog to a running session and make it the default one."""
+    """Add another Iceberg catalog to a running session and make it the default one.
+
+    The catalog is defined by `catalog` alone: settings a previous catalog of the same name left
+    in the session are removed (e.g. the embedded default's `jdbc.init-catalog-tables=false` would
+    keep a JDBC catalog on a fresh PostgreSQL database from creating its tables)."""
     prepare_warehouse(catalog)
-    for key, value in catalog.spark_conf().items():
+    conf = catalog.spark_conf()
+    prefix = f"spark.sql.catalog.{catalog.name}."
+    for row in spark.sql("set").collect():  # every setting of the session
+        if str(row[0]).startswith(prefix) and row[0] not in conf:
+            spark.conf.unset(row[0])
+    for key, value in conf.items():
         spark.conf.set(key, value)
 
 
