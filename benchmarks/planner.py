@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import field
-from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
+from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.planner import ModelTarget, health_figures, plan_table
 from dbt_iceberg_maint.policy.sql import TableRef
 
@@ -116,7 +116,7 @@ def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> d
             lake = build_lake(spark, tables)
             saved.write_text(json.dumps(lake))
         build_s = time.perf_counter() - started
-        catalog = open_catalog(CatalogConfig("local", {"type": "hadoop", "warehouse": str(warehouse)}))
+        catalog = open_catalog(config_from_options(str(warehouse), []))  # the embedded catalog
         names = sorted(lake)
         refs = {n: ModelTarget(n, TableRef(SCHEMA, n), GATED_POLICY) for n in names}
         ungated = {n: ModelTarget(n, TableRef(SCHEMA, n), {"compaction": {"min_input_files": 5}})

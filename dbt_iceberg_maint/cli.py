@@ -67,24 +67,32 @@ def demo(workdir: Path) -> None:
 @output_option
 def env(warehouse: Path, output: str) -> None:
     """Print `export` lines that let plain `dbt` use the embedded runtime's profile (json: the
-    variables as an object): the Iceberg jar, the warehouse, the driver's log settings."""
+    variables as an object): the Iceberg jar, the SQLite JDBC driver, the warehouse, the driver's
+    log settings."""
     import os
     import shlex
 
+    from dbt_iceberg_maint.embedded_catalog import SQLITE_JDBC_JAR_ENV
     from dbt_iceberg_maint.errors import IcebergMaintError
     from dbt_iceberg_maint.spark import (
         DRIVER_JAVA_OPTIONS_ENV,
         ICEBERG_JAR_ENV,
         ICEBERG_PACKAGES_ENV,
         WAREHOUSE_ENV,
+        CatalogSpec,
+        catalog_driver_jars,
         check_java,
         log4j2_java_options,
+        prepare_warehouse,
         resolve_iceberg_runtime,
     )
 
+    catalog = CatalogSpec(warehouse=str(warehouse.resolve()))
     try:
         check_java()
         runtime = resolve_iceberg_runtime()
+        driver_jars = catalog_driver_jars(catalog)
+        prepare_warehouse(catalog)  # the embedded catalog's tables: Spark expects them (docs/python-cli.md)
     except IcebergMaintError as exc:  # a set-up the user must fix before anything runs
         fail(str(exc), EXIT_USAGE)
     variables = {}
@@ -92,12 +100,12 @@ def env(warehouse: Path, output: str) -> None:
         variables[ICEBERG_JAR_ENV] = runtime.jars[0]
     if runtime.packages:
         variables[ICEBERG_PACKAGES_ENV] = ",".join(runtime.packages)
+    variables[SQLITE_JDBC_JAR_ENV] = driver_jars[0]
     variables[WAREHOUSE_ENV] = str(warehouse.resolve())
     variables[DRIVER_JAVA_OPTIONS_ENV] = log4j2_java_options()
     # As start_session does: the local runtime binds to loopback (and Spark does not warn that
     # the host name resolves to it).
     variables["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
-    warehouse.mkdir(parents=True, exist_ok=True)
     lines = "\n".join(f"export {name}={shlex.quote(value)}" for name, value in variables.items())
     render_report(output, json.dumps(variables, indent=2), lines)
 
@@ -233,7 +241,9 @@ def maintain_command(
 def _catalog_options(command: Callable[..., None]) -> Callable[..., None]:
     """Where the Iceberg catalog is, in Spark's vocabulary (docs/health-and-plans.md)."""
     for option in reversed([
-        click.option("--warehouse", help="The embedded Hadoop catalog's warehouse directory."),
+        click.option("--warehouse", help="The embedded catalog's warehouse directory (its SQLite catalog "
+                                          "file, or a Hadoop catalog's tables; --catalog-property "
+                                          "type=hadoop forces the latter)."),
         click.option("--catalog-property", "catalog_properties", multiple=True, metavar="KEY=VALUE",
                      help="A spark.sql.catalog.<name>.* setting, e.g. type=jdbc, uri=jdbc:postgresql://... "
                           "(repeatable)."),

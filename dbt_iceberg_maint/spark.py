@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dbt_iceberg_maint import embedded_catalog
 from dbt_iceberg_maint.errors import RuntimeSetupError
 
 if TYPE_CHECKING:
@@ -64,9 +65,12 @@ class IcebergRuntime:
 class CatalogSpec:
     """An Iceberg catalog registered in Spark and made its default catalog.
 
-    `properties` are passed through as `spark.sql.catalog.<name>.<key>`; they override the
-    defaults, so `{"type": "rest", "uri": "http://..."}` selects a REST catalog, and
-    `{"type": "jdbc", "uri": "jdbc:postgresql://..."}` a JDBC one (see README).
+    With no `type` (nor `catalog-impl`) among `properties` it is the embedded default: Iceberg's
+    JDBC catalog on the SQLite file `<warehouse>/iceberg_catalog.db` (views, multi-process commits;
+    see `dbt_iceberg_maint.embedded_catalog`). `properties` are passed through as
+    `spark.sql.catalog.<name>.<key>` and override the defaults, so `{"type": "hadoop"}` selects
+    Iceberg's Hadoop catalog, `{"type": "rest", "uri": "http://..."}` a REST catalog, and
+    `{"type": "jdbc", "uri": "jdbc:postgresql://..."}` a JDBC one (see docs/python-cli.md).
     """
 
     warehouse: str
@@ -77,7 +81,26 @@ class CatalogSpec:
     def catalog_type(self) -> str | None:
         if "catalog-impl" in self.properties:
             return None
-        return self.properties.get("type", "hadoop")
+        return self.properties.get("type", "jdbc")
+
+    def resolved_properties(self) -> dict[str, str]:
+        """The catalog's properties with the embedded default's filled in (no `warehouse`)."""
+        props = {key: str(value) for key, value in self.properties.items()}
+        if "catalog-impl" in props:
+            return props
+        if "type" not in props:
+            props = {"type": "jdbc", "uri": embedded_catalog.default_uri(self.warehouse), **props}
+        if props["type"] == "jdbc" and props.get("uri", "").startswith(embedded_catalog.SQLITE_URI_PREFIX):
+            props = {**embedded_catalog.SQLITE_CATALOG_DEFAULTS, **props}
+        return props
+
+    @property
+    def sqlite_database(self) -> Path | None:
+        """The SQLite file of a JDBC catalog on SQLite (the embedded default), else None."""
+        props = self.resolved_properties()
+        if props.get("type") != "jdbc":
+            return None
+        return embedded_catalog.sqlite_path(props.get("uri", ""))
 
     def spark_conf(self) -> dict[str, str]:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.name):
@@ -87,11 +110,17 @@ class CatalogSpec:
             )
         prefix = f"spark.sql.catalog.{self.name}"
         conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.warehouse": self.warehouse}
-        if self.catalog_type is not None:
-            conf[f"{prefix}.type"] = self.catalog_type
-        conf.update({f"{prefix}.{key}": str(value) for key, value in self.properties.items()})
+        conf.update({f"{prefix}.{key}": value for key, value in self.resolved_properties().items()})
         conf["spark.sql.defaultCatalog"] = self.name
         return conf
+
+
+def catalog_driver_jars(catalog: CatalogSpec, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Jars the catalog needs on the driver's class path: the SQLite JDBC driver for the embedded
+    default (installed when missing and possible), none otherwise."""
+    if catalog.sqlite_database is None:
+        return ()
+    return (str(embedded_catalog.ensure_sqlite_jdbc_jar(environ)),)
 
 
 def bundled_iceberg_jar() -> Path:
@@ -212,16 +241,26 @@ def session_conf(
     }
     conf.update(runtime.spark_conf())
     conf.update(catalog.spark_conf())
-    conf.update(extra or {})
+    extra = dict(extra or {})
+    if "spark.jars" in extra:  # more jars (a JDBC driver...): added to the runtime's, never replacing them
+        jars = [*runtime.jars, *(j.strip() for j in extra.pop("spark.jars").split(",") if j.strip())]
+        conf["spark.jars"] = ",".join(dict.fromkeys(jars))
+    conf.update(extra)
     return conf
 
 
 def prepare_warehouse(catalog: CatalogSpec) -> None:
-    """HadoopCatalog cannot list namespaces of a missing directory: create it first."""
+    """Create what the catalog needs before Spark opens it: a Hadoop catalog cannot list namespaces
+    of a missing directory; the embedded SQLite catalog's tables are created here, not by Iceberg."""
+    database = catalog.sqlite_database
+    if database is not None:
+        embedded_catalog.create_catalog_tables(database)
     if catalog.catalog_type == "hadoop" and "://" not in catalog.warehouse:
         Path(catalog.warehouse).mkdir(parents=True, exist_ok=True)
     elif catalog.warehouse.startswith("file:"):
         Path(catalog.warehouse.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
+    elif database is not None and "://" not in catalog.warehouse:
+        Path(catalog.warehouse).mkdir(parents=True, exist_ok=True)
 
 
 def start_session(
@@ -247,6 +286,10 @@ def start_session(
         properties=dict(catalog_properties or {}),
     )
     prepare_warehouse(catalog)
+    driver_jars = catalog_driver_jars(catalog)
+    if driver_jars:  # added to the runtime's jars and the caller's (session_conf merges spark.jars)
+        extra_conf = {**dict(extra_conf or {})}
+        extra_conf["spark.jars"] = ",".join([extra_conf.get("spark.jars", ""), *driver_jars])
     # A local runtime talks to itself only; binding to loopback also avoids Spark's
     # "hostname resolves to a loopback address" warning.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -260,22 +303,35 @@ def start_session(
 
 
 def register_catalog(spark: SparkSession, catalog: CatalogSpec) -> None:
-    """Add another Iceberg catalog to a running session and make it the default one."""
+    """Add another Iceberg catalog to a running session and make it the default one.
+
+    The catalog is defined by `catalog` alone: settings a previous catalog of the same name left
+    in the session are removed (e.g. the embedded default's `jdbc.init-catalog-tables=false` would
+    keep a JDBC catalog on a fresh PostgreSQL database from creating its tables)."""
     prepare_warehouse(catalog)
-    for key, value in catalog.spark_conf().items():
+    conf = catalog.spark_conf()
+    prefix = f"spark.sql.catalog.{catalog.name}."
+    for row in spark.sql("set").collect():  # every setting of the session
+        if str(row[0]).startswith(prefix) and row[0] not in conf:
+            spark.conf.unset(row[0])
+    for key, value in conf.items():
         spark.conf.set(key, value)
 
 
 def switch_warehouse(
-    spark: SparkSession, warehouse: str | os.PathLike[str], catalog_name: str = DEFAULT_CATALOG
+    spark: SparkSession, warehouse: str | os.PathLike[str], catalog_name: str = DEFAULT_CATALOG,
+    properties: Mapping[str, str] | None = None,
 ) -> CatalogSpec:
     """Point the session's default Iceberg catalog at another warehouse directory.
 
     Spark caches catalog instances, so the cached ones are dropped and the catalog is
     initialised again, from the new warehouse, on first use. Used to give each test module a
-    warehouse of its own while the whole suite shares one JVM.
+    warehouse of its own while the whole suite shares one JVM. `properties`: the catalog's
+    (default: the embedded default); the JVM must already have any driver jar they need.
     """
-    catalog = CatalogSpec(warehouse=str(Path(warehouse).resolve()), name=catalog_name)
+    catalog = CatalogSpec(warehouse=str(Path(warehouse).resolve()), name=catalog_name,
+                          properties=dict(properties or {}))
     register_catalog(spark, catalog)
     spark._jsparkSession.sessionState().catalogManager().reset()  # noqa: SLF001
     return catalog
+

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
+from dbt_iceberg_maint import embedded_catalog
 from dbt_iceberg_maint.errors import RuntimeSetupError
 from dbt_iceberg_maint.spark import (
     DEFAULT_CATALOG,
@@ -37,6 +38,7 @@ from dbt_iceberg_maint.spark import (
     ICEBERG_PACKAGES_ENV,
     CatalogSpec,
     IcebergRuntime,
+    catalog_driver_jars,
     check_java,
     prepare_warehouse,
     resolve_iceberg_runtime,
@@ -98,7 +100,7 @@ class ThriftServerSpec:
             "--name",
             f"dbt_iceberg_maint-thrift-{self.port or 'auto'}",
         ]
-        if not self.runtime.jars:
+        if self.runtime.packages or not self.runtime.jars:
             raise RuntimeSetupError(
                 "the Spark Thrift Server needs the Iceberg runtime jar on its driver class path, which "
                 f"Maven coordinates ({ICEBERG_PACKAGES_ENV}) cannot provide; give a jar instead "
@@ -140,8 +142,11 @@ def server_catalog(warehouse: str | os.PathLike[str], name: str | None = None,
 
 
 def prepare_default_namespace(catalog: CatalogSpec) -> None:
-    """Clients run `USE default` on connect; a Hadoop catalog needs that namespace's directory."""
+    """Clients run `USE default` on connect: the namespace must exist (the embedded SQLite
+    catalog: its row; a Hadoop catalog: its directory)."""
     prepare_warehouse(catalog)
+    if catalog.sqlite_database is not None:
+        embedded_catalog.create_namespace(catalog.sqlite_database, catalog.name, "default")
     if catalog.catalog_type == "hadoop" and "://" not in catalog.warehouse:
         (Path(catalog.warehouse) / "default").mkdir(parents=True, exist_ok=True)
 
@@ -333,7 +338,7 @@ def start_thrift_server(
     runtime = resolve_iceberg_runtime(jar, packages)
     spec = ThriftServerSpec(
         catalog=catalog,
-        runtime=replace(runtime, jars=(*runtime.jars, *extra_jars)),
+        runtime=replace(runtime, jars=(*runtime.jars, *extra_jars, *catalog_driver_jars(catalog))),
         port=0 if port is None else port,
         master=master,
         driver_memory=driver_memory,
@@ -410,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="action", required=True)
     start = sub.add_parser("start", help="start in the background; prints host, port and pid as JSON")
-    start.add_argument("--warehouse", required=True, help="Iceberg warehouse directory (Hadoop catalog)")
+    start.add_argument("--warehouse", required=True, help="Iceberg warehouse directory (the embedded catalog)")
     start.add_argument("--state-dir", default=".thrift_server", help="log, metastore and pid file live here")
     start.add_argument("--port", type=int, default=None, help="default: a free port the server binds itself")
     start.add_argument("--driver-memory", default="1g")

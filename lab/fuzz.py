@@ -694,7 +694,7 @@ def build_target(spark: Any, catalog: str = "local") -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Own embedded Spark + the integration project on a Hadoop warehouse (./scripts/torture, or
+    """Own embedded Spark + the integration project on the embedded catalog (./scripts/torture, or
     a fuzz run alone: `python -m lab.fuzz --examples 500 --out fuzz.json`)."""
     parser = argparse.ArgumentParser(prog="lab.fuzz")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder")

@@ -28,7 +28,8 @@ pytest_plugins = ["tests.lab_fixtures"]
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # The PostgreSQL JDBC driver must be on the driver's classpath from the start (a JDBC
-    # catalog is added to this session by tests/integration/test_metadata_jdbc.py).
+    # catalog is added to this session by tests/integration/test_metadata_jdbc.py); start_session
+    # adds the SQLite driver of the embedded catalog itself.
     jdbc_jar = ensure_jdbc_jar()
     extra = {"spark.jars": ",".join([*resolve_iceberg_runtime().jars, str(jdbc_jar)])} if jdbc_jar else None
     session = start_session(tmp_path_factory.mktemp("initial_warehouse"), extra_conf=extra)
@@ -59,18 +60,30 @@ def installed_package(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
             os.environ[PACKAGES_PATH_ENV] = previous
 
 
+# integration_tests/profiles.yml's `session` target reads the catalog type from it (default jdbc).
+CATALOG_TYPE_ENV = "DBT_ICEBERG_MAINT_CATALOG_TYPE"
+
+
 @pytest.fixture(scope="module")
-def warehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh warehouse for this test module, made the session's default catalog."""
+def warehouse(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Path]:
+    """A fresh warehouse for this test module, made the session's default catalog: the embedded
+    default (Iceberg's JDBC catalog on a SQLite file in the warehouse). A module about a Hadoop
+    catalog's own behaviour (its rename commit, its lock manager, version-hint.text) says so with
+    `CATALOG_PROPERTIES = {"type": "hadoop"}`."""
+    properties = dict(getattr(request.module, "CATALOG_PROPERTIES", {}))
     path = tmp_path_factory.mktemp("warehouse")
-    switch_warehouse(spark, path)
-    previous = os.environ.get(WAREHOUSE_ENV)
+    switch_warehouse(spark, path, properties=properties)
+    saved = {name: os.environ.get(name) for name in (WAREHOUSE_ENV, CATALOG_TYPE_ENV)}
     os.environ[WAREHOUSE_ENV] = str(path.resolve())
+    os.environ[CATALOG_TYPE_ENV] = properties.get("type", "jdbc")
     yield path
-    if previous is None:
-        os.environ.pop(WAREHOUSE_ENV, None)
-    else:
-        os.environ[WAREHOUSE_ENV] = previous
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 class DbtProject:

@@ -23,7 +23,12 @@ if TYPE_CHECKING:
 DEFAULT_CATALOG_NAME = "local"
 # Spark-side settings with no meaning for reading metadata: accepted and ignored.
 SPARK_ONLY_KEYS = ("cache-enabled", "cache.expiration-interval-ms", "cache.case-sensitive", "default-namespace",
-                   "io-impl")
+                   "io-impl", "jdbc.init-catalog-tables", "jdbc.busy_timeout")
+# The embedded default's catalog file in the warehouse (dbt_iceberg_maint.embedded_catalog, kept
+# free of that import: this module loads without Spark's).
+EMBEDDED_CATALOG_FILE = "iceberg_catalog.db"
+# Keys Spark's Hadoop catalog ignores: a profile that switches its catalog type (an env_var) keeps them.
+_HADOOP_IGNORED_PREFIXES = ("uri", "jdbc.")
 SUPPORTED_KEYS: dict[str, tuple[str, ...]] = {
     "hadoop": ("type", "warehouse"),
     "jdbc": ("type", "uri", "jdbc.user", "jdbc.password", "warehouse", "jdbc.schema-version"),
@@ -83,15 +88,27 @@ def parse_properties(pairs: Sequence[str]) -> dict[str, str]:
     return result
 
 
+def embedded_properties(warehouse: str) -> dict[str, str]:
+    """The embedded runtime's catalog of a warehouse directory: Iceberg's JDBC catalog on the
+    SQLite file `<warehouse>/iceberg_catalog.db` when it exists, else the Hadoop catalog (a
+    warehouse written with `type=hadoop`, or before the SQLite catalog became the default)."""
+    local = warehouse.removeprefix("file://").removeprefix("file:")
+    database = Path(local) / EMBEDDED_CATALOG_FILE
+    if "://" not in local and database.is_file():
+        return {"type": "jdbc", "uri": f"jdbc:sqlite:{database}", "warehouse": warehouse}
+    return {"type": "hadoop", "warehouse": warehouse}
+
+
 def config_from_options(warehouse: str | None, properties: Sequence[str],
                         name: str = DEFAULT_CATALOG_NAME) -> CatalogConfig:
     props = parse_properties(properties)
     if warehouse is not None:
-        if props.get("type", "hadoop").lower() != "hadoop":
-            raise UsageError(f"--warehouse is the embedded Hadoop catalog; it cannot be combined with "
-                             f"--catalog-property type={props['type']} (use --catalog-property warehouse=...)")
-        props.setdefault("type", "hadoop")
-        props["warehouse"] = warehouse
+        kind = props.get("type")
+        if kind is not None and kind.lower() != "hadoop":
+            raise UsageError(f"--warehouse is the embedded catalog's directory; it cannot be combined with "
+                             f"--catalog-property type={kind} (use --catalog-property warehouse=...)")
+        base = embedded_properties(warehouse) if kind is None else {"type": "hadoop"}
+        props = {**base, **props, "warehouse": warehouse}
     if not props:
         raise UsageError("no catalog given: pass --warehouse DIR, --catalog-property KEY=VALUE, "
                          "or --profiles-dir/--target")
@@ -118,6 +135,8 @@ def config_from_spark_settings(settings: Mapping[str, Any]) -> CatalogConfig:
                          f"({', '.join(sorted(iceberg)) or 'none'}); expected spark.sql.defaultCatalog to be one "
                          "of them, or exactly one")
     props = {k: v for k, v in iceberg[name].items() if k}
+    if props.get("type", "hadoop").lower() == "hadoop":
+        props = {k: v for k, v in props.items() if not k.startswith(_HADOOP_IGNORED_PREFIXES)}
     return CatalogConfig(name, props).check()
 
 
@@ -227,6 +246,13 @@ def _sqlalchemy_uri(jdbc_uri: str, user: str | None, password: str | None) -> st
     return f"postgresql+psycopg2://{auth}{parts.netloc}{parts.path}{query}"
 
 
+def _sqlite_file(jdbc_uri: str) -> Path | None:
+    if not jdbc_uri.startswith("jdbc:sqlite:"):
+        return None
+    path = jdbc_uri.removeprefix("jdbc:sqlite:").split("?", 1)[0].removeprefix("file:")
+    return None if not path or path.startswith(":memory:") else Path(path)
+
+
 def _read_version_hint(table_dir: Path) -> Path:
     metadata_dir = table_dir / "metadata"
     hint = metadata_dir / "version-hint.text"
@@ -311,6 +337,9 @@ def open_catalog(config: CatalogConfig) -> MetadataCatalog:
         if kind == "jdbc":
             from pyiceberg.catalog.sql import SqlCatalog
 
+            database = _sqlite_file(props["uri"])
+            if database is not None and not database.is_file():  # SqlCatalog would create an empty one
+                raise CatalogError(f"catalog {config.name}: the SQLite catalog file {database} does not exist")
             uri = _sqlalchemy_uri(props["uri"], props.get("jdbc.user"), props.get("jdbc.password"))
             extra = {"warehouse": props["warehouse"]} if props.get("warehouse") else {}
             # Spark's JdbcCatalog stores the catalog name in each row: the same name finds them.
@@ -319,7 +348,7 @@ def open_catalog(config: CatalogConfig) -> MetadataCatalog:
 
         settings = {k: v for k, v in props.items() if k not in SPARK_ONLY_KEYS}
         return MetadataCatalog(config, load_catalog(config.name, **settings))
-    except UsageError:
+    except (UsageError, CatalogError):
         raise
     except Exception as exc:
         raise CatalogError(f"cannot open catalog {config.name} (type={kind}): {type(exc).__name__}: {exc}") from exc

@@ -86,7 +86,10 @@ def join_all(actions: Iterable[BackgroundAction], timeout_seconds: float) -> Non
         raise ActionError(f"background actions still running after {timeout_seconds:.0f} s: {alive}")
 
 
-# A real lost catalog race on the Hadoop catalog, made deterministic.
+# A real lost catalog race on the Hadoop catalog, made deterministic. The modules that stage it
+# pin their warehouse to a Hadoop catalog: `CATALOG_PROPERTIES = HADOOP_CATALOG` (tests/conftest.py).
+
+HADOOP_CATALOG = {"type": "hadoop"}
 
 RACE_CATALOG = "race"
 
@@ -99,8 +102,9 @@ def other_job(spark: SparkSession, warehouse: Path, tmp: Path) -> SparkSession:
     session = spark.newSession()
     link = tmp / "warehouse-link"
     link.symlink_to(warehouse.resolve(), target_is_directory=True)
-    register_catalog(session, CatalogSpec(str(link), name=RACE_CATALOG, properties={"cache-enabled": "false"}))
-    register_catalog(session, CatalogSpec(str(warehouse.resolve()), properties={"cache-enabled": "false"}))
+    hadoop = {"type": "hadoop", "cache-enabled": "false"}  # the race is the Hadoop catalog's (CATALOG_PROPERTIES)
+    register_catalog(session, CatalogSpec(str(link), name=RACE_CATALOG, properties=hadoop))
+    register_catalog(session, CatalogSpec(str(warehouse.resolve()), properties=hadoop))
     return session
 
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from tests.expect import first
-from tests.integration.concurrency import RACE_CATALOG, join_all, lose_catalog_race, other_job
+from tests.integration.concurrency import HADOOP_CATALOG, RACE_CATALOG, join_all, lose_catalog_race, other_job
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+# The lost commit race staged here is the Hadoop catalog's (tests/integration/concurrency.py).
+CATALOG_PROPERTIES = HADOOP_CATALOG
 
 TIMEOUT_SECONDS = 180.0
 PROJECT = ["--project-dir", str(INTEGRATION_PROJECT)]

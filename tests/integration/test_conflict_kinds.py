@@ -33,6 +33,7 @@ from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
 from tests.expect import first
 from tests.integration.concurrency import (
+    HADOOP_CATALOG,
     RACE_CATALOG,
     BackgroundAction,
     join_all,
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from tests.conftest import ConflictGate, DbtProject
 
 pytestmark = pytest.mark.integration
+# The lost commit race staged here is the Hadoop catalog's (tests/integration/concurrency.py).
+CATALOG_PROPERTIES = HADOOP_CATALOG
 
 VALIDATION = "org.apache.iceberg.exceptions.ValidationException"
 EXPECTED = {

@@ -21,6 +21,7 @@ from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.results import parse_result_lines
 from tests.expect import first
 from tests.integration.concurrency import (
+    HADOOP_CATALOG,
     RACE_CATALOG,
     BackgroundAction,
     join_all,
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+# The lost commit race staged here is the Hadoop catalog's (tests/integration/concurrency.py).
+CATALOG_PROPERTIES = HADOOP_CATALOG
 
 TIMEOUT_SECONDS = 120.0
 RUN_OPERATION_ERROR = "Encountered an error while running operation"

@@ -111,7 +111,7 @@ def test_a_snapshot_re_run_after_its_commit_landed_records_nothing_new(
         rerun = snapshot(2)
         current = spark.sql(f"select count(*) from {table} where dbt_valid_to is null").collect()[0][0]
     finally:
-        switch_warehouse(spark, warehouse)  # the module's Hadoop catalog again
+        switch_warehouse(spark, warehouse)  # the module's catalog again
     users = first_run[0]
     assert users > 0 and landed[0] == users + users // 2  # every second user got a new version
     assert rerun == landed

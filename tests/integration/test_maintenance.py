@@ -6,7 +6,6 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,7 +14,6 @@ from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_
 from dbt_iceberg_maint.maintenance import MaintenancePlan, run_maintenance
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 from tests.expect import first
-from tests.integration.concurrency import RACE_CATALOG, join_all, lose_catalog_race, other_job, pending_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,6 +43,10 @@ def maintenance(dbt_project: DbtProject, expect_success: bool = True, vars: str 
 
 @pytest.fixture(scope="module")
 def built(spark: SparkSession, dbt_project: DbtProject) -> DbtProject:
+    return build_project(spark, dbt_project)
+
+
+def build_project(spark: SparkSession, dbt_project: DbtProject) -> DbtProject:
     """Three batches: many small files, several snapshots and manifests per table."""
     dbt_project("seed")
     for batch in (1, 2, 3):
@@ -356,40 +358,6 @@ def test_cold_scoped_compaction_is_due_only_for_small_files_in_cold_partitions(
     assert spark.sql(f"select count(*) from {table}").collect()[0][0] == 4
 
 
-def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
-    spark: SparkSession, built: DbtProject
-) -> None:
-    """Default policy and Iceberg's default 4 commit retries, 10 partitions x 6 small files.
-
-    Iceberg commits partial-progress groups from its rewrite threads; on a Hadoop catalog those
-    commits race each other ("Version N already exists"; without serialised group rewrites the
-    call failed in 2 of 3 measured runs). The policy serialises them (on every catalog).
-    """
-    table = built.table("hadoop_compaction")
-    spark.sql(f"create table {table} (id bigint, ts timestamp) using iceberg partitioned by (days(ts))")
-    for batch in range(6):
-        spark.sql(
-            f"insert into {table} select id, timestamp'2026-11-01 00:00:00' + make_interval(0, 0, 0, "
-            f"cast(id % 10 as int)) from range({batch * 100}, {batch * 100 + 100})"
-        )
-    checksum = f"select count(*), sum(id), sum(unix_seconds(ts)) from {table}"
-    before = spark.sql(checksum).collect()
-
-    invocation = built(
-        "run-operation",
-        "dbt_iceberg_maint.maintain",
-        "--args",
-        json.dumps({"relation": f"{built.schema}.hadoop_compaction", "operations": ["rewrite_data_files"]}),
-    )
-
-    [result] = parse_result_lines(invocation.log_messages)
-    assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
-    assert "'max-concurrent-file-group-rewrites', '1'" in result.sql
-    assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (60, 10)
-    assert spark.sql(f"select count(*) from {table}.data_files").collect()[0][0] == 10
-    assert spark.sql(checksum).collect() == before
-
-
 def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
     spark: SparkSession, built: DbtProject
 ) -> None:
@@ -457,49 +425,6 @@ def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
     assert failed.metrics["probe"]["metrics"]["failed_data_files_count"] > 0
     assert (report.invocations, report.exit_code) == (3, 1)  # the failed run, the re-run once, the replay
     assert rows[0][0] == spark.sql(f"select count(*) from {event_log}").collect()[0][0]
-
-
-def test_a_compaction_commit_lost_to_a_concurrent_commit_is_recovered_by_one_re_run(
-    spark: SparkSession, built: DbtProject, warehouse: Path, tmp_path: Path
-) -> None:
-    """A real lost commit: event_log's compaction commits its one file group while another job
-    takes the same metadata version (a lost Hadoop catalog race, no commit retries). Iceberg
-    says "1 rewrite commits failed", the same words as for a failed rewrite; re-run once with
-    failed commits tolerated, the group rewrites and commits: a lost commit, retryable, done."""
-    event_log = built.table("event_log")
-    for event_id in (9201, 9202):  # small files in one partition: one file group
-        spark.sql(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-04', 1.00, 9)")
-    spark.sql(f"call local.system.rewrite_data_files(table => '{built.schema}.event_log', "
-              "where => \"event_date <> date'2026-11-04'\", options => map('min-input-files', '2'))")
-    in_partition = f"select count(*) from {event_log}.data_files where partition.event_date = date'2026-11-04'"
-    small_files = spark.sql(in_partition).collect()[0][0]
-    metadata = warehouse / built.schema / "event_log" / "metadata"
-    assert not pending_metadata(metadata), "a pending metadata file is left over: the race would start at once"
-    checksum = f"select count(*), sum(hash(event_id, amount, loaded_batch)) from {event_log}"
-    before = spark.sql(checksum).collect()[0]
-    spark.sql(f"alter table {event_log} set tblproperties ('commit.retry.num-retries'='0')")
-    job = other_job(spark, warehouse, tmp_path)
-    race = lose_catalog_race(
-        spark, job, metadata, f"{RACE_CATALOG}.{built.schema}.event_log", name="lost_compaction", timeout_seconds=120,
-        append=f"insert into {RACE_CATALOG}.{built.schema}.event_log values (9299, 'race', date'2026-11-20', 1.00, 9)")
-    try:
-        report = run_maintenance(select=["event_log"], operations=["compaction"], project_dir=INTEGRATION_PROJECT,
-                                 env=built.env)
-    finally:
-        join_all([race], timeout_seconds=60)
-        spark.sql(f"alter table {event_log} set tblproperties ('commit.retry.num-retries'='20')")
-    race.check()
-
-    [result] = report.results
-    assert re.search(r"partial-progress\.enabled is true but 1 rewrite commits failed", result.metrics["error"])
-    assert (result.status, result.metrics["kind"], result.metrics["retryable"]) == (
-        "success", "rewrite_commit_conflict", True), result.reason
-    assert "were not deterministic (a commit lost to a concurrent commit)" in result.reason
-    assert small_files >= 2 and result.metrics["rewritten_data_files_count"] == small_files
-    assert (report.invocations, report.exit_code) == (2, 0)
-    assert spark.sql(in_partition).collect()[0][0] == 1
-    after = spark.sql(checksum).collect()[0]
-    assert after[0] == before[0] + 1  # the race job's one row, nothing lost or duplicated
 
 
 def test_a_forced_compaction_rewrites_fewer_small_files_than_min_input_files(

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+# Per-table errors of unreadable Hadoop metadata (version-hint.text): a Hadoop catalog's warehouse.
+CATALOG_PROPERTIES = {"type": "hadoop"}
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,7 @@
 """The metadata planner (pyiceberg, no Spark) gives table_health's figures and maintain(dry_run)'s
-decisions on real tables in varied states, on the embedded Hadoop warehouse."""
+decisions on real tables in varied states, on the embedded default catalog (a SQLite JDBC catalog,
+read through pyiceberg's SqlCatalog); test_metadata_equality_hadoop.py runs the same on a Hadoop
+catalog's warehouse (version-hint.text + StaticTable)."""
 
 from __future__ import annotations
 
@@ -8,23 +10,29 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
+from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from lab.equality import assert_same_health, cases_for, macro_side, planner_side
 from lab.lake import build_varied
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
 
 
-def test_planner_equals_macros_on_hadoop_warehouse(spark: SparkSession, warehouse: Path,
-                                                  dbt_project: DbtProject) -> None:
+def test_planner_equals_macros_on_the_embedded_warehouse(spark: SparkSession, warehouse: Path,
+                                                         dbt_project: DbtProject) -> None:
+    catalog = open_catalog(config_from_options(str(warehouse), []))
+    assert catalog.config.properties["type"] == "jdbc"
+    assert_planner_equals_macros(spark, catalog, dbt_project)
+
+
+def assert_planner_equals_macros(spark: SparkSession, catalog: MetadataCatalog, dbt_project: DbtProject) -> None:
     tables = build_varied(spark, "local", dbt_project.schema)
     cases = cases_for(tables)
-    catalog = open_catalog(CatalogConfig("local", {"type": "hadoop", "warehouse": str(warehouse)}))
 
     macro_health, macro_plan = macro_side(dbt_project, cases)
     planner_health, planner_plan = planner_side(catalog, cases)

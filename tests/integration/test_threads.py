@@ -15,7 +15,7 @@ import pytest
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
 from tests.expect import first
-from tests.integration.concurrency import RACE_CATALOG, join_all, lose_catalog_race, other_job
+from tests.integration.concurrency import HADOOP_CATALOG, RACE_CATALOG, join_all, lose_catalog_race, other_job
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+# The lost commit race staged here is the Hadoop catalog's (tests/integration/concurrency.py).
+CATALOG_PROPERTIES = HADOOP_CATALOG
 
 MODELS = ("threads_merge_a", "threads_merge_b")
 TIMEOUT_SECONDS = 180.0

@@ -14,6 +14,7 @@ import pytest
 
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
 from lab.proxy import CommitCutProxy
 from lab.torture_workers import ROWS_PER_BATCH, GuardedWrite, batch_rows_present, merge_batch_guarded, merge_sql
 
@@ -29,19 +30,18 @@ FOUR_DAYS = 96 * 3600
 
 
 @contextmanager
-def stale_local_catalog(spark: SparkSession, warehouse: Path, behind: str) -> Iterator[None]:
-    """The `local` catalog caches tables forever (the staleness does not depend on timing) and a
-    second catalog `behind` on the same warehouse commits behind its back, as a commit whose
-    answer was lost does."""
+def stale_local_catalog(spark: SparkSession, warehouse: Path) -> Iterator[SparkSession]:
+    """The `local` catalog caches tables forever (the staleness does not depend on timing) and
+    another job, a session with its own `local` catalog on the same warehouse, commits behind its
+    back, as a commit whose answer was lost does."""
     cache_key = "spark.sql.catalog.local.cache.expiration-interval-ms"
     manager = spark._jsparkSession.sessionState().catalogManager()  # noqa: SLF001
     spark.conf.set(cache_key, "-1")
     manager.reset()
-    spark.conf.set(f"spark.sql.catalog.{behind}", "org.apache.iceberg.spark.SparkCatalog")
-    spark.conf.set(f"spark.sql.catalog.{behind}.type", "hadoop")
-    spark.conf.set(f"spark.sql.catalog.{behind}.warehouse", str(warehouse.resolve()))
+    behind = spark.newSession()
+    register_catalog(behind, CatalogSpec(str(warehouse.resolve()), properties={"cache-enabled": "false"}))
     try:
-        yield
+        yield behind
     finally:
         spark.conf.unset(cache_key)
         manager.reset()
@@ -96,14 +96,14 @@ def test_table_snapshots_sees_a_commit_the_sessions_cache_does_not(spark: SparkS
     """A connection cut right after the JDBC catalog committed made Iceberg report the write as
     failed; the writer's session kept the old metadata in its catalog cache, so landed
     verification read a stale snapshot log and said "not landed" for a write that had landed.
-    Here a second catalog on the same warehouse commits behind the cached `local` catalog."""
+    Here another session's catalog on the same warehouse commits behind the cached `local` catalog."""
     schema = dbt_project.schema
-    with stale_local_catalog(spark, warehouse, "behind"):
+    with stale_local_catalog(spark, warehouse) as behind:
         spark.sql(f"create namespace if not exists local.{schema}")
         spark.sql(f"create table local.{schema}.cached (id bigint) using iceberg")
         spark.sql(f"insert into local.{schema}.cached values (1)")
         before = spark.sql(f"select snapshot_id from local.{schema}.cached.snapshots").collect()
-        spark.sql(f"insert into behind.{schema}.cached values (2)")
+        behind.sql(f"insert into local.{schema}.cached values (2)")
         stale = spark.sql(f"select count(*) from local.{schema}.cached.snapshots").collect()[0][0]
         assert stale == len(before) == 1, "the cached catalog was expected to be stale"
 
@@ -113,7 +113,7 @@ def test_table_snapshots_sees_a_commit_the_sessions_cache_does_not(spark: SparkS
         document = json.loads(logged[-1].split("ICEBERG_MAINT_SNAPSHOTS", 1)[1])
         [entry] = document["tables"]
         assert len(entry["snapshots"]) == 2, document
-        newest = spark.sql(f"select snapshot_id from behind.{schema}.cached.refs where name = 'main'").collect()[0][0]
+        newest = behind.sql(f"select snapshot_id from local.{schema}.cached.refs where name = 'main'").collect()[0][0]
         assert entry["current_snapshot_id"] == newest, document
         assert [s["parent_id"] for s in entry["snapshots"]] == [None, before[0][0]], document
 
@@ -123,10 +123,10 @@ def test_the_plain_spark_writer_does_not_rerun_a_merge_that_landed(spark: SparkS
     """The full torture run's plain Spark writer re-ran its MERGE after a cut whose commit had
     landed; its session's cached table was stale and a MERGE with only `WHEN NOT MATCHED THEN
     INSERT` is an append Iceberg does not validate, so the batch went in twice (50 rows
-    duplicated). A second catalog on the same warehouse commits behind the cached `local` one,
+    duplicated). Another session's catalog on the same warehouse commits behind the cached `local` one,
     as the lost answer did; the writer must refresh, see its batch and not re-run it."""
     schema = dbt_project.schema
-    with stale_local_catalog(spark, warehouse, "behind_writer"):
+    with stale_local_catalog(spark, warehouse) as behind:
         spark.sql(f"create namespace if not exists local.{schema}")
         table = f"local.{schema}.plain_merge"
         spark.sql(f"create table {table} (id bigint, batch_id bigint, payload string, part bigint) using iceberg "
@@ -137,13 +137,13 @@ def test_the_plain_spark_writer_does_not_rerun_a_merge_that_landed(spark: SparkS
             return int(spark.sql(f"select count(*) from {table} where batch_id = {batch}").collect()[0][0])
 
         # The defect's mechanism: a blind re-run against the stale cache inserts the batch again.
-        spark.sql(merge_sql(f"behind_writer.{schema}.plain_merge", 2))
+        behind.sql(merge_sql(table, 2))
         assert count(2) == 0, "the cached catalog was expected to be stale"
         spark.sql(merge_sql(table, 2))
         assert batch_rows_present(spark, table, 2) == 2 * ROWS_PER_BATCH
 
         def landed_then_cut() -> None:
-            spark.sql(merge_sql(f"behind_writer.{schema}.plain_merge", 3))
+            behind.sql(merge_sql(table, 3))
             assert count(3) == 0, "the cached catalog was expected to be stale"
             raise ConnectionError("the connection to the catalog was cut after the commit")
 

@@ -6,16 +6,18 @@ tests/integration/test_metadata_equality.py."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.errors import UsageError
+from dbt_iceberg_maint.errors import CatalogError, UsageError
 from dbt_iceberg_maint.metadata import cold as d
 from dbt_iceberg_maint.metadata.catalog import (
     CatalogConfig,
     _sqlalchemy_uri,
     config_from_options,
     config_from_spark_settings,
+    open_catalog,
     parse_properties,
 )
 from dbt_iceberg_maint.metadata.planner import ModelTarget, PlannedOperation, emit_args, iceberg_models, plan_table
@@ -116,6 +118,9 @@ def test_catalog_settings_in_spark_vocabulary() -> None:
     with pytest.raises(UsageError, match="no catalog given"):
         config_from_options(None, [])
     assert config_from_options("/w", []).properties == {"type": "hadoop", "warehouse": "/w"}
+    with pytest.raises(UsageError, match="--warehouse is the embedded catalog's directory; it cannot be combined "
+                                         "with --catalog-property type=rest"):
+        config_from_options("/w", ["type=rest"])
     assert _sqlalchemy_uri("jdbc:postgresql://127.0.0.1:5432/ice", "u s", "p@w") == (
         "postgresql+psycopg2://u%20s:p%40w@127.0.0.1:5432/ice")
     with pytest.raises(UsageError, match="uri=jdbc:mysql://h/db is not supported for type=jdbc"):
@@ -127,6 +132,33 @@ def test_catalog_settings_in_spark_vocabulary() -> None:
                                                                            "cache-enabled": "false"})
     with pytest.raises(UsageError, match="name 0 Iceberg catalogs"):
         config_from_spark_settings({"spark.sql.catalog.x": "other.Catalog"})
+
+
+def test_the_embedded_catalog_of_a_warehouse(tmp_path: Path) -> None:
+    """`--warehouse DIR`: the SQLite catalog file in DIR when there is one (the embedded default),
+    else the Hadoop catalog's tables; `type=hadoop` forces the Hadoop catalog."""
+    from dbt_iceberg_maint.spark import CatalogSpec, prepare_warehouse
+
+    warehouse = str(tmp_path / "wh")
+    assert config_from_options(warehouse, []).properties == {"type": "hadoop", "warehouse": warehouse}
+    prepare_warehouse(CatalogSpec(warehouse=warehouse))
+    assert config_from_options(warehouse, []).properties == {
+        "type": "jdbc", "uri": f"jdbc:sqlite:{warehouse}/iceberg_catalog.db", "warehouse": warehouse}
+    assert config_from_options(warehouse, ["type=hadoop"]).properties == {"type": "hadoop", "warehouse": warehouse}
+    assert _sqlalchemy_uri(f"jdbc:sqlite:{warehouse}/iceberg_catalog.db", None, None) == (
+        f"sqlite:///{warehouse}/iceberg_catalog.db")
+    # The embedded profile's settings (integration_tests/profiles.yml) read back as that catalog; with its
+    # type switched to hadoop, the keys Spark's Hadoop catalog ignores are ignored here too.
+    settings = {"spark.sql.catalog.local": "org.apache.iceberg.spark.SparkCatalog", "spark.sql.defaultCatalog": "local",
+                "spark.sql.catalog.local.type": "jdbc", "spark.sql.catalog.local.uri": "jdbc:sqlite:/wh/c.db",
+                "spark.sql.catalog.local.jdbc.schema-version": "V1",
+                "spark.sql.catalog.local.jdbc.init-catalog-tables": "false",
+                "spark.sql.catalog.local.jdbc.busy_timeout": "60000", "spark.sql.catalog.local.warehouse": "/wh"}
+    assert config_from_spark_settings(settings).properties["uri"] == "jdbc:sqlite:/wh/c.db"
+    hadoop = config_from_spark_settings({**settings, "spark.sql.catalog.local.type": "hadoop"})
+    assert hadoop.properties == {"type": "hadoop", "warehouse": "/wh"}
+    with pytest.raises(CatalogError, match="the SQLite catalog file /nowhere/c.db does not exist"):
+        open_catalog(CatalogConfig("local", {"type": "jdbc", "uri": "jdbc:sqlite:/nowhere/c.db"}))
 
 
 def test_models_and_emitted_args() -> None:

@@ -21,6 +21,7 @@ from dbt_iceberg_maint.spark import (
     check_java,
     log4j2_java_options,
     parse_java_major,
+    prepare_warehouse,
     resolve_iceberg_runtime,
     session_conf,
 )
@@ -128,10 +129,16 @@ def test_old_java_is_refused(tmp_path: Path) -> None:
         check_java(environ={"JAVA_HOME": str(tmp_path)})
 
 
-def test_default_catalog_is_a_hadoop_iceberg_spark_catalog() -> None:
+def test_default_catalog_is_an_iceberg_jdbc_catalog_on_a_sqlite_file_in_the_warehouse() -> None:
     conf = session_conf(IcebergRuntime("bundled", jars=("/x.jar",)), CatalogSpec(warehouse="/wh"))
     assert conf["spark.sql.catalog.local"] == "org.apache.iceberg.spark.SparkCatalog"
-    assert conf["spark.sql.catalog.local.type"] == "hadoop"
+    assert conf["spark.sql.catalog.local.type"] == "jdbc"
+    assert conf["spark.sql.catalog.local.uri"] == "jdbc:sqlite:/wh/iceberg_catalog.db"
+    assert conf["spark.sql.catalog.local.jdbc.schema-version"] == "V1"  # views
+    # The catalog tables are created before Spark starts (prepare_warehouse), never by Iceberg: its
+    # start-up on existing tables leaves a read open that makes every commit of the process fail.
+    assert conf["spark.sql.catalog.local.jdbc.init-catalog-tables"] == "false"
+    assert int(conf["spark.sql.catalog.local.jdbc.busy_timeout"]) >= 30000
     assert conf["spark.sql.catalog.local.warehouse"] == "/wh"
     assert conf["spark.sql.defaultCatalog"] == "local"
     assert conf["spark.jars"] == "/x.jar"
@@ -155,6 +162,62 @@ def test_the_driver_reads_sparks_log_defaults_plus_the_packages_one_filter(tmp_p
                         "filter.versionhint.regex": "Error reading version hint file \\\\{\\\\}",
                         "filter.versionhint.useRawMsg": "true", "filter.versionhint.onMatch": "DENY",
                         "filter.versionhint.onMismatch": "NEUTRAL"}
+
+
+def test_the_hadoop_catalog_stays_selectable() -> None:
+    conf = CatalogSpec(warehouse="/wh", properties={"type": "hadoop"}).spark_conf()
+    assert conf["spark.sql.catalog.local.type"] == "hadoop"
+    assert conf["spark.sql.catalog.local.warehouse"] == "/wh"
+    assert not any(key.startswith("spark.sql.catalog.local.jdbc.") or key.endswith(".uri") for key in conf)
+    assert CatalogSpec(warehouse="/wh", properties={"type": "hadoop"}).sqlite_database is None
+
+
+def test_caller_properties_override_the_sqlite_defaults() -> None:
+    catalog = CatalogSpec(warehouse="/wh", properties={"jdbc.busy_timeout": "5", "uri": "jdbc:sqlite:/c/cat.db"})
+    conf = catalog.spark_conf()
+    assert (conf["spark.sql.catalog.local.jdbc.busy_timeout"], conf["spark.sql.catalog.local.uri"]) == (
+        "5", "jdbc:sqlite:/c/cat.db")
+    assert catalog.sqlite_database == Path("/c/cat.db")
+    postgres = CatalogSpec(warehouse="/wh", properties={"type": "jdbc", "uri": "jdbc:postgresql://h/db"})
+    assert postgres.sqlite_database is None
+    assert "spark.sql.catalog.local.jdbc.init-catalog-tables" not in postgres.spark_conf()
+
+
+def test_the_embedded_default_needs_a_local_warehouse() -> None:
+    with pytest.raises(RuntimeSetupError, match="not a local directory; pass the catalog's properties"):
+        CatalogSpec(warehouse="s3://bucket/wh").spark_conf()
+    assert CatalogSpec(warehouse="file:/wh").sqlite_database == Path("/wh/iceberg_catalog.db")
+
+
+def test_more_jars_are_added_to_the_runtime_never_replacing_it() -> None:
+    conf = session_conf(IcebergRuntime("bundled", jars=("/x.jar",)), CatalogSpec(warehouse="/wh"),
+                        {"spark.jars": ",/pg.jar,/x.jar,/sqlite.jar"})
+    assert conf["spark.jars"] == "/x.jar,/pg.jar,/sqlite.jar"
+
+
+def test_prepare_warehouse_creates_the_catalog_tables_in_wal_mode(tmp_path: Path) -> None:
+    import sqlite3
+
+    catalog = CatalogSpec(warehouse=str(tmp_path / "wh"))
+    prepare_warehouse(catalog)
+    prepare_warehouse(catalog)  # idempotent
+    database = tmp_path / "wh" / "iceberg_catalog.db"
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("pragma journal_mode").fetchone()[0] == "wal"
+        columns = [row[1] for row in connection.execute("pragma table_info(iceberg_tables)")]
+        tables = {row[0] for row in connection.execute("select name from sqlite_master where type = 'table'")}
+    assert "iceberg_type" in columns  # schema V1: views
+    assert {"iceberg_tables", "iceberg_namespace_properties"} <= tables
+
+
+def test_a_missing_sqlite_driver_is_explained(tmp_path: Path) -> None:
+    from dbt_iceberg_maint.embedded_catalog import SQLITE_JDBC_JAR_ENV, find_sqlite_jdbc_jar
+
+    with pytest.raises(RuntimeSetupError, match=f"{SQLITE_JDBC_JAR_ENV}=.*does not exist"):
+        find_sqlite_jdbc_jar({SQLITE_JDBC_JAR_ENV: str(tmp_path / "nope.jar")})
+    jar = tmp_path / "sqlite-jdbc.jar"
+    jar.write_bytes(b"")
+    assert find_sqlite_jdbc_jar({SQLITE_JDBC_JAR_ENV: str(jar)}) == jar
 
 
 def test_other_catalog_types_through_properties() -> None:

@@ -69,7 +69,9 @@ def test_catalog_is_the_embedded_default_with_the_table_cache_off(tmp_path: Path
     conf = conf_pairs(spec(tmp_path).command("spark-submit"))
     warehouse = str((tmp_path / "wh").resolve())
     assert conf["spark.sql.catalog.local"] == "org.apache.iceberg.spark.SparkCatalog"
-    assert conf["spark.sql.catalog.local.type"] == "hadoop"
+    assert conf["spark.sql.catalog.local.type"] == "jdbc"
+    assert conf["spark.sql.catalog.local.uri"] == f"jdbc:sqlite:{warehouse}/iceberg_catalog.db"
+    assert conf["spark.sql.catalog.local.jdbc.schema-version"] == "V1"
     assert conf["spark.sql.catalog.local.warehouse"] == warehouse
     assert conf["spark.sql.defaultCatalog"] == "local"
     assert conf["spark.sql.extensions"] == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -101,15 +103,36 @@ def test_extra_conf_wins(tmp_path: Path) -> None:
     )
 
 
-def test_default_namespace_directory_exists_before_the_first_connection(tmp_path: Path) -> None:
+def test_default_namespace_exists_before_the_first_connection(tmp_path: Path) -> None:
+    import sqlite3
+
     catalog = server_catalog(tmp_path / "wh")
     prepare_default_namespace(catalog)
+    prepare_default_namespace(catalog)  # idempotent
+    with sqlite3.connect(tmp_path / "wh" / "iceberg_catalog.db") as connection:
+        rows = connection.execute("select catalog_name, namespace from iceberg_namespace_properties").fetchall()
+    assert rows == [("local", "default")]
+
+
+def test_default_namespace_directory_exists_on_a_hadoop_catalog(tmp_path: Path) -> None:
+    catalog = server_catalog(tmp_path / "wh", properties={"type": "hadoop"})
+    prepare_default_namespace(catalog)
     assert (tmp_path / "wh" / "default").is_dir()
+    assert not (tmp_path / "wh" / "iceberg_catalog.db").exists()
 
 
 def test_remote_warehouses_are_left_alone(tmp_path: Path) -> None:
-    prepare_default_namespace(CatalogSpec(warehouse="s3://bucket/wh"))
+    prepare_default_namespace(CatalogSpec(warehouse="s3://bucket/wh", properties={"type": "hadoop"}))
     assert not (tmp_path / "s3:").exists()
+    with pytest.raises(RuntimeSetupError, match="not a local directory"):
+        prepare_default_namespace(CatalogSpec(warehouse="s3://bucket/wh"))
+
+
+def test_the_catalog_driver_goes_on_the_driver_class_path(tmp_path: Path) -> None:
+    runtime = IcebergRuntime("argument", jars=(*RUNTIME.jars, "/usr/share/java/sqlite-jdbc.jar"))
+    argv = ThriftServerSpec(catalog=server_catalog(tmp_path / "wh"), runtime=runtime, port=1).command("submit")
+    assert argv[argv.index("--driver-class-path") + 1] == (
+        "/jars/iceberg-spark-runtime.jar:/usr/share/java/sqlite-jdbc.jar")
 
 
 def test_pyspark_ships_the_thrift_server() -> None:
