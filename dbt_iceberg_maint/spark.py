@@ -2,6 +2,10 @@
 
 Everything that decides *what* to start (jar resolution, Spark configuration) is pure and
 tested without a JVM; `start_session` is the thin shell that starts one.
+
+Over 300 lines on purpose: the catalog's Spark settings (`CatalogSpec`) and the shells that apply
+them to a starting or running session (`start_session`, `register_catalog`, `switch_warehouse`)
+change together; the embedded catalog's own files and driver live in `embedded_catalog`.
 """
 
 from __future__ import annotations
@@ -311,9 +315,9 @@ def register_catalog(spark: SparkSession, catalog: CatalogSpec) -> None:
     prepare_warehouse(catalog)
     conf = catalog.spark_conf()
     prefix = f"spark.sql.catalog.{catalog.name}."
-    for row in spark.sql("set").collect():  # every setting of the session
-        if str(row[0]).startswith(prefix) and row[0] not in conf:
-            spark.conf.unset(row[0])
+    for key in _session_conf_keys(spark):
+        if key.startswith(prefix) and key not in conf:
+            spark.conf.unset(key)
     for key, value in conf.items():
         spark.conf.set(key, value)
 
@@ -335,3 +339,12 @@ def switch_warehouse(
     spark._jsparkSession.sessionState().catalogManager().reset()  # noqa: SLF001
     return catalog
 
+
+def _session_conf_keys(spark: SparkSession) -> list[str]:
+    """Every key set in the session's SQL configuration. Read from the JVM, not with `SET`: any
+    statement would load the session's current catalog from the settings being replaced."""
+    keys = spark._jsparkSession.sessionState().conf().getAllConfs().keysIterator()  # noqa: SLF001
+    found: list[str] = []
+    while keys.hasNext():
+        found.append(str(keys.next()))
+    return found

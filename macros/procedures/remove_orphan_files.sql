@@ -171,14 +171,18 @@
 
 {#- Whether the candidate list can be read: a temporary view ('name'), a global temporary view
     ('global_temp.name') or a table ('schema.name', 'catalog.schema.name'); checked by SHOW, so a
-    missing one is refused by name instead of failing the check's query. -#}
+    missing one is refused by name instead of failing the check's query. Temporary views are
+    listed through `global_temp` (Spark's session catalog lists the session's temporary views
+    with it, namespace ''): a plain `show views` lists the current catalog's namespace, which
+    fails on a catalog with views (e.g. a JDBC one) when that namespace does not exist. -#}
 {% macro _iceberg_maint_file_list_exists(file_list_view) %}
   {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
   {%- set parts = file_list_view.split('.') -%}
-  {%- if parts | length == 1 -%}
-    {{ return(run_query('show views like ' ~ literal(parts[0])).rows | length > 0) }}
-  {%- elif parts | length == 2 and parts[0] | lower == 'global_temp' -%}
-    {{ return(run_query('show views in global_temp like ' ~ literal(parts[1])).rows | length > 0) }}
+  {%- if parts | length == 1 or (parts | length == 2 and parts[0] | lower == 'global_temp') -%}
+    {%- set namespace = '' if parts | length == 1 else 'global_temp' -%}
+    {%- set rows = run_query('show views in global_temp like ' ~ literal(parts[-1])).rows -%}
+    {%- for row in rows if (row[0] | string) == namespace -%}{{ return(true) }}{%- endfor -%}
+    {{ return(false) }}
   {%- elif parts | length == 2 -%}
     {{ return(dbt_iceberg_maint._iceberg_maint_show_table_exists(none, parts[0], parts[1])) }}
   {%- elif parts | length == 3 -%}
