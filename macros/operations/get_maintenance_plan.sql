@@ -118,8 +118,10 @@
 
 {#- After a table's steps ran: record in one ALTER TABLE when each operation with an interval_hours
     was checked, i.e. it ran successfully or its due rule found nothing to do. Not for a dry run or
-    a forced run (force neither reads nor writes the intervals), a failure, or a skip that decided nothing (a kill switch, disabled, within its interval, the
-    cost gate): those operations are checked again next time. -#}
+    a forced run (force neither reads nor writes the intervals), a failure, or a skip that decided
+    nothing (a kill switch, disabled, within its interval, the cost gate): those operations are
+    checked again next time. The skip reasons that decide nothing are matched by their first words,
+    which _iceberg_maint_plan_steps writes. -#}
 {% macro _iceberg_maint_record_checks(table, resolved, steps, results) %}
   {%- set undecided = ['maintenance disabled by', 'table does not exist', 'disabled by meta.', 'last checked ',
         'cost gate:'] -%}
