@@ -200,7 +200,8 @@
     {%- set scope = facts.cold_scope if operation == 'rewrite_data_files' and cold_hours else none -%}
     {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} -%}
     {%- if not force and section.enabled and not interval and not gated -%}
-      {%- set checked = facts.health.copy() -%}
+      {#- No health when orphan removal, which reads none, is the only operation decided. -#}
+      {%- set checked = (facts.health or {}).copy() -%}
       {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
       {%- do checked.update({'rewrites_planned': rewrites_planned}) -%}
       {%- if resolved.expire_snapshots.older_than is not none -%}

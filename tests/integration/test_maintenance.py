@@ -609,6 +609,11 @@ def test_interval_hours_checks_each_operation_at_most_that_often(spark: SparkSes
     assert ".data_files" in sent and "call " not in sent and "alter table" not in sent, sent
     assert checked_at() == recorded and current_snapshot(spark, table) == snapshot
 
+    # Orphan removal alone (it reads no health) with its interval switched off: decided and run.
+    alone = parse_result_lines(maintain(operations=["remove_orphan_files"],
+                                        policy={"remove_orphan_files": {"interval_hours": 0}}).log_messages)
+    assert [(r.operation, r.status) for r in alone] == [("remove_orphan_files", "success")], alone
+
     forced = parse_result_lines(maintain(force=True, operations=["remove_orphan_files"]).log_messages)
     assert [(r.operation, r.status) for r in forced] == [("remove_orphan_files", "success")]
     assert checked_at() == recorded
