@@ -237,7 +237,8 @@ def table(name: str) -> str:
 # dbt's query comment (/* {...} */) and a materialization's `-- ...` lines before a statement.
 LEADING_COMMENTS = re.compile(r"^(?:\s*/\*.*?\*/|\s*--[^\n]*)*", re.S)
 
-PROFILE = """field_bench:
+# A dbt-spark `session` profile (the benchmark process starts the SparkSession; dbt reuses it).
+PROFILE = """{name}:
   target: session
   outputs:
     session:
@@ -257,7 +258,7 @@ def scratch_project(work: Path) -> Path:
     project = work / "project"
     shutil.copytree(PROJECT_TEMPLATE, project, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
     (project / "packages.yml").write_text(f"packages:\n  - local: {REPO}\n")
-    (project / "profiles.yml").write_text(PROFILE.format(schema=SCHEMA))
+    (project / "profiles.yml").write_text(PROFILE.format(name="field_bench", schema=SCHEMA))
     outcome = invoke_dbt(["deps", "--quiet"], project_dir=project)
     if not outcome.success:
         raise RuntimeError(f"dbt deps failed in {project}: {outcome.exception}")

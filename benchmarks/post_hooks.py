@@ -70,18 +70,6 @@ models:
     +file_format: iceberg
 {hooks}"""
 
-PROFILE = """\
-{name}:
-  target: session
-  outputs:
-    session:
-      type: spark
-      method: session
-      host: NA
-      schema: {schema}
-      threads: 1
-"""
-
 BATCH = f"cast(${{{BATCH_SETTING}}} as int)"
 # A small shop's DAG: an incremental event log (each batch a new day, and corrections to the day
 # before, as a daily load brings), a customer dimension, marts that merge per-day aggregates of
@@ -136,7 +124,7 @@ def write_project(folder: Path, name: str, hooks: bool, shape: tuple[int, int, i
 
     (folder / "models").mkdir(parents=True)
     (folder / "dbt_project.yml").write_text(PROJECT.format(name=name, hooks=HOOKS_CONFIG if hooks else ""))
-    (folder / "profiles.yml").write_text(PROFILE.format(name=name, schema=SCHEMA))
+    (folder / "profiles.yml").write_text(field.PROFILE.format(name=name, schema=SCHEMA))
     (folder / "packages.yml").write_text(f"packages:\n  - local: {field.REPO}\n")
     for model, sql in models(shape).items():
         (folder / "models" / f"{model}.sql").write_text(sql)
