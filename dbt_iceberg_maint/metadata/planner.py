@@ -166,6 +166,9 @@ class _LazyTable:
     def gc_enabled(self) -> bool:
         return str(self.summary.properties.get("gc.enabled", "true")).lower() != "false"
 
+    def data_files(self) -> int | None:
+        return self.summary.data_files
+
     def snapshots(self) -> list[SnapshotLike]:
         return list(self.summary.snapshots)
 
@@ -187,9 +190,8 @@ class _LazyTable:
         }
         if operation == "rewrite_data_files":
             # A cold scope read every entry already (the engine asks for it first): reuse that read.
-            entries = self._entries.get((self.threshold, False))
-            figures["max_small_files_in_partition"] = 0 if self.summary.data_files == 0 else (
-                entries or self.entries(data_only=True)).max_small_files_in_partition
+            entries = self._entries.get((self.threshold, False)) or self.entries(data_only=True)
+            figures["max_small_files_in_partition"] = entries.max_small_files_in_partition
         elif operation == "rewrite_position_delete_files":
             count = self.summary.delete_files
             figures["delete_files"] = count if count is not None else self.entries(data_only=False).delete_files

@@ -18,7 +18,7 @@ from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import PolicyError
 from dbt_iceberg_maint.policy import checks
 from dbt_iceberg_maint.policy.gate import SnapshotLike, gate_reason
-from dbt_iceberg_maint.policy.operations import OPERATIONS, ColdScope, Decision, PlanContext
+from dbt_iceberg_maint.policy.operations import OPERATIONS, ColdScope, Decision, PlanContext, too_few_data_files
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
 COST_GATE_DEFAULTS: Mapping[str, Any] = {
@@ -154,6 +154,7 @@ class TableFacts(Protocol):
     """What the plan reads about one existing table; the planner reads each lazily, once."""
 
     def gc_enabled(self) -> bool: ...
+    def data_files(self) -> int | None: ...  # the current snapshot's summary; none when it has no count
     def health(self, operation: str) -> Mapping[str, Any]: ...
     def cold_scope(self, hours: float) -> ColdScope: ...
     def snapshots(self) -> Sequence[SnapshotLike]: ...
@@ -228,6 +229,11 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
                                                facts.snapshots_now_ms(), hours)
         if gated is not None:
             steps.append(Step(name, operation, "skipped", gated))
+            continue
+        few = too_few_data_files(section, facts.data_files()) if operation == "rewrite_data_files" and not force \
+            else None
+        if few is not None:
+            steps.append(Step(name, operation, "skipped", few))
             continue
         scope = facts.cold_scope(hours) if operation == "rewrite_data_files" and hours else None
         decision = Decision(True, "forced (thresholds ignored)")

@@ -91,6 +91,17 @@ def _compaction_errors(section: Mapping[str, Any]) -> list[str]:
                                                      section["options"])
 
 
+def too_few_data_files(section: Mapping[str, Any], data_files: int | None) -> str | None:
+    """`_iceberg_maint_too_few_data_files`: the reason a compaction is not due when the current
+    snapshot's summary counts fewer data files than min_input_files (then no partition can hold
+    that many small files), decided before any file list or cold scope is read; none when unknown
+    or not fewer."""
+    threshold = section["min_input_files"]
+    if data_files is None or data_files >= threshold:
+        return None
+    return f"the table has {data_files} data files, fewer than min_input_files {threshold}: nothing to compact"
+
+
 def _compaction_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
     threshold = section["min_input_files"]
     scope = health.get("cold_scope")

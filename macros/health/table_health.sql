@@ -84,9 +84,17 @@ select
   (select count(*) from {{ table }}.manifests) as manifests,
   (select count(*) from {{ table }}.manifests where content = 0) as data_manifests,
   (select count(*) from {{ table }}.partitions) as partitions,
-  (select coalesce(max(small_files), 0) from (
-     select count(*) as small_files from files where file_size_in_bytes < {{ small }}
-     group by {{ partition_key }})) as max_small_files_in_partition
+  {{ dbt_iceberg_maint._iceberg_maint_max_small_files_sql('files', small, partitioned) }} as max_small_files_in_partition
   {%- endset -%}
   {{ return(sql) }}
+{% endmacro %}
+
+
+{#- The most small files (below `small` bytes) in one partition of `files` (a data_files table or
+    a query of it), as a scalar subquery. Unpartitioned tables have no `partition` column in
+    data_files: the table is one partition. -#}
+{% macro _iceberg_maint_max_small_files_sql(files, small, partitioned) %}
+  {{ return('(select coalesce(max(small_files), 0) from (select count(*) as small_files from ' ~ files
+      ~ ' where file_size_in_bytes < ' ~ small ~ ' group by ' ~ ('spec_id, partition' if partitioned else 'spec_id')
+      ~ '))') }}
 {% endmacro %}

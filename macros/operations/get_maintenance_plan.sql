@@ -47,12 +47,21 @@
 {% endmacro %}
 
 
-{#- What the plan reads about an existing table, each at most once: its properties (gc.enabled for
-    expire_snapshots and remove_orphan_files, when each operation was last checked for those with
-    an interval_hours: a compaction-only plan without one sends no SHOW TBLPROPERTIES), its health
-    and the cold scope (not when forced, nor when every operation that needs them is within its
-    interval: a post-hook in steady state reads neither), and the snapshot list when a cost gate is
-    set. -#}
+{#- What the plan reads about an existing table, tier by tier, each at most once (its Python twin
+    is metadata/planner.py's _LazyTable):
+    - its properties: gc.enabled for expire_snapshots and remove_orphan_files, when each operation
+      with an interval_hours was last checked, the target file size when small files are counted
+      and the policy sets none (a compaction-only plan without an interval sends no SHOW TBLPROPERTIES);
+    - the snapshot summary (metadata only: the snapshot count and oldest age, the current
+      snapshot's data and delete file counts) when an operation other than orphan removal is to be
+      decided, i.e. requested, enabled and outside its interval (a post-hook in steady state reads
+      nothing);
+    - deeper figures only for the operations the summary leaves undecided: small files per
+      partition or the cold scope for a compaction (not when the table has fewer data files than
+      min_input_files), data manifests for rewrite_manifests, delete files when the summary has
+      no count;
+    - the snapshot list when a cost gate is set.
+    Forced, it reads no figures, only the cold scope for the compaction's `where`. -#}
 {% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set section_of = dbt_iceberg_maint._iceberg_maint_policy_section -%}
@@ -60,8 +69,8 @@
   {%- for operation in requested -%}
     {%- if resolved[section_of(operation)].interval_hours -%}{%- set needs_properties.value = true -%}{%- endif -%}
   {%- endfor -%}
-  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) if needs_properties.value else {} -%}
-  {%- set checked = dbt_iceberg_maint._iceberg_maint_checked_hours_ago(properties) -%}
+  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) if needs_properties.value else none -%}
+  {%- set checked = dbt_iceberg_maint._iceberg_maint_checked_hours_ago(properties or {}) -%}
   {#- Operations whose due decision must be made now: requested, enabled, outside their interval. -#}
   {%- set deciding = [] -%}
   {%- for operation in requested -%}
@@ -72,23 +81,85 @@
     {%- endif -%}
   {%- endfor -%}
   {%- set as_of_text = as_of.strftime('%Y-%m-%d %H:%M:%S.%f') if as_of is not none else none -%}
+  {%- set compaction = resolved.compaction -%}
   {%- set health = none -%}
   {%- if not force and deciding | reject('equalto', 'remove_orphan_files') | list -%}
-    {%- set mb = resolved.compaction.target_file_size_mb -%}
-    {#- The implementation, not the public macro: that one renders to '' inside a node's hooks. -#}
-    {%- set health = adapter.dispatch('table_health', 'dbt_iceberg_maint')(
-          relation=relation, target_file_size_bytes=((mb * 1024 * 1024) | int) if mb else none, log_result=false,
-          as_of=as_of_text) -%}
+    {%- set health = dbt_iceberg_maint._iceberg_maint_summary_figures(table, as_of_text) -%}
   {%- endif -%}
-  {%- set compaction = resolved.compaction -%}
+  {%- set data_files = health.data_files if health is not none else none -%}
+  {%- set compacting = 'rewrite_data_files' in deciding and (force or dbt_iceberg_maint._iceberg_maint_too_few_data_files(
+        compaction, data_files) is none) -%}
+  {%- set threshold = none -%}
+  {%- if compacting and not force -%}
+    {%- set mb = compaction.target_file_size_mb -%}
+    {%- if mb -%}
+      {%- set target = (mb * 1024 * 1024) | int -%}
+    {%- else -%}
+      {%- set properties = properties if properties is not none
+            else dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
+      {%- set target = properties.get('write.target-file-size-bytes', 536870912) | int -%}
+    {%- endif -%}
+    {%- set threshold = (target * 0.75) | int -%}
+  {%- endif -%}
   {%- set scope = dbt_iceberg_maint._iceberg_maint_cold_scope(relation, compaction.cold_partitions_hours, as_of_text,
-        health.small_file_threshold_bytes if health else none)
-        if 'rewrite_data_files' in deciding and compaction.cold_partitions_hours else none -%}
+        threshold) if compacting and compaction.cold_partitions_hours else none -%}
+  {%- if health is not none -%}
+    {%- do health.update(dbt_iceberg_maint._iceberg_maint_deep_figures(table,
+          threshold if compacting and scope is none else none, 'rewrite_manifests' in deciding,
+          'rewrite_position_delete_files' in deciding and health.delete_files is none)) -%}
+  {%- endif -%}
   {%- set gated = not force and deciding and dbt_iceberg_maint._iceberg_maint_cost_gate_set(resolved.cost_gate) -%}
   {%- set snapshots = dbt_iceberg_maint._iceberg_maint_gate_snapshots(relation, as_of) if gated
         else {'rows': [], 'now_ms': none} -%}
-  {{ return({'gc_enabled': (properties.get('gc.enabled', 'true') | lower) != 'false', 'health': health,
-      'cold_scope': scope, 'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked}) }}
+  {{ return({'gc_enabled': ((properties or {}).get('gc.enabled', 'true') | lower) != 'false', 'health': health,
+      'data_files': data_files, 'cold_scope': scope,
+      'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked}) }}
+{% endmacro %}
+
+
+{#- The plan's first tier, from metadata only (no manifest is read): the snapshot count and the
+    oldest snapshot's age (at as_of, UTC text, else now), and the current snapshot's summary counts
+    of data and delete files (none when its summary has none; 0 for a table without snapshots). -#}
+{% macro _iceberg_maint_summary_figures(table, as_of=none) %}
+  {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
+  {%- set row = run_query("select count(*) as snapshots, (unix_micros(" ~ reference
+        ~ ") - unix_micros(min(s.committed_at))) / 3600000000.0 as oldest_snapshot_age_hours, "
+        ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-data-files'] as bigint), null)) as data_files, "
+        ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-delete-files'] as bigint), null)) as delete_files"
+        ~ " from " ~ table ~ ".snapshots s cross join (select max(snapshot_id) as snapshot_id from " ~ table
+        ~ ".refs where name = 'main') m").rows[0] -%}
+  {%- set snapshots = row['snapshots'] | int -%}
+  {%- set age = row['oldest_snapshot_age_hours'] -%}
+  {%- set figures = {'snapshots': snapshots, 'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3))} -%}
+  {%- for name in ['data_files', 'delete_files'] -%}
+    {%- do figures.update({name: 0 if snapshots == 0 else (none if row[name] is none else row[name] | int)}) -%}
+  {%- endfor -%}
+  {{ return(figures) }}
+{% endmacro %}
+
+{#- The plan's deeper figures, in one query, only those asked for: the most small files (below
+    small_file_threshold_bytes) in one partition, the data manifests, the delete files. -#}
+{% macro _iceberg_maint_deep_figures(table, small_file_threshold_bytes, data_manifests, delete_files) %}
+  {%- set columns = {} -%}
+  {%- if small_file_threshold_bytes is not none -%}
+    {%- set partitioned = dbt_iceberg_maint._iceberg_maint_table_layout(table).partition_fields | length > 0 -%}
+    {%- do columns.update({'max_small_files_in_partition': dbt_iceberg_maint._iceberg_maint_max_small_files_sql(
+          table ~ '.data_files', small_file_threshold_bytes, partitioned)}) -%}
+  {%- endif -%}
+  {%- if data_manifests -%}
+    {%- do columns.update({'data_manifests': '(select count(*) from ' ~ table ~ '.manifests where content = 0)'}) -%}
+  {%- endif -%}
+  {%- if delete_files -%}
+    {%- do columns.update({'delete_files': '(select count(*) from ' ~ table ~ '.delete_files)'}) -%}
+  {%- endif -%}
+  {%- set figures = {} -%}
+  {%- if columns -%}
+    {%- set selected = [] -%}
+    {%- for name, sql in columns.items() -%}{%- do selected.append(sql ~ ' as ' ~ name) -%}{%- endfor -%}
+    {%- set row = run_query('select ' ~ selected | join(', ')).rows[0] -%}
+    {%- for name in columns -%}{%- do figures.update({name: row[name] | int}) -%}{%- endfor -%}
+  {%- endif -%}
+  {{ return(figures) }}
 {% endmacro %}
 
 
@@ -159,11 +230,11 @@
 
 {#- The plan's steps from a checked policy and the table's facts (pure: the shared case table,
     tests/policy_cases.yml, runs it against its Python twin, policy/engine.py `plan_steps`).
-    facts: {project_enabled, exists, required, gc_enabled, health, cold_scope, snapshots, now_ms,
-    checked_hours_ago}. Kill switches first (the project var, the model's policy, the table must
-    exist: a missing table fails every operation when `required` (the caller named it), else skips
-    it); then per operation: disabled, within its interval_hours, the cost gate, not due,
-    gc.enabled=false (Iceberg refuses both
+    facts: {project_enabled, exists, required, gc_enabled, data_files, health, cold_scope, snapshots,
+    now_ms, checked_hours_ago}. Kill switches first (the project var, the model's policy, the table
+    must exist: a missing table fails every operation when `required` (the caller named it), else
+    skips it); then per operation: disabled, within its interval_hours, the cost gate, too few data
+    files to compact (the snapshot summary's count), not due, gc.enabled=false (Iceberg refuses both
     expire_snapshots and remove_orphan_files: a failed step that does not run, so the following
     steps still run), else its SQL. -#}
 {% macro _iceberg_maint_plan_steps(table, requested, resolved, facts, force=false, as_of=none) %}
@@ -197,9 +268,12 @@
           section, (facts.checked_hours_ago or {}).get(operation)) -%}
     {%- set gated = none if force or not section.enabled or interval else dbt_iceberg_maint._iceberg_maint_cost_gate_decision(
           operation, resolved.cost_gate, facts.snapshots, facts.now_ms, cold_hours) -%}
+    {%- set few = dbt_iceberg_maint._iceberg_maint_too_few_data_files(section, facts.data_files)
+          if operation == 'rewrite_data_files' and not force and section.enabled and not interval and not gated
+          else none -%}
     {%- set scope = facts.cold_scope if operation == 'rewrite_data_files' and cold_hours else none -%}
     {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} -%}
-    {%- if not force and section.enabled and not interval and not gated -%}
+    {%- if not force and section.enabled and not interval and not gated and not few -%}
       {#- No health when orphan removal, which reads none, is the only operation decided. -#}
       {%- set checked = (facts.health or {}).copy() -%}
       {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
@@ -218,6 +292,8 @@
       {%- do steps.append(step(table, operation, 'skipped', interval)) -%}
     {%- elif gated -%}
       {%- do steps.append(step(table, operation, 'skipped', gated)) -%}
+    {%- elif few -%}
+      {%- do steps.append(step(table, operation, 'skipped', few)) -%}
     {%- elif not decision.due -%}
       {%- do steps.append(step(table, operation, 'skipped', decision.reason)) -%}
     {%- elif operation in ['expire_snapshots', 'remove_orphan_files'] and not facts.gc_enabled -%}

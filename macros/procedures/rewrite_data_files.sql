@@ -122,6 +122,15 @@
 
 {#- Due when a partition has >= min_input_files small files; with health.cold_scope (the policy
     sets cold_partitions_hours) only the partitions the compaction's `where` may select count. -#}
+{#- The reason a compaction is not due when the current snapshot's summary counts fewer data files
+    than min_input_files (no partition can hold that many small files), decided before any file
+    list or cold scope is read; none when the count is unknown or not fewer. -#}
+{% macro _iceberg_maint_too_few_data_files(section, data_files) %}
+  {%- if data_files is none or data_files >= section.min_input_files -%}{{ return(none) }}{%- endif -%}
+  {{ return('the table has ' ~ data_files ~ ' data files, fewer than min_input_files ' ~ section.min_input_files
+      ~ ': nothing to compact') }}
+{% endmacro %}
+
 {% macro _iceberg_maint_rewrite_data_files_due(section, health) %}
   {%- set threshold = section.min_input_files -%}
   {%- set scope = health.get('cold_scope') -%}

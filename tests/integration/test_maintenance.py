@@ -452,7 +452,8 @@ def test_a_forced_compaction_rewrites_fewer_small_files_than_min_input_files(
         return result
 
     unforced = compaction(force=False)
-    assert (unforced.status, unforced.reason) == ("skipped", "no partition has >= 5 small files (largest: 2)")
+    assert (unforced.status, unforced.reason) == (
+        "skipped", "the table has 2 data files, fewer than min_input_files 5: nothing to compact")
     forced = compaction(force=True)
     assert (forced.status, forced.reason) == ("success", "forced (thresholds ignored)")
     assert "'min-input-files', '1'" in forced.sql and "'min-input-files', '5'" not in forced.sql
@@ -587,10 +588,13 @@ def test_interval_hours_checks_each_operation_at_most_that_often(spark: SparkSes
         return {k.rsplit(".", 1)[1]: v for k, v in spark.sql(f"show tblproperties {table}").collect()
                 if k.startswith("dbt-iceberg-maint.checked-at.")}
 
-    first_run = parse_result_lines(maintain().log_messages)
+    first = maintain()
+    first_run = parse_result_lines(first.log_messages)
     assert [(r.operation, r.status) for r in first_run] == [
         ("rewrite_data_files", "skipped"), ("remove_orphan_files", "success"), ("rewrite_manifests", "skipped")]
-    assert first_run[0].reason == "no partition has >= 50 small files (largest: 3)"
+    # The snapshot summary's 6 data files decided the compaction: no file list was read.
+    assert first_run[0].reason == "the table has 6 data files, fewer than min_input_files 50: nothing to compact"
+    assert ".data_files" not in " ".join(e.msg.lower() for e in first.events if e.name == "SQLQuery")
     recorded = checked_at()
     # rewrite_manifests has no interval: nothing recorded for it, it is decided every time.
     assert sorted(recorded) == ["remove_orphan_files", "rewrite_data_files"], recorded
@@ -604,9 +608,11 @@ def test_interval_hours_checks_each_operation_at_most_that_often(spark: SparkSes
     assert re.fullmatch(r"last checked 0\.\d+ h ago, within interval_hours 6", results[0].reason), results[0].reason
     assert re.fullmatch(r"last checked 0\.\d+ h ago, within interval_hours 12", results[1].reason), results[1].reason
     assert results[2].reason == "only 3 data manifests, below threshold of 50"
-    # Only rewrite_manifests was decided: its health query ran, no CALL and no ALTER did.
+    # Only rewrite_manifests was decided: the snapshot summary and its manifest count were read,
+    # no file list, no CALL and no ALTER.
     sent = " ".join(e.msg.lower() for e in second.events if e.name == "SQLQuery")
-    assert ".data_files" in sent and "call " not in sent and "alter table" not in sent, sent
+    assert ".snapshots" in sent and ".manifests" in sent, sent
+    assert ".data_files" not in sent and "call " not in sent and "alter table" not in sent, sent
     assert checked_at() == recorded and current_snapshot(spark, table) == snapshot
 
     # Orphan removal alone (it reads no health) with its interval switched off: decided and run.

@@ -48,6 +48,9 @@ class CaseFacts:
     def gc_enabled(self) -> bool:
         return bool(self.facts["gc_enabled"])
 
+    def data_files(self) -> int | None:
+        return self.facts["data_files"]
+
     def health(self, operation: str) -> Mapping[str, Any]:
         return dict(self.facts["health"])
 
