@@ -365,16 +365,17 @@ class VariantState:
 
 def prepare_tables(lab: Lab, states: Mapping[str, VariantState], cold_seconds: float) -> None:
     """dbt deps, then warm-up batches 0..WARM_UP_BATCHES-1 of every variant's tables (plain dbt
-    run, no gate, no maintenance, half of cold_partitions_hours apart): the first measured round
-    finds days the writers left behind."""
+    run, no gate, no maintenance; the last one half of cold_partitions_hours after the others):
+    the first measured round finds days the writers left behind."""
     work = lab.workdir("setup", lab.writer_server)
     deps = proc.DbtCommand("deps", (str(proc.BIN / "dbt"), "deps", "--project-dir", str(lab.project)), work)
     _check(proc.run(deps, PROCESS_TIMEOUT_S), "dbt deps")
     for batch in range(WARM_UP_BATCHES):
-        if batch:
+        if batch == WARM_UP_BATCHES - 1:
             # Spaced like measured rounds: the days written by the last warm-up must still be hot
             # (quiet for less than cold_partitions_hours) when the first round's maintenance
-            # starts, which waits until the one before last is cold.
+            # starts, which waits until the one before last is cold. The earlier batches only
+            # need to be cold by then, so they follow each other without a pause.
             time.sleep(cold_seconds / 2)
         create = proc.dbt_run(f"warm-up-{batch}", lab.project, work, writer_selection(VARIANTS),
                               writer_env(batch, cold_seconds))

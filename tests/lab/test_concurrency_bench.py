@@ -49,6 +49,11 @@ def test_quick_concurrency_rounds_keep_the_invariants(postgres_server: PostgresS
         if record["writers"]:
             # The MERGE waited at the gate while the maintenance ran: the round truly overlapped.
             assert record["gate"]["reached"] and record["gate"]["overlap_met"], record
+            if "hot_days_quiet_at_call_s" in record:
+                # The package read the partitions while the days of the writer's last round were
+                # still hot and those of the round before were cold: the policy scoped the round.
+                assert record["hot_days_quiet_at_call_s"] < COLD_SECONDS_QUICK < \
+                    record["left_days_quiet_at_call_s"], record
         # Every round's compaction had cold small files to work on and really ran.
         assert record["cold_small_files_at_start"] > 0, record
         assert record["cold_small_files_alone"] + record["cold_small_files_compactable"] == \

@@ -1,4 +1,5 @@
-"""The built wheel, installed with `[embedded]` into a clean venv, runs the demo from any directory.
+"""The README's main command (`dbt-iceberg-maint demo`), run whole as a user runs it: from the built
+wheel, installed with `[embedded]` into a clean venv, from any directory.
 
 One test, slow (a wheel build, a venv, pip install from pip's cache, the whole demo in its own
 JVM): deselect it locally with `-m "not wheel"`.
@@ -7,6 +8,7 @@ JVM): deselect it locally with `-m "not wheel"`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +16,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from dbt_iceberg_maint.demo import DEMO_TABLES
 
 pytestmark = [pytest.mark.integration, pytest.mark.wheel]
 
@@ -40,8 +44,52 @@ def source_tree(tmp_path: Path) -> Path:
     return tree
 
 
+def health_rows(output: str, title: str) -> dict[str, list[str]]:
+    """The rows of a rich table in the demo's output, by table name."""
+    section = output.split(title, 1)[1]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
+        name = cells[0].rsplit(".", 1)[-1] if cells else None
+        if name in DEMO_TABLES:
+            rows[name] = cells
+        elif rows and not cells:
+            break
+    return rows
+
+
+def assert_the_demo_built_maintained_and_recovered(output: str) -> None:
+    before = health_rows(output, "Iceberg table health (from metadata tables)")
+    assert set(before) == set(DEMO_TABLES), output  # health for every built Iceberg table (>= 3)
+    # columns: table, data files, small files, bytes, delete files, records, snapshots, manifests, partitions
+    assert all(int(cells[1]) > 0 and int(cells[6]) > 0 for cells in before.values())
+    assert int(before["events"][8]) > 1  # day-partitioned
+    # Prose is matched with line breaks as spaces: the console wraps long lines at its width.
+    prose = " ".join(output.split())
+    assert "batch 6: dbt run (incremental MERGE / append) ok" in prose
+    assert "iceberg_maintenance: one result per table and operation" in prose
+    after = health_rows(output, "Iceberg table health before -> after maintenance")
+    assert "->" in after["event_log"][1]  # compaction changed event_log's data files
+    # columns: table, data files, small files, max small/partition, snapshots, manifests, records
+    for name in ("events", "event_log"):
+        counts = [int(n) for n in re.findall(r"\d+", after[name][4])]
+        assert counts[-1] <= counts[0], f"{name}: snapshots grew after maintenance: {after[name][4]}"
+    # Cold scoping: old days compacted, the days still written to left alone.
+    cold = re.search(r"events data files: cold days (\d+) -> (\d+) \(compacted\); "
+                     r"hot days (.*?) \((left alone|TOUCHED)\)", prose)
+    assert cold and int(cold[2]) < int(cold[1]), output
+    assert cold[4] == "left alone", cold[3]
+    assert "conflict_merge: missing_files_to_delete -> re-run -> success" in prose
+    assert re.search(r"conflict_merge_unsafe: \w+ -> write verified not landed -> re-run -> success; "
+                     r"(\d+) rows, \1 distinct event_ids; snapshot log: no data-changing snapshot", prose)
+    assert "(no duplicates)" in prose
+    assert "conflict_sql_error: not_iceberg_conflict -> not re-run: " in prose
+    assert "info merge_without_partition_predicate: incremental merge into Iceberg table" in prose  # lint step
+    assert "lint exit code: 0" in prose
+
+
 @pytest.mark.timeout(2400)
-def test_built_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> None:
+def test_the_built_wheel_runs_the_whole_demo_from_any_directory(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", dist, source_tree(tmp_path),
         cwd=tmp_path)
@@ -68,9 +116,7 @@ def test_built_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> None:
            if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"}
            and not k.startswith("DBT_")}
     out = run(venv / "bin" / "dbt-iceberg-maint", "demo", "--workdir", "work", cwd=elsewhere, env=env, timeout=2000)
-    assert "batch 6: dbt run (incremental MERGE / append) ok" in out
-    assert "Iceberg table health (from metadata tables)" in out
-    assert "conflict_merge: missing_files_to_delete -> re-run -> success" in out and "(no duplicates)" in out
+    assert_the_demo_built_maintained_and_recovered(out)
     assert "conflict_merge_unsafe: missing_files_to_delete -> write verified not landed -> re-run -> success" in out
     # dbt ran a copy under the work directory, never inside site-packages.
     assert (elsewhere / "work" / "project" / "integration_tests" / "target").is_dir()
