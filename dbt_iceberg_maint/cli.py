@@ -238,6 +238,48 @@ def maintain_command(
     sys.exit(report.exit_code)
 
 
+LEASE_COLUMNS = (Column("table"), Column("holder"), Column("acquired_at", "acquired at (UTC)"),
+                 Column("expires_at", "expires at (UTC)"), Column("path"))
+
+
+@main.command(
+    "leases",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--schema", "schemas", multiple=True,
+              help="Read the lease log of this schema ('schema' or 'catalog.schema'; repeatable). "
+                   "Default: the schemas of the project's Iceberg models.")
+@click.option("--break", "break_table", default=None, metavar="TABLE",
+              help="End the current lease of TABLE ('schema.table' or 'catalog.schema.table').")
+@output_option
+@click.option("--project-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=Path("."), show_default=True)
+@click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Default: DBT_PROFILES_DIR, the project directory if it has profiles.yml, ~/.dbt.")
+@click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
+@handle_errors
+def leases_command(schemas: tuple[str, ...], break_table: str | None, output: str, project_dir: Path,
+                   profiles_dir: Path | None, dbt_args: tuple[str, ...]) -> None:
+    """List the current per-table maintenance leases (table, holder run id, acquired_at,
+    expires_at), or with --break end one: its holder skips its remaining steps.
+
+    Runs the list_leases / break_lease run-operations over the project's dbt connection.
+    DBT_ARGS are passed to dbt (e.g. `--target prod`), after this command's own options.
+    """
+    from dbt_iceberg_maint.leases import break_args, list_args, run_lease_command
+
+    _refuse_misplaced_options(dbt_args)
+    if break_table is not None and schemas:
+        fail("--break TABLE names its own lease log; give --schema only when listing", EXIT_USAGE)
+    args = break_args(break_table) if break_table is not None else list_args(schemas)
+    leases = run_lease_command(args, dbt_args=dbt_args, project_dir=project_dir, profiles_dir=profiles_dir)
+    if break_table is not None:
+        title, empty = "Broken lease", f"{break_table} had no current lease"
+    else:
+        title, empty = "Current leases", "no current leases"
+    render(output, [lease.as_dict() for lease in leases], LEASE_COLUMNS, title=title, empty=empty)
+
+
 def _catalog_options(command: Callable[..., None]) -> Callable[..., None]:
     """Where the Iceberg catalog is, in Spark's vocabulary (docs/health-and-plans.md)."""
     for option in reversed([

@@ -41,3 +41,7 @@ class ResultLineError(IcebergMaintError):
 
 class PolicyError(IcebergMaintError):
     """A maintenance policy or procedure argument the macros would refuse (same message)."""
+
+
+class LeaseError(IcebergMaintError):
+    """The lease admin's run-operation failed or logged no readable ICEBERG_MAINT_LEASES line."""

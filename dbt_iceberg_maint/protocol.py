@@ -25,7 +25,9 @@ START_MARKER: Final = "ICEBERG_MAINT_START"
 SELECTION_MARKER: Final = "ICEBERG_MAINT_SELECTION"
 # The table_snapshots macro's snapshot log of the selected tables (landed verification, landed.py).
 SNAPSHOTS_MARKER: Final = "ICEBERG_MAINT_SNAPSHOTS"
-MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER, SNAPSHOTS_MARKER)
+# The current leases list_leases found, or the one break_lease ended (leases.py).
+LEASES_MARKER: Final = "ICEBERG_MAINT_LEASES"
+MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER, SNAPSHOTS_MARKER, LEASES_MARKER)
 
 # Result statuses (the contract's result channel).
 SUCCESS: Final = "success"
@@ -90,7 +92,7 @@ def as_dict() -> dict[str, object]:
     """Everything the Jinja side must agree on, in the shape `_iceberg_maint_protocol()` returns."""
     return {
         "markers": {"result": RESULT_MARKER, "plan": PLAN_MARKER, "start": START_MARKER,
-                    "selection": SELECTION_MARKER, "snapshots": SNAPSHOTS_MARKER},
+                    "selection": SELECTION_MARKER, "snapshots": SNAPSHOTS_MARKER, "leases": LEASES_MARKER},
         "statuses": list(STATUSES),
         "step_statuses": list(STEP_STATUSES),
         "step_keys": list(STEP_KEYS),

@@ -3,7 +3,8 @@
     dbt's Jinja has no try/except: a statement Spark rejects raises and stops the calling
     macro (dbt reports the error and the invocation fails). Everything predictable is
     therefore checked before the CALL runs (argument validation here, table state in
-    maintain()). -#}
+    maintain()). The CALL runs under the table's lease (macros/internal/lease.sql): when another
+    job holds it, the operation is skipped with the reason `lease held by ...`. -#}
 {% macro _iceberg_maint_run_procedure(relation, operation, sql, dry_run=false, row_per_file=false,
       executed_status='success', reason=none) %}
   {%- set record = dbt_iceberg_maint._iceberg_maint_execute_logged(relation, operation, sql, dry_run, row_per_file,
@@ -27,9 +28,15 @@
     {{ return({'table': table, 'operation': operation, 'status': 'not_executed',
           'reason': 'dbt is parsing, not executing', 'sql': sql, 'metrics': {}, 'duration_ms': 0}) }}
   {%- endif -%}
+  {#- The table's lease, as for maintain(): another job's holds it → skipped, not run. -#}
+  {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_acquire(table, operation) -%}
+  {%- if not lease.held -%}
+    {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'skipped', lease.reason, sql, {}, 0)) }}
+  {%- endif -%}
   {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
   {%- set output = run_query(sql) -%}
   {%- set duration_ms = dbt_iceberg_maint._iceberg_maint_elapsed_ms(started) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_lease_release(lease) -%}
   {%- set metrics = dbt_iceberg_maint._iceberg_maint_output_metrics(output, row_per_file) -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, executed_status, reason, sql, metrics,
         duration_ms)) }}

@@ -344,18 +344,43 @@
 
 
 {#- Execute the steps in order, logging "i of N" over the steps that run (skipped and failed
-    steps only log their result line); returns the result records. -#}
-{% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true) %}
+    steps only log their result line); returns the result records. Each table's planned steps
+    run under its lease (macros/internal/lease.sql), taken before its first planned step,
+    extended before the others, released after its last: when another job holds it, they are
+    skipped with the reason `lease held by ...`. A step Spark rejects stops the macro with the
+    lease taken: it expires after its TTL, or the same run id (a replay) takes it again.
+    `path`: who runs the steps (maintain, iceberg_maintenance, execute_maintenance_steps). -#}
+{% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true, path='maintain') %}
   {%- set total = steps | selectattr('status', 'equalto', 'planned') | list | length -%}
   {%- set counter = namespace(i=0) -%}
+  {%- set last_planned = {} -%}
+  {%- for step in steps if step.status == 'planned' -%}{%- do last_planned.update({step.table: loop.index0}) -%}{%- endfor -%}
+  {%- set planned_index = namespace(i=-1) -%}
+  {%- set leases = {} -%}
   {%- set results = [] -%}
   {%- for step in steps -%}
-    {%- if step.status == 'planned' and progress -%}
-      {%- set counter.i = counter.i + 1 -%}
-      {%- do log(counter.i ~ ' of ' ~ total ~ ' ' ~ step.table ~ ' ' ~ step.operation
-            ~ (' (dry run)' if dry_run else ''), info=true) -%}
+    {%- set leased = step.status == 'planned' and not dry_run and execute -%}
+    {%- if step.status == 'planned' -%}
+      {%- set planned_index.i = planned_index.i + 1 -%}
+      {%- if progress -%}
+        {%- set counter.i = counter.i + 1 -%}
+        {%- do log(counter.i ~ ' of ' ~ total ~ ' ' ~ step.table ~ ' ' ~ step.operation
+              ~ (' (dry run)' if dry_run else ''), info=true) -%}
+      {%- endif -%}
     {%- endif -%}
-    {%- do results.append(dbt_iceberg_maint._iceberg_maint_execute_step(step, dry_run)) -%}
+    {%- if leased -%}
+      {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_renew(leases[step.table])
+            if step.table in leases else dbt_iceberg_maint._iceberg_maint_lease_acquire(step.table, path)}) -%}
+    {%- endif -%}
+    {%- if leased and not leases[step.table].held -%}
+      {%- do results.append(dbt_iceberg_maint._iceberg_maint_log_result(step.table, step.operation, 'skipped',
+            leases[step.table].reason, none, {}, 0)) -%}
+    {%- else -%}
+      {%- do results.append(dbt_iceberg_maint._iceberg_maint_execute_step(step, dry_run)) -%}
+    {%- endif -%}
+    {%- if leased and last_planned[step.table] == planned_index.i -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_lease_release(leases[step.table]) -%}
+    {%- endif -%}
   {%- endfor -%}
   {{ return(results) }}
 {% endmacro %}
@@ -379,7 +404,7 @@
 {% macro spark__execute_maintenance_steps(steps) %}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps) -%}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, path='execute_maintenance_steps') -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
   {%- if failed -%}
     {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "

@@ -66,7 +66,7 @@
       when a statement Spark rejects stops this macro. -#}
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('plan', {'tables': selection, 'operations': requested,
         'as_of': as_of, 'steps': steps}) -%}
-  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run) -%}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, path='iceberg_maintenance') -%}
   {%- if not dry_run and not force -%}
     {%- for entry in tables -%}
       {%- set own = namespace(steps=[], results=[]) -%}

@@ -25,7 +25,7 @@
   {%- set steps = dbt_iceberg_maint.get_maintenance_plan(relation=relation, operations=operations, force=force,
         policy=policy, as_of=as_of) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false) -%}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false, path='maintain') -%}
   {%- if not dry_run and not force and steps -%}
     {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
     {%- do dbt_iceberg_maint._iceberg_maint_record_checks(steps[0].table, dbt_iceberg_maint._iceberg_maint_resolved_policy(

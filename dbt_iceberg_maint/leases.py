@@ -1,0 +1,81 @@
+"""`dbt-iceberg-maint leases`: list the current per-table leases, or break one.
+
+The leases live in Iceberg tables the macros append to (macros/internal/lease.sql,
+docs/leases.md); only the macros read them, so this runs the `list_leases` / `break_lease`
+run-operations through dbt (the user's own connection, as dbt Cloud would) and reads the one
+ICEBERG_MAINT_LEASES line they log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dbt_iceberg_maint.errors import LeaseError
+from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
+from dbt_iceberg_maint.protocol import LEASES_MARKER, marker_payloads
+
+# The macros' holder identity: dbt-iceberg-maint maintain sets it for all of its invocations, so
+# a replay after a failure re-enters the leases its first invocation took.
+RUN_ID_ENV = "DBT_ICEBERG_MAINT_RUN_ID"
+
+
+@dataclass(frozen=True)
+class Lease:
+    table: str
+    holder: str  # the holder's run id
+    acquired_at: str  # UTC, ISO 8601
+    expires_at: str
+    path: str | None = None  # maintain, iceberg_maintenance, execute_maintenance_steps, a procedure
+    claim_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Lease:
+        return cls(str(data["table"]), str(data["holder"]), str(data["acquired_at"]), str(data["expires_at"]),
+                   data.get("path"), data.get("claim_id"))
+
+
+def leases_from_log(messages: Iterable[str]) -> tuple[Lease, ...]:
+    """The leases of the last ICEBERG_MAINT_LEASES line (pure)."""
+    payloads = list(marker_payloads(messages, LEASES_MARKER))
+    if not payloads:
+        raise LeaseError(f"no {LEASES_MARKER} line: is the dbt_iceberg_maint package the project installs older "
+                         "than this command?")
+    try:
+        return tuple(Lease.from_dict(item) for item in json.loads(payloads[-1]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LeaseError(f"unreadable {LEASES_MARKER} line ({exc}): {payloads[-1][:200]!r}") from exc
+
+
+def list_args(schemas: Sequence[str] = ()) -> list[str]:
+    args = {"schemas": list(schemas)} if schemas else {}
+    return ["run-operation", "dbt_iceberg_maint.list_leases", "--args", json.dumps(args)]
+
+
+def break_args(table: str) -> list[str]:
+    return ["run-operation", "dbt_iceberg_maint.break_lease", "--args", json.dumps({"relation": table})]
+
+
+def run_lease_command(
+    args: Sequence[str],
+    *,
+    dbt_args: Sequence[str] = (),
+    project_dir: str | os.PathLike[str] = ".",
+    profiles_dir: str | os.PathLike[str] | None = None,
+    invoke: Invoker | None = None,
+) -> tuple[Lease, ...]:
+    """Run one lease run-operation (`list_args` or `break_args`) and return the leases it logged."""
+    profiles = profiles_dir or default_profiles_dir(Path(project_dir).resolve(), os.environ)
+    run = invoke or (lambda a: invoke_dbt([*a, *dbt_args], project_dir, profiles))
+    invocation: DbtInvocation = run(list(args))
+    if not invocation.success:
+        refusal = next((e.msg for e in invocation.events if e.name.startswith("RunningOperation")), None)
+        raise LeaseError(f"{args[1]} failed: {refusal or invocation.exception or 'dbt failed'}")
+    return leases_from_log(invocation.log_messages)

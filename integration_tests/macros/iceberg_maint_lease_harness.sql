@@ -1,0 +1,50 @@
+{#- Test harness of the lease macros (tests/unit/test_lease_macros.py renders it without Spark;
+    tests/integration/test_leases.py runs the contender against a real catalog). -#}
+
+{#- Each case logs `ICEBERG_MAINT_CASE {"id": ..., "value": ...}`: the pure lease state of some
+    log rows, a reason, or the SQL the lease macros send. -#}
+{% macro iceberg_maint_lease_cases(cases) %}
+  {%- for case in cases -%}
+    {%- set kwargs = case.get('kwargs') or {} -%}
+    {%- set value = none -%}
+    {%- if case.kind == 'state' -%}
+      {%- set value = dbt_iceberg_maint._iceberg_maint_lease_state(kwargs.rows) -%}
+    {%- elif case.kind == 'reason' -%}
+      {%- set value = dbt_iceberg_maint._iceberg_maint_lease_reason(kwargs.holder, kwargs.get('detail')) -%}
+    {%- elif case.kind == 'sql' -%}
+      {%- set settings = dbt_iceberg_maint._iceberg_maint_lease_settings() -%}
+      {%- set target = dbt_iceberg_maint._iceberg_maint_lease_target(kwargs.table, settings) -%}
+      {%- set value = {'target': target, 'settings': settings,
+            'create': dbt_iceberg_maint._iceberg_maint_lease_create_sql(target.log),
+            'append': dbt_iceberg_maint._iceberg_maint_lease_append_sql(target.log, {'table_name': target.key,
+                'event': 'claim', 'claim_id': "c'1", 'holder': 'run-1', 'path': 'maintain', 'at_ms': 1000,
+                'expires_ms': 2000}),
+            'rows': dbt_iceberg_maint._iceberg_maint_lease_rows_sql(target.log, target.key),
+            'all_rows': dbt_iceberg_maint._iceberg_maint_lease_rows_sql(target.log)} -%}
+    {%- elif case.kind == 'namespaces' -%}
+      {%- set value = dbt_iceberg_maint._iceberg_maint_lease_namespaces(kwargs.get('schemas')) -%}
+    {%- endif -%}
+    {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': case.id, 'value': value}), info=true) -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- A contender of the race test: take the lease of `table` (as every maintenance path does) at
+    the instant `start_ms` (sleeping in the Spark driver until then, so that contenders in several
+    processes append their claims together), log the outcome, then hold it for `hold_ms` (the
+    test kills the holder meanwhile) and release it. -#}
+{% macro iceberg_maint_lease_contend(table, start_ms, hold_ms=0) %}
+  {%- set wait_ms = start_ms - dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
+  {%- if wait_ms > 0 -%}
+    {%- do run_query("select reflect('java.lang.Thread', 'sleep', cast(" ~ wait_ms ~ " as bigint))") -%}
+  {%- endif -%}
+  {%- set claimed_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
+  {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_acquire(table, 'contender') -%}
+  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'contend', 'held': lease.held, 'reason': lease.reason,
+        'claim_id': lease.claim_id, 'holder': lease.holder, 'claimed_ms': claimed_ms,
+        'decided_ms': dbt_iceberg_maint._iceberg_maint_lease_now_ms()}), info=true) -%}
+  {%- if lease.held and hold_ms > 0 -%}
+    {%- do run_query("select reflect('java.lang.Thread', 'sleep', cast(" ~ hold_ms ~ " as bigint))") -%}
+  {%- endif -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_lease_release(lease) -%}
+{% endmacro %}

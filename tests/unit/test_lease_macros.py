@@ -1,0 +1,142 @@
+"""The lease macros without Spark: the state a log replays to, the reasons, the SQL they send.
+
+The replay (`_iceberg_maint_lease_state`) is what makes the lease mutual exclusion: every
+contender reads a prefix of the same commit-ordered log and must reach the same verdicts, so
+each rule is pinned here (docs/leases.md explains why the rules are safe).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbt_iceberg_maint.invoke import invoke_dbt
+
+ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
+TTL = 1000
+
+
+def row(event: str, claim: str, holder: str, at: int, seq: int, expires: int | None = None,
+        path: str = "maintain") -> dict[str, Any]:
+    return {"event": event, "claim_id": claim, "holder": holder, "path": path, "at_ms": at,
+            "expires_ms": at + TTL if expires is None else expires, "seq": seq}
+
+
+STATES: dict[str, list[dict[str, Any]]] = {
+    "empty": [],
+    # Two claims: the first commit holds, the second is refused whatever its clock says.
+    "first_commit_wins": [row("claim", "b", "run-b", 105, 2), row("claim", "a", "run-a", 110, 1)],
+    "after_release": [row("claim", "a", "run-a", 100, 1), row("release", "a", "run-a", 200, 2, 200),
+                      row("claim", "b", "run-b", 300, 3)],
+    # A claim after the holder's expiry (by the claimant's clock) takes over.
+    "after_expiry": [row("claim", "a", "run-a", 100, 1), row("claim", "b", "run-b", 1100, 2)],
+    "just_before_expiry": [row("claim", "a", "run-a", 100, 1), row("claim", "b", "run-b", 1099, 2)],
+    # A renewal in time extends; a later claim is refused.
+    "renewed": [row("claim", "a", "run-a", 100, 1), row("renew", "a", "run-a", 900, 2),
+                row("claim", "b", "run-b", 1500, 3)],
+    # A renewal after expiry is void: the taker committed first, or the lease had lapsed.
+    "late_renewal": [row("claim", "a", "run-a", 100, 1), row("claim", "b", "run-b", 1200, 2),
+                     row("renew", "a", "run-a", 1250, 3)],
+    "lapsed_renewal": [row("claim", "a", "run-a", 100, 1), row("renew", "a", "run-a", 1200, 2)],
+    # The same run takes its own lease again (a replay after a failure) and keeps its first time.
+    "reentry": [row("claim", "a1", "run-a", 100, 1), row("claim", "b", "run-b", 300, 2),
+                row("claim", "a2", "run-a", 500, 3, path="execute_maintenance_steps")],
+    # A release or a break names its claim: it cannot end somebody else's lease.
+    "foreign_release": [row("claim", "a", "run-a", 100, 1), row("release", "b", "run-b", 150, 2, 150)],
+    "break": [row("claim", "a", "run-a", 100, 1), row("break", "a", "admin", 150, 2, 150),
+              row("renew", "a", "run-a", 400, 3), row("claim", "b", "run-b", 500, 4)],
+    "stale_break": [row("claim", "a", "run-a", 100, 1), row("release", "a", "run-a", 150, 2, 150),
+                    row("claim", "b", "run-b", 160, 3), row("break", "a", "admin", 170, 4, 170)],
+}
+
+CASES: list[dict[str, Any]] = [
+    *({"id": f"state_{name}", "kind": "state", "kwargs": {"rows": rows}} for name, rows in STATES.items()),
+    {"id": "reason", "kind": "reason", "kwargs": {"holder": {
+        "claim_id": "a", "holder": "run-a", "path": "iceberg_maintenance", "since_ms": 1764024000000,
+        "expires_ms": 1764031200000}}},
+    {"id": "reason_lost", "kind": "reason", "kwargs": {"holder": None}},
+    {"id": "sql", "kind": "sql", "kwargs": {"table": "analytics.Events"}},
+    {"id": "sql_catalog", "kind": "sql", "kwargs": {"table": "local.analytics.events"}},
+    {"id": "namespaces", "kind": "namespaces", "kwargs": {"schemas": ["analytics", "local.raw", "analytics"]}},
+]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, Any]:
+    target = tmp_path_factory.mktemp("dbt_target")
+    invocation = invoke_dbt(["run-operation", "iceberg_maint_lease_cases", "--args", json.dumps({"cases": CASES}),
+                             "--target-path", str(target), "--no-partial-parse", "--vars",
+                             "{dbt_iceberg_maint_run_id: run-x, dbt_iceberg_maint_lease_minutes: 0.5}"], env=ENV)
+    assert invocation.success, invocation.exception
+    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    return {outcome["id"]: outcome["value"] for outcome in outcomes}
+
+
+def holder_of(rendered: dict[str, Any], name: str) -> tuple[str, int, int] | None:
+    holder = rendered[f"state_{name}"]["holder"]
+    return None if holder is None else (holder["claim_id"], holder["since_ms"], holder["expires_ms"])
+
+
+def accepted(rendered: dict[str, Any], name: str) -> dict[str, bool]:
+    return {claim: verdict["accepted"] for claim, verdict in rendered[f"state_{name}"]["verdicts"].items()}
+
+
+def test_commit_order_decides_not_the_clock(rendered: dict[str, Any]) -> None:
+    assert holder_of(rendered, "empty") is None
+    assert holder_of(rendered, "first_commit_wins") == ("a", 110, 1110)
+    assert accepted(rendered, "first_commit_wins") == {"a": True, "b": False}
+    blocker = rendered["state_first_commit_wins"]["verdicts"]["b"]["blocker"]
+    assert (blocker["holder"], blocker["since_ms"]) == ("run-a", 110)
+
+
+def test_release_and_expiry_free_the_lease(rendered: dict[str, Any]) -> None:
+    assert holder_of(rendered, "after_release") == ("b", 300, 1300)
+    assert holder_of(rendered, "after_expiry") == ("b", 1100, 2100)
+    assert holder_of(rendered, "just_before_expiry") == ("a", 100, 1100)
+    assert accepted(rendered, "just_before_expiry") == {"a": True, "b": False}
+
+
+def test_renewals_extend_only_a_live_lease(rendered: dict[str, Any]) -> None:
+    assert holder_of(rendered, "renewed") == ("a", 100, 1900)
+    assert accepted(rendered, "renewed") == {"a": True, "b": False}
+    assert holder_of(rendered, "late_renewal") == ("b", 1200, 2200)
+    assert holder_of(rendered, "lapsed_renewal") == ("a", 100, 1100)  # expired: nobody holds it now
+
+
+def test_the_same_run_reenters_its_own_lease(rendered: dict[str, Any]) -> None:
+    assert holder_of(rendered, "reentry") == ("a2", 100, 1500)
+    assert accepted(rendered, "reentry") == {"a1": True, "b": False, "a2": True}
+    assert rendered["state_reentry"]["holder"]["path"] == "execute_maintenance_steps"
+
+
+def test_releases_and_breaks_end_only_their_own_claim(rendered: dict[str, Any]) -> None:
+    assert holder_of(rendered, "foreign_release") == ("a", 100, 1100)
+    assert holder_of(rendered, "break") == ("b", 500, 1500)  # the holder's renewal after the break is void
+    assert holder_of(rendered, "stale_break") == ("b", 160, 1160)
+
+
+def test_reasons(rendered: dict[str, Any]) -> None:
+    assert rendered["reason"] == ("lease held by run-a since 2025-11-24T22:40:00Z (iceberg_maintenance, "
+                                  "expires 2025-11-25T00:40:00Z)")
+    assert rendered["reason_lost"].startswith("lease lost: ")
+
+
+def test_sql(rendered: dict[str, Any]) -> None:
+    value = rendered["sql"]
+    assert value["settings"] == {"enabled": True, "run_id": "run-x", "ttl_ms": 30000, "table": "iceberg_maint_leases"}
+    assert value["target"] == {"log": "analytics.iceberg_maint_leases", "key": "events"}
+    assert rendered["sql_catalog"]["target"] == {"log": "local.analytics.iceberg_maint_leases", "key": "events"}
+    assert value["create"].startswith("create table if not exists analytics.iceberg_maint_leases (table_name string, ")
+    assert "partitioned by (table_name)" in value["create"] and "'commit.retry.num-retries' = '100'" in value["create"]
+    assert value["append"] == ("insert into analytics.iceberg_maint_leases values ('events', 'claim', 'c\\'1', "
+                               "'run-1', 'maintain', 1000, 2000)")
+    assert value["rows"] == (
+        "select l.table_name, l.event, l.claim_id, l.holder, l.path, l.at_ms, l.expires_ms, e.sequence_number as seq "
+        "from analytics.iceberg_maint_leases l join analytics.iceberg_maint_leases.entries e "
+        "on l._file = e.data_file.file_path where e.status < 2 and l.table_name = 'events' "
+        "and e.data_file.partition.table_name = 'events'")
+    assert value["all_rows"].endswith("where e.status < 2")
+    assert rendered["namespaces"] == ["analytics", "local.raw"]
