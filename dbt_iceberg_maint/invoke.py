@@ -94,6 +94,9 @@ class DbtInvocation:
     statements: Mapping[str, tuple[tuple[int, int | None], ...]] = field(default_factory=dict, repr=False)
     # What `dbt ls` printed (one string per node), for `ls` invocations.
     listed: tuple[str, ...] = field(default=(), repr=False)
+    # Every SQL statement in order, inside a node or not (run-operations), as (sql, started,
+    # ended) epoch ms; ended is None for a statement that raised. Tests read when CALLs ran.
+    queries: tuple[tuple[str, int, int | None], ...] = field(default=(), repr=False)
 
     def failed_nodes(self) -> tuple[NodeResult, ...]:
         return tuple(node for node in self.nodes if node.status in FAILED_STATUSES)
@@ -151,10 +154,12 @@ def _epoch_ms(ts: Any) -> int | None:
 
 
 class _StatementLog:
-    """Collects each node's statement times from dbt's SQLQuery / SQLQueryStatus events."""
+    """Collects statement times from dbt's SQLQuery / SQLQueryStatus events: per node, and every
+    statement with its text."""
 
     def __init__(self) -> None:
         self.by_node: dict[str, list[list[int | None]]] = {}
+        self.queries: list[list[Any]] = []
 
     def record(self, event: Any) -> None:
         name = event.info.name
@@ -163,7 +168,13 @@ class _StatementLog:
         node_info = getattr(event.data, "node_info", None)
         unique_id = getattr(node_info, "unique_id", "") if node_info is not None else ""
         ms = _epoch_ms(event.info.ts)
-        if not unique_id or ms is None:
+        if ms is None:
+            return
+        if name == "SQLQuery":
+            self.queries.append([str(getattr(event.data, "sql", "")), ms, None])
+        elif self.queries and self.queries[-1][2] is None:
+            self.queries[-1][2] = ms
+        if not unique_id:
             return
         statements = self.by_node.setdefault(unique_id, [])
         if name == "SQLQuery":
@@ -261,4 +272,5 @@ def invoke_dbt(
         events=tuple(events),
         statements=statements.frozen(),
         listed=tuple(outcome.result) if isinstance(outcome.result, list) else (),
+        queries=tuple((str(q[0]), int(q[1]), q[2]) for q in statements.queries),
     )

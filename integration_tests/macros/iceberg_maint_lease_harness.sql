@@ -32,19 +32,28 @@
 {#- A contender of the race test: take the lease of `table` (as every maintenance path does) at
     the instant `start_ms` (sleeping in the Spark driver until then, so that contenders in several
     processes append their claims together), log the outcome, then hold it for `hold_ms` (the
-    test kills the holder meanwhile) and release it. -#}
-{% macro iceberg_maint_lease_contend(table, start_ms, hold_ms=0) %}
-  {%- set wait_ms = start_ms - dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
-  {%- if wait_ms > 0 -%}
-    {%- do run_query("select reflect('java.lang.Thread', 'sleep', cast(" ~ wait_ms ~ " as bigint))") -%}
-  {%- endif -%}
+    test kills the holder meanwhile) and release it (unless release is false). -#}
+{% macro iceberg_maint_lease_contend(table, start_ms, hold_ms=0, release=true) %}
+  {#- dbt-spark's session cursor evaluates a query twice (execute, then fetch): short sleeps
+      until the instant, re-measured each time. -#}
+  {%- do run_query('select 1') -%}
+  {%- set gate = namespace(waiting=true) -%}
+  {%- for i in range(1000) if gate.waiting -%}
+    {%- set wait_ms = start_ms - dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
+    {%- if wait_ms <= 0 -%}
+      {%- set gate.waiting = false -%}
+    {%- else -%}
+      {%- do run_query("select reflect('java.lang.Thread', 'sleep', cast(" ~ [[wait_ms // 2, 200] | min, 1] | max
+            ~ " as bigint))") -%}
+    {%- endif -%}
+  {%- endfor -%}
   {%- set claimed_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
   {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_acquire(table, 'contender') -%}
   {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'contend', 'held': lease.held, 'reason': lease.reason,
         'claim_id': lease.claim_id, 'holder': lease.holder, 'claimed_ms': claimed_ms,
         'decided_ms': dbt_iceberg_maint._iceberg_maint_lease_now_ms()}), info=true) -%}
   {%- if lease.held and hold_ms > 0 -%}
-    {%- do run_query("select reflect('java.lang.Thread', 'sleep', cast(" ~ hold_ms ~ " as bigint))") -%}
+    {%- do run_query("select reflect('java.lang.Thread', 'sleep', cast(" ~ (hold_ms // 2) ~ " as bigint))") -%}
   {%- endif -%}
-  {%- do dbt_iceberg_maint._iceberg_maint_lease_release(lease) -%}
+  {%- if release -%}{%- do dbt_iceberg_maint._iceberg_maint_lease_release(lease) -%}{%- endif -%}
 {% endmacro %}

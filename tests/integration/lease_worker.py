@@ -1,0 +1,57 @@
+"""A maintenance job's process for tests/integration/test_leases.py: its own Spark driver (JVM)
+on the shared PostgreSQL JDBC catalog, running the dbt commands the test hands it.
+
+The test writes `cmd-<n>.json` ({"args": [...], "start_ms": epoch ms or null, "run_id": ...})
+into `--state`; the worker waits until start_ms (so several workers start together), runs dbt
+in-process (dbt-spark `session` reuses this process's SparkSession) with that run id, and writes
+`result-<n>.json` (success, marker lines, every statement with its start and end). `ready` is
+written once the session is up and the project parsed; `stop` ends the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from dbt_iceberg_maint.invoke import invoke_dbt
+from dbt_iceberg_maint.leases import RUN_ID_ENV
+from dbt_iceberg_maint.spark import resolve_iceberg_runtime, start_session
+from lab.postgres import JDBC_JAR
+
+MARKER_PREFIXES = ("ICEBERG_MAINT_", "Encountered an error")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--catalog", required=True, help="JSON: spark.sql.catalog.local.* properties")
+    args = parser.parse_args()
+    state: Path = args.state
+    properties = json.loads(args.catalog)
+    jars = ",".join([*resolve_iceberg_runtime().jars, str(JDBC_JAR)])
+    spark = start_session(properties["warehouse"], catalog_properties=properties, extra_conf={"spark.jars": jars})
+    spark.sparkContext.setLogLevel("ERROR")
+    parsed = invoke_dbt(["parse"])
+    assert parsed.success, parsed.exception
+    (state / "ready").touch()
+    number = 0
+    while not (state / "stop").exists():
+        command = state / f"cmd-{number}.json"
+        if not command.exists():
+            time.sleep(0.05)
+            continue
+        job = json.loads(command.read_text())
+        if job.get("start_ms"):
+            time.sleep(max(0.0, job["start_ms"] / 1000 - time.time()))
+        invocation = invoke_dbt(job["args"], env={RUN_ID_ENV: job["run_id"]})
+        (state / f"result-{number}.json").write_text(json.dumps({
+            "success": invocation.success, "exception": invocation.exception,
+            "messages": [m for m in invocation.log_messages if m.startswith(MARKER_PREFIXES)],
+            "queries": invocation.queries}))
+        number += 1
+
+
+if __name__ == "__main__":
+    main()

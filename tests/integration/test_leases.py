@@ -1,0 +1,295 @@
+"""Per-table leases on a PostgreSQL JDBC catalog, across processes (docs/leases.md).
+
+Three worker processes (tests/integration/lease_worker.py), each its own Spark driver and dbt,
+and this test's own session share one PostgreSQL-backed Iceberg catalog:
+
+- the workers' contenders take one table's lease at the same instant (each sleeps in its Spark
+  driver until then): exactly one holds it, the others skip naming it; the holder is killed with
+  SIGKILL while it holds the lease: a maintain() finds it held (and its run does not fail) until
+  its TTL has passed, then takes it;
+- the two surviving workers and this process run three maintenance jobs on overlapping tables
+  at once (iceberg_maintenance, post-hook maintain()s, the Python maintain): every table is
+  maintained, no two CALLs on one table overlap in time (dbt's statement events), so an
+  expire_snapshots can never run beside a rewrite (apache/iceberg#17202);
+- `dbt-iceberg-maint leases` lists a lease and `--break` ends it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from dbt_iceberg_maint.cli import main
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.leases import RUN_ID_ENV
+from dbt_iceberg_maint.maintenance import run_maintenance
+from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.spark import switch_warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lab.postgres import PostgresServer
+    from tests.conftest import DbtProject
+
+pytestmark = pytest.mark.integration
+
+WORKERS = 3
+TTL_MINUTES = 0.5  # the contenders' leases: 30 s
+OPERATIONS = ["rewrite_data_files", "expire_snapshots", "rewrite_manifests"]
+TABLES = ["lease_t1", "lease_t2", "lease_t3", "lease_t4"]
+
+
+@dataclass
+class Lake:
+    schema: str
+    env: dict[str, str]
+
+    def dbt(self, *args: str, run_id: str | None = None) -> DbtInvocation:
+        return invoke_dbt(list(args), env={**self.env, **({RUN_ID_ENV: run_id} if run_id else {})})
+
+
+@dataclass
+class Worker:
+    index: int
+    state: Path
+    process: subprocess.Popen[bytes]
+    jobs: int = 0
+
+    def submit(self, args: list[str], run_id: str, start_ms: int | None = None) -> int:
+        number = self.jobs
+        (self.state / f"cmd-{number}.json.tmp").write_text(json.dumps(
+            {"args": args, "run_id": run_id, "start_ms": start_ms}))
+        (self.state / f"cmd-{number}.json.tmp").rename(self.state / f"cmd-{number}.json")
+        self.jobs += 1
+        return number
+
+    def result(self, number: int, timeout_s: float = 300) -> dict[str, Any]:
+        path = self.state / f"result-{number}.json"
+        deadline = time.monotonic() + timeout_s
+        while not path.exists():
+            assert self.process.poll() is None, self.log()
+            assert time.monotonic() < deadline, f"worker {self.index} job {number} did not finish\n{self.log()}"
+            time.sleep(0.1)
+        return json.loads(path.read_text())
+
+    def log(self) -> str:
+        return (self.state / "worker.log").read_text()[-4000:]
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # the worker and its Spark JVM
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def lake(spark: SparkSession, dbt_project: DbtProject, postgres_server: PostgresServer,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    """This module's warehouse on the PostgreSQL catalog, as the session's `local` catalog."""
+    path = tmp_path_factory.mktemp("lease_lake")
+    properties = {**postgres_server.spark_catalog_properties(str(path)), "jdbc.schema-version": "V1"}
+    switch_warehouse(spark, path, properties=properties)
+    env = {**dbt_project.env, "DBT_ICEBERG_MAINT_TARGET": "session_jdbc",
+           "DBT_ICEBERG_MAINT_JDBC_URI": postgres_server.jdbc_uri, "DBT_ICEBERG_MAINT_WAREHOUSE": str(path)}
+    spark.sql(f"create namespace if not exists local.{dbt_project.schema}")
+    yield Lake(dbt_project.schema, env)
+
+
+@pytest.fixture(scope="module")
+def workers(lake: Lake, postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[list[Worker]]:
+    warehouse = lake.env["DBT_ICEBERG_MAINT_WAREHOUSE"]
+    properties = {**postgres_server.spark_catalog_properties(warehouse), "jdbc.schema-version": "V1"}
+    started = []
+    for index in range(WORKERS):
+        state = tmp_path_factory.mktemp(f"lease_worker_{index}")
+        env = {**os.environ, **lake.env, "DBT_TARGET_PATH": str(state / "target"),
+               "DBT_LOG_PATH": str(state / "logs"), "SPARK_LOCAL_IP": "127.0.0.1"}
+        env.pop("PYSPARK_GATEWAY_PORT", None)
+        with (state / "worker.log").open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tests.integration.lease_worker", "--state", str(state),
+                 "--catalog", json.dumps(properties)],
+                cwd=INTEGRATION_PROJECT.parent, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        started.append(Worker(index, state, process))
+    try:
+        deadline = time.monotonic() + 300
+        for worker in started:
+            while not (worker.state / "ready").exists():
+                assert worker.process.poll() is None, worker.log()
+                assert time.monotonic() < deadline, worker.log()
+                time.sleep(0.2)
+        yield started
+    finally:
+        for worker in started:
+            (worker.state / "stop").touch()
+            worker.kill()
+
+
+def cases(messages: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
+    return [json.loads(m.split(" ", 1)[1]) for m in messages if m.startswith("ICEBERG_MAINT_CASE ")]
+
+
+def lease_reason_holder(reason: str) -> str:
+    assert reason.startswith("lease held by "), reason
+    return reason.removeprefix("lease held by ").split(" ", 1)[0]
+
+
+def test_contenders_at_one_instant_one_holds_a_killed_holder_expires(lake: Lake, workers: list[Worker],
+                                                                    spark: SparkSession) -> None:
+    table = f"{lake.schema}.contested"
+    spark.sql(f"create table local.{table} (id bigint) using iceberg")
+    spark.sql(f"insert into local.{table} values (1), (2)")
+    # The lease log exists before the race: on PostgreSQL, Iceberg's JDBC catalog turns a lost
+    # race to create a table into an error, even with IF NOT EXISTS (docs/leases.md).
+    first = lake.dbt("run-operation", "iceberg_maint_lease_contend", "--args",
+                     json.dumps({"table": table, "start_ms": 0}), run_id="setup")
+    assert first.success and cases(first.log_messages)[0]["held"], first.exception
+
+    ttl = ["--vars", json.dumps({"dbt_iceberg_maint_lease_minutes": TTL_MINUTES})]
+    # Parsed with these vars beforehand, so each contender reaches its gate within a second.
+    warm = {w.index: w.submit(["parse", *ttl], run_id="parse") for w in workers}
+    assert all(w.result(warm[w.index])["success"] for w in workers)
+    start_ms = int(time.time() * 1000) + 10000  # a dbt invocation starts in a few seconds in a busy worker
+    contend = ["run-operation", "iceberg_maint_lease_contend", "--args",
+               json.dumps({"table": table, "start_ms": start_ms, "hold_ms": 300000}), *ttl]
+    jobs = {w.index: w.submit(contend, run_id=f"contender-{w.index}") for w in workers}
+    # The losers finish; the holder sleeps in its Spark driver while holding the lease.
+    deadline = time.monotonic() + 120
+    finished: dict[int, dict[str, Any]] = {}
+    while len(finished) < WORKERS - 1:
+        for w in workers:
+            if w.index not in finished and (w.state / f"result-{jobs[w.index]}.json").exists():
+                finished[w.index] = w.result(jobs[w.index])
+        assert time.monotonic() < deadline, [w.log() for w in workers]
+        time.sleep(0.1)
+    time.sleep(2)  # the holder, had it lost too, would have finished by now
+    [holder] = [w for w in workers if w.index not in finished]
+    assert not (holder.state / f"result-{jobs[holder.index]}.json").exists()
+    outcomes = {index: cases(result["messages"])[0] for index, result in finished.items()}
+    assert all(result["success"] for result in finished.values())
+    assert [o["held"] for o in outcomes.values()] == [False] * (WORKERS - 1)
+    assert {lease_reason_holder(o["reason"]) for o in outcomes.values()} == {f"contender-{holder.index}"}
+    # They raced: every loser started its claim before any of them had decided.
+    claimed = [o["claimed_ms"] for o in outcomes.values()]
+    assert max(claimed) < min(o["decided_ms"] for o in outcomes.values()), (outcomes, start_ms)
+    listed = lake.dbt("run-operation", "dbt_iceberg_maint.list_leases", "--args",
+                      json.dumps({"schemas": [lake.schema]}))
+    leases = [json.loads(m.split(" ", 1)[1]) for m in listed.log_messages if m.startswith("ICEBERG_MAINT_LEASES ")]
+    assert [(lease["table"], lease["holder"]) for lease in leases[0]] == [(table, f"contender-{holder.index}")]
+
+    holder.kill()  # kill -9 while it holds the lease: nothing releases it
+    maintain = ["run-operation", "dbt_iceberg_maint.maintain", "--args",
+                json.dumps({"relation": table, "operations": ["rewrite_manifests"], "force": True})]
+    blocked = lake.dbt(*maintain)
+    assert blocked.success, blocked.exception  # a skipped step does not fail the run
+    [skipped] = parse_result_lines(blocked.log_messages)
+    assert skipped.status == "skipped" and lease_reason_holder(skipped.reason or "") == f"contender-{holder.index}"
+    expires = datetime.strptime(leases[0][0]["expires_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    time.sleep(max(0.0, expires.timestamp() - time.time() + 1.5))
+    taken = lake.dbt(*maintain)
+    assert taken.success, taken.exception
+    [result] = parse_result_lines(taken.log_messages)
+    assert result.status == "success", result
+    workers.remove(holder)
+
+
+def json_document(stdout: str) -> Any:
+    """The JSON the command printed after dbt's own console lines (in process, the same stdout)."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(("{", "[")))
+    return json.loads("\n".join(lines[start:]))
+
+
+def test_leases_command_lists_and_breaks(lake: Lake) -> None:
+    table = f"{lake.schema}.contested"
+    kept = lake.dbt("run-operation", "iceberg_maint_lease_contend", "--args",
+                    json.dumps({"table": table, "start_ms": 0, "release": False}), run_id="left-behind")
+    assert kept.success and cases(kept.log_messages)[0]["held"]
+
+    def leases(*args: str) -> Result:
+        return CliRunner().invoke(main, ["leases", *args, "--project-dir", str(INTEGRATION_PROJECT)], env=lake.env,
+                                  catch_exceptions=False)
+
+    listed = leases("--schema", lake.schema, "--output", "json")
+    assert listed.exit_code == 0, listed.output
+    [lease] = json_document(listed.stdout)
+    assert (lease["table"], lease["holder"]) == (table, "left-behind")
+    assert set(lease) >= {"table", "holder", "acquired_at", "expires_at"}
+    broken = leases("--break", table, "--output", "json")
+    assert broken.exit_code == 0 and [b["holder"] for b in json_document(broken.stdout)] == ["left-behind"]
+    after = leases("--schema", lake.schema)
+    assert after.exit_code == 0 and "no current leases" in after.stdout
+    maintained = lake.dbt("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
+                          json.dumps({"relation": table}))  # a procedure run-operation takes it now
+    assert [r.status for r in parse_result_lines(maintained.log_messages)] == ["success"]
+
+
+def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: Lake, workers: list[Worker],
+                                                                       spark: SparkSession) -> None:
+    scenario = json.dumps({"lease_scenario": True})
+    for _ in range(2):  # two appends: small files and snapshots to maintain
+        built = lake.dbt("run", "--select", *TABLES, "--vars", scenario)
+        assert built.success, built.exception
+    assert len(workers) >= 2
+    start_ms = int(time.time() * 1000) + 4000
+    fleet = workers[0].submit(["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps(
+        {"select": TABLES[:3], "operations": OPERATIONS, "force": True}), "--vars", scenario], run_id="fleet-a",
+        start_ms=start_ms)
+    hooks = workers[1].submit(["run", "--select", *TABLES[1:], "--vars",
+                               json.dumps({"lease_scenario": True, "lease_post_hook": True})],
+                              run_id="post-hooks", start_ms=start_ms)
+    # The Python maintain, in this process, from the same instant.
+    invocations: list[DbtInvocation] = []
+
+    def recorded(args: list[str] | tuple[str, ...]) -> DbtInvocation:
+        invocation = invoke_dbt([*args, "--vars", scenario], env=lake.env)
+        invocations.append(invocation)
+        return invocation
+
+    time.sleep(max(0.0, start_ms / 1000 - time.time()))
+    report = run_maintenance([TABLES[3], TABLES[0], TABLES[2]], OPERATIONS, force=True, invoke=recorded)
+    jobs = {"iceberg_maintenance": workers[0].result(fleet), "post_hooks": workers[1].result(hooks),
+            "python_maintain": {"success": report.exit_code == 0,
+                                "messages": [m for i in invocations for m in i.log_messages],
+                                "queries": [list(q) for i in invocations for q in i.queries]}}
+    assert all(job["success"] for job in jobs.values()), {name: job.get("exception") for name, job in jobs.items()}
+
+    results = {name: parse_result_lines(job["messages"]) for name, job in jobs.items()}
+    done: dict[tuple[str, str], list[str]] = {}
+    for name, records in results.items():
+        for record in records:
+            if record.status == "success":
+                done.setdefault((record.table.rsplit(".", 1)[-1], record.operation), []).append(name)
+            else:
+                assert record.status == "skipped" and (record.reason or "").startswith("lease held by "), record
+    assert set(done) == {(table, operation) for table in TABLES for operation in OPERATIONS}
+    assert any(r.status == "skipped" for records in results.values() for r in records)  # they did collide
+
+    calls: dict[str, list[tuple[int, int, str]]] = {}
+    for name, job in jobs.items():
+        for sql, started, ended in job["queries"]:
+            if sql.lstrip().upper().startswith("CALL"):
+                assert ended is not None, (name, sql)
+                table = sql.split("table => '", 1)[1].split("'", 1)[0].rsplit(".", 1)[-1]
+                calls.setdefault(table, []).append((started, ended, name))
+    for table, spans in calls.items():
+        spans.sort()
+        for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):
+            assert end <= start or first == second, (table, spans)
+    for table in TABLES:  # every row still there: two appends of 30 rows
+        assert spark.sql(f"select count(*) from local.{lake.schema}.{table}").collect()[0][0] >= 60
