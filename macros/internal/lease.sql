@@ -205,7 +205,14 @@
         * 1000000) | int -%}
   {%- set lease = {'enabled': true, 'table': table | string, 'log': target.log, 'key': target.key,
         'claim_id': claim_id, 'holder': settings.run_id, 'path': path, 'ttl_ms': settings.ttl_ms} -%}
-  {{ return(dbt_iceberg_maint._iceberg_maint_lease_commit(lease, 'claim', now_ms)) }}
+  {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_commit(lease, 'claim', now_ms) -%}
+  {%- if lease.held -%}
+    {#- Spark's Iceberg catalog caches tables (cache-enabled, 30 s): the previous holder may have
+        expired the snapshot this session's cached copy still reads (NotFoundException for its
+        manifest list). Start from the table as the catalog has it now. -#}
+    {%- do run_query('refresh table ' ~ table) -%}
+  {%- endif -%}
+  {{ return(lease) }}
 {% endmacro %}
 
 
