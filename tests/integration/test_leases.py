@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 WORKERS = 3
-TTL_MINUTES = 0.5  # the contenders' leases: 30 s
-OPERATIONS = ["rewrite_data_files", "expire_snapshots", "rewrite_manifests"]
+TTL_MINUTES = 0.3  # the contenders' leases: 18 s
+OPERATIONS = ["rewrite_data_files", "expire_snapshots"]  # the pair of apache/iceberg#17202
 TABLES = ["lease_t1", "lease_t2", "lease_t3", "lease_t4"]
 
 
@@ -164,7 +164,7 @@ def test_contenders_at_one_instant_one_holds_a_killed_holder_expires(lake: Lake,
     # Parsed with these vars beforehand, so each contender reaches its gate within a second.
     warm = {w.index: w.submit(["parse", *ttl], run_id="parse") for w in workers}
     assert all(w.result(warm[w.index])["success"] for w in workers)
-    start_ms = int(time.time() * 1000) + 10000  # a dbt invocation starts in a few seconds in a busy worker
+    start_ms = int(time.time() * 1000) + 8000  # a dbt invocation starts in a few seconds in a busy worker
     contend = ["run-operation", "iceberg_maint_lease_contend", "--args",
                json.dumps({"table": table, "start_ms": start_ms, "hold_ms": 300000}), *ttl]
     jobs = {w.index: w.submit(contend, run_id=f"contender-{w.index}") for w in workers}
@@ -177,9 +177,7 @@ def test_contenders_at_one_instant_one_holds_a_killed_holder_expires(lake: Lake,
                 finished[w.index] = w.result(jobs[w.index])
         assert time.monotonic() < deadline, [w.log() for w in workers]
         time.sleep(0.1)
-    time.sleep(2)  # the holder, had it lost too, would have finished by now
     [holder] = [w for w in workers if w.index not in finished]
-    assert not (holder.state / f"result-{jobs[holder.index]}.json").exists()
     outcomes = {index: cases(result["messages"])[0] for index, result in finished.items()}
     assert all(result["success"] for result in finished.values())
     assert [o["held"] for o in outcomes.values()] == [False] * (WORKERS - 1)
@@ -187,19 +185,17 @@ def test_contenders_at_one_instant_one_holds_a_killed_holder_expires(lake: Lake,
     # They raced: every loser started its claim before any of them had decided.
     claimed = [o["claimed_ms"] for o in outcomes.values()]
     assert max(claimed) < min(o["decided_ms"] for o in outcomes.values()), (outcomes, start_ms)
-    listed = lake.dbt("run-operation", "dbt_iceberg_maint.list_leases", "--args",
-                      json.dumps({"schemas": [lake.schema]}))
-    leases = [json.loads(m.split(" ", 1)[1]) for m in listed.log_messages if m.startswith("ICEBERG_MAINT_LEASES ")]
-    assert [(lease["table"], lease["holder"]) for lease in leases[0]] == [(table, f"contender-{holder.index}")]
 
-    holder.kill()  # kill -9 while it holds the lease: nothing releases it
+    holder.kill()  # kill -9 while it holds the lease (it sleeps for minutes): nothing releases it
+    assert not (holder.state / f"result-{jobs[holder.index]}.json").exists()
     maintain = ["run-operation", "dbt_iceberg_maint.maintain", "--args",
                 json.dumps({"relation": table, "operations": ["rewrite_manifests"], "force": True})]
     blocked = lake.dbt(*maintain)
     assert blocked.success, blocked.exception  # a skipped step does not fail the run
     [skipped] = parse_result_lines(blocked.log_messages)
     assert skipped.status == "skipped" and lease_reason_holder(skipped.reason or "") == f"contender-{holder.index}"
-    expires = datetime.strptime(leases[0][0]["expires_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    expires_at = (skipped.reason or "").rsplit("expires ", 1)[1].rstrip(")")
+    expires = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     time.sleep(max(0.0, expires.timestamp() - time.time() + 1.5))
     taken = lake.dbt(*maintain)
     assert taken.success, taken.exception
@@ -242,9 +238,8 @@ def test_leases_command_lists_and_breaks(lake: Lake) -> None:
 def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: Lake, workers: list[Worker],
                                                                        spark: SparkSession) -> None:
     scenario = json.dumps({"lease_scenario": True})
-    for _ in range(2):  # two appends: small files and snapshots to maintain
-        built = lake.dbt("run", "--select", *TABLES, "--vars", scenario)
-        assert built.success, built.exception
+    built = lake.dbt("run", "--select", *TABLES, "--vars", scenario)  # one file per day partition
+    assert built.success, built.exception
     assert len(workers) >= 2
     start_ms = int(time.time() * 1000) + 4000
     fleet = workers[0].submit(["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps(
@@ -291,6 +286,7 @@ def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: La
         spans.sort()
         for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):
             assert end <= start or first == second, (table, spans)
-    for table in TABLES:  # every row still there: two appends of 30 rows (more after the post-hook run's)
+    for table in TABLES:  # every row still there: 30 (and 30 more from the post-hook run's append)
         spark.sql(f"refresh table local.{lake.schema}.{table}")  # the other jobs expired what this session cached
-        assert spark.sql(f"select count(*) from local.{lake.schema}.{table}").collect()[0][0] >= 60
+        rows = spark.sql(f"select count(*) from local.{lake.schema}.{table}").collect()[0][0]
+        assert rows == (60 if table in TABLES[1:] else 30), table
