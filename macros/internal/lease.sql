@@ -134,14 +134,20 @@
 {% endmacro %}
 
 
-{% macro _iceberg_maint_lease_read(lease) %}
-  {%- set rows = [] -%}
-  {%- for row in run_query(dbt_iceberg_maint._iceberg_maint_lease_rows_sql(lease.log, lease.key)) -%}
-    {%- do rows.append({'event': row['event'], 'claim_id': row['claim_id'], 'holder': row['holder'],
-          'path': row['path'], 'at_ms': row['at_ms'] | int, 'expires_ms': row['expires_ms'] | int,
-          'seq': row['seq'] | int}) -%}
+{#- {key: rows} of a lease log (one key, or all); rows as _iceberg_maint_lease_state takes them. -#}
+{% macro _iceberg_maint_lease_rows(log, key=none) %}
+  {%- set by_key = {} -%}
+  {%- for row in run_query(dbt_iceberg_maint._iceberg_maint_lease_rows_sql(log, key)) -%}
+    {%- do by_key.setdefault(row['table_name'], []).append({'event': row['event'], 'claim_id': row['claim_id'],
+          'holder': row['holder'], 'path': row['path'], 'at_ms': row['at_ms'] | int,
+          'expires_ms': row['expires_ms'] | int, 'seq': row['seq'] | int}) -%}
   {%- endfor -%}
-  {{ return(rows) }}
+  {{ return(by_key) }}
+{% endmacro %}
+
+
+{% macro _iceberg_maint_lease_read(lease) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_lease_rows(lease.log, lease.key).get(lease.key, [])) }}
 {% endmacro %}
 
 

@@ -102,13 +102,7 @@
     {{ return({}) }}
   {%- endif -%}
   {%- do run_query('refresh table ' ~ log_table) -%}
-  {%- set by_key = {} -%}
-  {%- for row in run_query(dbt_iceberg_maint._iceberg_maint_lease_rows_sql(log_table)) -%}
-    {%- do by_key.setdefault(row['table_name'], []).append({'event': row['event'], 'claim_id': row['claim_id'],
-          'holder': row['holder'], 'path': row['path'], 'at_ms': row['at_ms'] | int,
-          'expires_ms': row['expires_ms'] | int, 'seq': row['seq'] | int}) -%}
-  {%- endfor -%}
-  {{ return(by_key) }}
+  {{ return(dbt_iceberg_maint._iceberg_maint_lease_rows(log_table)) }}
 {% endmacro %}
 
 
