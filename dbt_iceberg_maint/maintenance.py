@@ -32,7 +32,7 @@ from rich.table import Table
 from dbt_iceberg_maint import guards, protocol
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
-from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
+from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, environment, invoke_dbt
 from dbt_iceberg_maint.leases import RUN_ID_ENV
 from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER, marker_payloads
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
@@ -237,10 +237,15 @@ def run_maintenance(
 ) -> MaintenanceReport:
     """Run iceberg_maintenance; after a run-time failure, record it and replay the rest of the plan."""
     profiles = profiles_dir or default_profiles_dir(Path(project_dir).resolve(), os.environ)
-    # One run id for every invocation of this run: a replay re-enters the table leases the first
-    # invocation took and could not release when Spark stopped it (macros/internal/lease.sql).
-    run_env = {RUN_ID_ENV: os.environ.get(RUN_ID_ENV) or f"dbt-iceberg-maint-{uuid.uuid4().hex[:16]}", **(env or {})}
-    run = invoke or (lambda args: invoke_dbt([*args, *dbt_args], project_dir, profiles, run_env))
+    invoke_one = invoke or (lambda args: invoke_dbt([*args, *dbt_args], project_dir, profiles, env))
+    # One run id for every invocation of this run (the probe and the replays too): they take again
+    # the table leases an invocation Spark stopped could not release (macros/internal/lease.sql).
+    run_id = os.environ.get(RUN_ID_ENV) or f"dbt-iceberg-maint-{uuid.uuid4().hex[:16]}"
+
+    def run(args: Sequence[str]) -> DbtInvocation:
+        with environment({RUN_ID_ENV: run_id}):
+            return invoke_one(args)
+
     invocation = run(maintenance_args(select, operations, dry_run=dry_run, force=force, as_of=as_of))
     results: list[MaintenanceResult] = []
     invocations = 1
