@@ -151,12 +151,17 @@
 {% endmacro %}
 
 
+{#- A statement without a result set (DDL, INSERT, REFRESH): run_query would fetch one, which
+    fails over the Thrift server (dbt Cloud's path). -#}
+{% macro _iceberg_maint_lease_statement(sql) %}
+  {%- call statement('iceberg_maint_lease', fetch_result=False) -%}{{ sql }}{%- endcall -%}
+{% endmacro %}
+
+
 {% macro _iceberg_maint_lease_append(lease, event, at_ms, expires_ms) %}
-  {%- call statement('iceberg_maint_lease_' ~ event, fetch_result=False) -%}
-    {{ dbt_iceberg_maint._iceberg_maint_lease_append_sql(lease.log, {'table_name': lease.key, 'event': event,
-        'claim_id': lease.claim_id, 'holder': lease.holder, 'path': lease.path, 'at_ms': at_ms,
-        'expires_ms': expires_ms}) }}
-  {%- endcall -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_lease_statement(dbt_iceberg_maint._iceberg_maint_lease_append_sql(lease.log,
+        {'table_name': lease.key, 'event': event, 'claim_id': lease.claim_id, 'holder': lease.holder,
+         'path': lease.path, 'at_ms': at_ms, 'expires_ms': expires_ms})) -%}
 {% endmacro %}
 
 
@@ -171,7 +176,7 @@
   {%- set own = rows | selectattr('claim_id', 'equalto', lease.claim_id) | selectattr('event', 'equalto', event)
         | selectattr('at_ms', 'equalto', now_ms) | list -%}
   {%- if not own -%}
-    {%- do run_query('refresh table ' ~ lease.log) -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('refresh table ' ~ lease.log) -%}
     {%- set rows = dbt_iceberg_maint._iceberg_maint_lease_read(lease) -%}
     {%- set own = rows | selectattr('claim_id', 'equalto', lease.claim_id) | selectattr('event', 'equalto', event)
           | selectattr('at_ms', 'equalto', now_ms) | list -%}
@@ -204,7 +209,7 @@
     {{ return({'held': true, 'enabled': false, 'reason': none}) }}
   {%- endif -%}
   {%- set target = dbt_iceberg_maint._iceberg_maint_lease_target(table, settings) -%}
-  {%- do run_query(dbt_iceberg_maint._iceberg_maint_lease_create_sql(target.log)) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_lease_statement(dbt_iceberg_maint._iceberg_maint_lease_create_sql(target.log)) -%}
   {%- set now_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
   {#- Unique per claim: one invocation claims one table at most once per microsecond. -#}
   {%- set claim_id = invocation_id ~ '/' ~ target.key ~ '/' ~ (dbt_iceberg_maint._iceberg_maint_now().timestamp()
@@ -216,7 +221,7 @@
     {#- Spark's Iceberg catalog caches tables (cache-enabled, 30 s): the previous holder may have
         expired the snapshot this session's cached copy still reads (NotFoundException for its
         manifest list). Start from the table as the catalog has it now. -#}
-    {%- do run_query('refresh table ' ~ table) -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('refresh table ' ~ table) -%}
   {%- endif -%}
   {{ return(lease) }}
 {% endmacro %}

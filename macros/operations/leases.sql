@@ -101,7 +101,7 @@
         parts[-1]) -%}
     {{ return({}) }}
   {%- endif -%}
-  {%- do run_query('refresh table ' ~ log_table) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('refresh table ' ~ log_table) -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_lease_rows(log_table)) }}
 {% endmacro %}
 
