@@ -57,3 +57,16 @@
   {%- endif -%}
   {%- if release -%}{%- do dbt_iceberg_maint._iceberg_maint_lease_release(lease) -%}{%- endif -%}
 {% endmacro %}
+
+
+{#- Renewals for real: take the lease of `table`, renew it (as if a quarter of its TTL had
+    passed), break it as an admin would, renew again: logs {held, reason} after each renewal. -#}
+{% macro iceberg_maint_lease_renew_case(table) %}
+  {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_acquire(table, 'renew_case') -%}
+  {%- set renewed = dbt_iceberg_maint._iceberg_maint_lease_renew(dict(lease, renewed_ms=0)) -%}
+  {%- do dbt_iceberg_maint.break_lease(table) -%}
+  {%- set broken = dbt_iceberg_maint._iceberg_maint_lease_renew(dict(renewed, renewed_ms=0)) -%}
+  {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'renew', 'acquired': lease.held, 'renewed': renewed.held,
+        'extended': renewed.expires_ms > lease.expires_ms, 'after_break': broken.held,
+        'reason': broken.reason}), info=true) -%}
+{% endmacro %}

@@ -28,8 +28,11 @@
     {{ return({'table': table, 'operation': operation, 'status': 'not_executed',
           'reason': 'dbt is parsing, not executing', 'sql': sql, 'metrics': {}, 'duration_ms': 0}) }}
   {%- endif -%}
-  {#- The table's lease, as for maintain(): another job's holds it → skipped, not run. -#}
-  {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_acquire(table, operation) -%}
+  {#- The table's lease, as for maintain(): another job's holds it → skipped, not run. A table
+      that does not exist takes none (nothing is written for a mistyped name): the CALL fails
+      with Iceberg's own error, as before. -#}
+  {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_acquire(table, operation)
+        if dbt_iceberg_maint._iceberg_maint_table_exists(relation) else {'held': true, 'enabled': false} -%}
   {%- if not lease.held -%}
     {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'skipped', lease.reason, sql, {}, 0)) }}
   {%- endif -%}

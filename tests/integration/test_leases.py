@@ -211,8 +211,9 @@ def json_document(stdout: str) -> Any:
     return json.loads("\n".join(lines[start:]))
 
 
-def test_leases_command_lists_and_breaks(lake: Lake) -> None:
+def test_leases_command_lists_and_breaks(lake: Lake, spark: SparkSession) -> None:
     table = f"{lake.schema}.contested"
+    spark.sql(f"create table if not exists local.{table} (id bigint) using iceberg")
     kept = lake.dbt("run-operation", "iceberg_maint_lease_contend", "--args",
                     json.dumps({"table": table, "start_ms": 0, "release": False}), run_id="left-behind")
     assert kept.success and cases(kept.log_messages)[0]["held"]
@@ -226,6 +227,10 @@ def test_leases_command_lists_and_breaks(lake: Lake) -> None:
     [lease] = json_document(listed.stdout)
     assert (lease["table"], lease["holder"]) == (table, "left-behind")
     assert set(lease) >= {"table", "holder", "acquired_at", "expires_at"}
+    # The kill switch: no lease taken, none respected.
+    unleashed = lake.dbt("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
+                         json.dumps({"relation": table}), "--vars", "{dbt_iceberg_maint_leases_enabled: false}")
+    assert [r.status for r in parse_result_lines(unleashed.log_messages)] == ["success"]
     broken = leases("--break", table, "--output", "json")
     assert broken.exit_code == 0 and [b["holder"] for b in json_document(broken.stdout)] == ["left-behind"]
     after = leases("--schema", lake.schema)
@@ -290,3 +295,13 @@ def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: La
         spark.sql(f"refresh table local.{lake.schema}.{table}")  # the other jobs expired what this session cached
         rows = spark.sql(f"select count(*) from local.{lake.schema}.{table}").collect()[0][0]
         assert rows == (60 if table in TABLES[1:] else 30), table
+
+
+def test_a_renewal_extends_a_lease_and_fails_once_it_was_broken(lake: Lake, spark: SparkSession) -> None:
+    spark.sql(f"create table local.{lake.schema}.renewed (id bigint) using iceberg")
+    invocation = lake.dbt("run-operation", "iceberg_maint_lease_renew_case", "--args",
+                          json.dumps({"table": f"{lake.schema}.renewed"}))
+    assert invocation.success, invocation.exception
+    [case] = cases(invocation.log_messages)
+    assert (case["acquired"], case["renewed"], case["extended"], case["after_break"]) == (True, True, True, False)
+    assert case["reason"].startswith("lease lost: "), case
