@@ -5,7 +5,8 @@ The test writes `cmd-<n>.json` ({"args": [...], "start_ms": epoch ms or null, "r
 into `--state`; the worker waits until start_ms (so several workers start together), runs dbt
 in-process (dbt-spark `session` reuses this process's SparkSession) with that run id, and writes
 `result-<n>.json` (success, marker lines, every statement with its start and end). `ready` is
-written once the session is up and the project parsed; `stop` ends the loop.
+written once the session is up and the project parsed (with `--vars`: a job with the same vars
+starts without parsing again); `stop` ends the loop.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--catalog", required=True, help="JSON: spark.sql.catalog.local.* properties")
+    parser.add_argument("--vars", default="{}", help="dbt --vars of the first jobs: parsed with them up front")
     args = parser.parse_args()
     state: Path = args.state
     properties = json.loads(args.catalog)
     jars = ",".join([*resolve_iceberg_runtime().jars, str(JDBC_JAR)])
     spark = start_session(properties["warehouse"], catalog_properties=properties, extra_conf={"spark.jars": jars})
     spark.sparkContext.setLogLevel("ERROR")
-    parsed = invoke_dbt(["parse"])
+    parsed = invoke_dbt(["parse", "--vars", args.vars])
     assert parsed.success, parsed.exception
     (state / "ready").touch()
     number = 0

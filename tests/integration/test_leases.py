@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 WORKERS = 3
-TTL_MINUTES = 0.3  # the contenders' leases: 18 s
+TTL_MINUTES = 0.4  # the contenders' leases: 24 s (a cold JVM's first lease takes up to ~12 s here)
+CONTENDER_VARS = json.dumps({"dbt_iceberg_maint_lease_minutes": TTL_MINUTES})
 OPERATIONS = ["rewrite_data_files", "expire_snapshots"]  # the pair of apache/iceberg#17202
 TABLES = ["lease_t1", "lease_t2", "lease_t3", "lease_t4"]
 
@@ -123,7 +124,7 @@ def workers(lake: Lake, postgres_server: PostgresServer, tmp_path_factory: pytes
         with (state / "worker.log").open("wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "tests.integration.lease_worker", "--state", str(state),
-                 "--catalog", json.dumps(properties)],
+                 "--catalog", json.dumps(properties), "--vars", CONTENDER_VARS],
                 cwd=INTEGRATION_PROJECT.parent, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         started.append(Worker(index, state, process))
     try:
@@ -160,11 +161,8 @@ def test_contenders_at_one_instant_one_holds_a_killed_holder_expires(lake: Lake,
                      json.dumps({"table": table, "start_ms": 0}), run_id="setup")
     assert first.success and cases(first.log_messages)[0]["held"], first.exception
 
-    ttl = ["--vars", json.dumps({"dbt_iceberg_maint_lease_minutes": TTL_MINUTES})]
-    # Parsed with these vars beforehand, so each contender reaches its gate within a second.
-    warm = {w.index: w.submit(["parse", *ttl], run_id="parse") for w in workers}
-    assert all(w.result(warm[w.index])["success"] for w in workers)
-    start_ms = int(time.time() * 1000) + 8000  # a dbt invocation starts in a few seconds in a busy worker
+    ttl = ["--vars", CONTENDER_VARS]  # the workers parsed with them: each reaches its gate in seconds
+    start_ms = int(time.time() * 1000) + 5000  # a parsed dbt invocation reaches its gate in ~3 s
     contend = ["run-operation", "iceberg_maint_lease_contend", "--args",
                json.dumps({"table": table, "start_ms": start_ms, "hold_ms": 300000}), *ttl]
     jobs = {w.index: w.submit(contend, run_id=f"contender-{w.index}") for w in workers}
