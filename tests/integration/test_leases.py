@@ -180,9 +180,13 @@ def test_contenders_at_one_instant_one_holds_a_killed_holder_expires(lake: Lake,
     assert all(result["success"] for result in finished.values())
     assert [o["held"] for o in outcomes.values()] == [False] * (WORKERS - 1)
     assert {lease_reason_holder(o["reason"]) for o in outcomes.values()} == {f"contender-{holder.index}"}
-    # They raced: every loser started its claim before any of them had decided.
+    # They raced: every loser started its claim before any of them had decided, and their claims'
+    # INSERTs (the commits the catalog ordered) ran at the same time.
     claimed = [o["claimed_ms"] for o in outcomes.values()]
     assert max(claimed) < min(o["decided_ms"] for o in outcomes.values()), (outcomes, start_ms)
+    inserts = [next((started, ended) for sql, started, ended in result["queries"]
+                    if "iceberg_maint_leases values" in sql and "'claim'" in sql) for result in finished.values()]
+    assert max(started for started, _ in inserts) < min(ended for _, ended in inserts), inserts
 
     holder.kill()  # kill -9 while it holds the lease (it sleeps for minutes): nothing releases it
     assert not (holder.state / f"result-{jobs[holder.index]}.json").exists()
