@@ -70,7 +70,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(spark: SparkSession, built:
     invocation, results = maintenance(built, dry_run=True, force=True)
 
     log = invocation.log_messages
-    assert any(m.startswith("iceberg_maintenance: 3 Iceberg model(s)") for m in log)  # user_summary too
+    assert any(m.startswith("iceberg_maintenance: 3 Iceberg table(s)") for m in log)  # user_summary too
     event_log = by_table(results, "event_log")
     assert list(event_log) == ORDER
     assert {r.status for r in event_log.values()} == {"dry_run"}
