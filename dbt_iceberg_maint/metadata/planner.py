@@ -183,6 +183,13 @@ class _LazyTable:
     def checked_hours_ago(self, operation: str) -> float | None:
         return self.checked.get(operation)
 
+    def unchanged_since_check(self, operation: str) -> int | None:
+        text = self.summary.properties.get(engine.checked_snapshot_property(operation))
+        if text is None or not text.isdigit():
+            return None  # never checked, or an unreadable record: decide
+        lineage = {s.snapshot_id: (s.parent_id, s.operation) for s in self.summary.snapshots}
+        return int(text) if engine.unchanged_since(int(text), self.summary.snapshot_id, lineage) else None
+
     def health(self, operation: str) -> dict[str, Any]:
         """The health figures `operation`'s due rule reads (table_health's names)."""
         oldest = self.summary.oldest_snapshot_ms

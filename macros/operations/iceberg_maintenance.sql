@@ -70,8 +70,10 @@
           info=false) -%}
     {#- A model named in `select` must have its table; one picked by tag or by default may not be
         built yet (skipped). -#}
-    {%- do steps.extend(dbt_iceberg_maint.get_maintenance_plan(relation=entry.relation, operations=requested,
-          force=force, as_of=as_of, required=entry.required)) -%}
+    {%- set plan = dbt_iceberg_maint._iceberg_maint_plan_table(entry.relation, requested, force, none, as_of,
+          entry.required) -%}
+    {%- do entry.update({'snapshot_id': plan.snapshot_id}) -%}
+    {%- do steps.extend(plan.steps) -%}
   {%- endfor -%}
   {#- The whole plan, machine-readable: dbt-iceberg-maint maintain replays its remaining steps
       when a statement Spark rejects stops this macro. -#}
@@ -87,7 +89,8 @@
       {%- for result in results if result.table == entry.table -%}
         {%- set own.results = own.results + [result] -%}
       {%- endfor -%}
-      {%- do dbt_iceberg_maint._iceberg_maint_record_checks(entry.table, entry.policy, own.steps, own.results) -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_record_checks(entry.table, entry.policy, own.steps, own.results,
+            entry.snapshot_id) -%}
     {%- endfor -%}
   {%- endif -%}
 
