@@ -28,7 +28,6 @@ Over 300 lines on purpose: the round, its checks and the report change together.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -44,11 +43,12 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import field as bench
+from benchmarks import harness
 from benchmarks.stats import fisher_exact_two_sided, rounds_for_significance, wilson_interval
 from dbt_iceberg_maint.conflicts import classify
+from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+from lab import dbt_commands as proc
 from lab import ledger
-from lab import processes as proc
 from lab.cluster import ClusterSpec, JdbcCatalog, SparkCluster, start_cluster, start_cluster_thrift_server
 from lab.gate import build_gate_jar, open_gate, reached
 from lab.postgres import PostgresServer, start_server
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "lab" / "projects" / "concurrency"
-RESULTS = ROOT / "benchmarks" / "results"
 PROFILE = "lab_concurrency"
 SCHEMA = "lab"
 BASE_DAY = date(2024, 1, 1)
@@ -107,20 +106,12 @@ class Variant:
         return f"appends_{self.name}"
 
     @property
-    def identifier(self) -> tuple[str, str]:
-        return (self.schema, self.model)
-
-    @property
-    def append_identifier(self) -> tuple[str, str]:
-        return (self.schema, self.append_model)
-
-    @property
     def table(self) -> str:
-        return ".".join(self.identifier)
+        return f"{self.schema}.{self.model}"
 
     @property
     def append_table(self) -> str:
-        return ".".join(self.append_identifier)
+        return f"{self.schema}.{self.append_model}"
 
 
 VARIANTS = (Variant("naive_dbt", "naive", "dbt"), Variant("naive_runner", "naive", "runner"),
@@ -253,13 +244,13 @@ class Lab:
     gate_jar: Path
     owned_cluster: SparkCluster | None = None
     owned_postgres: PostgresServer | None = None
-    _iceberg: Any = None
+    _iceberg: MetadataCatalog | None = None
 
-    def iceberg(self) -> Any:
+    def iceberg(self) -> MetadataCatalog:
         """One pyiceberg catalog (one connection pool) for the whole run: a catalog per read
         would leave its PostgreSQL connections open."""
         if self._iceberg is None:
-            self._iceberg = self.catalog.pyiceberg()
+            self._iceberg = self.catalog.metadata()
         return self._iceberg
 
     def execute(self, statement: str) -> None:
@@ -417,7 +408,7 @@ def coverage(before: Sequence[FileRow], live: set[str], boundary: date, small_by
 
 
 def table_files(lab: Lab, variant: Variant) -> list[FileRow]:
-    table = lab.iceberg().load_table(variant.identifier)
+    table = lab.iceberg().load(variant.table)
     files = table.inspect.files().to_pylist()
     return [FileRow(f["file_path"], f["partition"].get("day"), int(f["file_size_in_bytes"])) for f in files
             if f.get("content", 0) == 0]
@@ -427,7 +418,7 @@ def table_rows(lab: Lab, variant: Variant) -> tuple[int, int, Counter[int]]:
     """(rows, distinct event ids, distinct events per batch)."""
     import pyarrow.compute as pc
 
-    table = lab.iceberg().load_table(variant.identifier)
+    table = lab.iceberg().load(variant.table)
     data = table.scan(selected_fields=("event_id", "batch_id")).to_arrow()
     ids = data.column("event_id")
     distinct = data.group_by(["batch_id"]).aggregate([("event_id", "count_distinct")]).to_pylist()
@@ -453,7 +444,7 @@ def ui_executions(server: ThriftServer, attempts: int = 3, timeout_s: float = 60
 
 def append_check(lab: Lab, state: VariantState) -> ledger.TableCheck:
     """The append table against the ledger of what the writer reported (lab/ledger.py)."""
-    table = lab.iceberg().load_table(state.variant.append_identifier).scan(
+    table = lab.iceberg().load(state.variant.append_table).scan(
         selected_fields=("id", "batch_id", "payload")).to_arrow()
     rows: dict[int, list[int]] = {}
     for batch_id, row_id, payload in zip(table.column("batch_id").to_pylist(), table.column("id").to_pylist(),
@@ -717,7 +708,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path | None = None,
+def run(rounds: int, quick: bool, results: Path | None = harness.RESULTS, run_dir: Path | None = None,
         cluster: SparkCluster | None = None, postgres: PostgresServer | None = None,
         max_minutes: float | None = None, cold_seconds: float = COLD_SECONDS) -> dict[str, Any]:
     """The benchmark; writes concurrency.json after every cycle (a cut-off run keeps its prefix).
@@ -725,7 +716,7 @@ def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path 
     then say how many rounds ran."""
     work = run_dir or Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
     started = time.time()
-    start = bench.run_start()
+    start = harness.run_start()
     lab = open_lab(work, cluster, postgres)
     records: list[dict[str, Any]] = []
     states = {v.name: VariantState(v) for v in VARIANTS}
@@ -751,7 +742,7 @@ def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path 
                 "stopped_early": stopped_early,
                 "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
                 "duration_s": round(time.time() - started, 1), "setup_s": round(setup_s, 1),
-                **bench.provenance(start),
+                **harness.provenance(start),
                 "load_1m_median": statistics.median(r["load_1m"] for r in records),
                 "settings": {"catalog": "Iceberg JDBC catalog on PostgreSQL", "cluster": "Spark standalone, "
                              f"1 worker, writers' application {WRITER_SLOTS} task slots (a gated task holds one), "
@@ -773,23 +764,17 @@ def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path 
                 "variants": variants, "headline": headline(variants), "p2": p2_figures(variants),
                 "rounds": records,
             }
-            if results is not None:
-                results.mkdir(parents=True, exist_ok=True)
-                (results / "concurrency.json").write_text(json.dumps(figures, indent=2) + "\n")
+            if results is not None:  # a cut-off run keeps its figures so far
+                harness.write_results("concurrency", figures, results)
     finally:
         lab.close()
     if results is not None and figures:
-        (results / "concurrency.json").write_text(json.dumps(figures, indent=2) + "\n")
-        plot(figures, results / "concurrency.png")
+        harness.publish("concurrency", figures, results, plot, lambda _figures: None)
     return figures
 
 
 def plot(figures: Mapping[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = harness.pyplot()
     variants = figures["variants"]
     names = [v["name"] for v in variants]
     fig, (share_ax, kind_ax, files_ax) = plt.subplots(1, 3, figsize=(15, 4.2))
@@ -822,9 +807,7 @@ def plot(figures: Mapping[str, Any], path: Path) -> None:
     files_ax.set_ylabel("data files after the round")
     files_ax.set_title("files over time")
     files_ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: Mapping[str, Any]) -> None:
@@ -852,12 +835,9 @@ def print_summary(figures: Mapping[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench concurrency", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser("concurrency", __doc__, "a few rounds, for the test suite")
     parser.add_argument("--rounds", type=int, default=None,
                         help=f"rounds per variant (default {FULL_ROUNDS}; 2 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="a few rounds, for the test suite")
-    parser.add_argument("--results", type=Path, default=RESULTS, help="where concurrency.json/png go")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the run's files here (default: temp)")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="start no new cycle after this many minutes (the JSON says how many rounds ran)")
@@ -865,9 +845,7 @@ def main() -> None:
                         help=f"the policy's cold_partitions_hours, in seconds (default {COLD_SECONDS:.0f}; "
                              f"{COLD_SECONDS_QUICK:.0f} with --quick)")
     args = parser.parse_args()
-    rounds = args.rounds or (2 if args.quick else FULL_ROUNDS)
-    if rounds < 1:
-        parser.error(f"--rounds {rounds}: expected a whole number >= 1")
+    rounds = harness.count(parser, "rounds", args.rounds, FULL_ROUNDS, 2, args)
     cold_seconds = args.cold_seconds or (COLD_SECONDS_QUICK if args.quick else COLD_SECONDS)
     if cold_seconds <= 0:
         parser.error(f"--cold-seconds {cold_seconds}: expected a number of seconds > 0")

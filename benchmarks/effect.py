@@ -17,7 +17,6 @@ Writes benchmarks/results/effect.{json,png}; prints a summary table."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import time
@@ -25,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import field
+from benchmarks import field, harness
 from dbt_iceberg_maint.results import parse_result_lines
 
 if TYPE_CHECKING:
@@ -216,21 +215,21 @@ def timed_queries(spark: SparkSession, last_day: int, reps: int) -> dict[str, An
             rows = spark.sql(query_sql(name, last_day)).collect()
             samples[name].append(time.perf_counter() - started)
             answers[name] = [tuple(r) for r in rows]
-    maintained, unmaintained = field.median(samples[MAINTAINED]), field.median(samples[UNMAINTAINED])
+    maintained, unmaintained = harness.median(samples[MAINTAINED]), harness.median(samples[UNMAINTAINED])
     return {"median_s": {"maintained": maintained, "unmaintained": unmaintained},
             "speedup": round(unmaintained / maintained, 2) if maintained and unmaintained else None,
             "same_answer": answers[MAINTAINED] == answers[UNMAINTAINED], "answer_rows": len(answers[MAINTAINED]),
             "samples_s": {k: [round(v, 4) for v in vs] for k, vs in samples.items()}}
 
 
-def run(lake: field.Lake, work: Path, start: field.RunStart, commits: int, maintain_every: int, reps: int,
+def run(lake: field.Lake, work: Path, start: harness.RunStart, commits: int, maintain_every: int, reps: int,
         quick: bool) -> dict[str, Any]:
     started = time.perf_counter()
     files_over_commits: list[dict[str, int]] = []
     maintenance: list[dict[str, Any]] = []
     checkpoints: list[dict[str, Any]] = []
     proxies: list[dict[str, float]] = []
-    with field.LoadSampler() as load:
+    with harness.LoadSampler() as load:
         spark = field.start_spark(lake, "bench-effect")
         try:
             project = field.scratch_project(work)
@@ -287,8 +286,8 @@ def run(lake: field.Lake, work: Path, start: field.RunStart, commits: int, maint
 def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master: str,
               files_over_commits: list[dict[str, int]], maintenance: list[dict[str, Any]],
               checkpoints: list[dict[str, Any]], proxies: list[dict[str, float]], commit_s: list[float],
-              snapshots: dict[str, int], bulk: list[dict[str, Any]], load: field.LoadSampler,
-              duration_s: float, start: field.RunStart) -> dict[str, Any]:
+              snapshots: dict[str, int], bulk: list[dict[str, Any]], load: harness.LoadSampler,
+              duration_s: float, start: harness.RunStart) -> dict[str, Any]:
     files = file_figures(files_over_commits)
     latency = {**latency_figures(checkpoints), "checkpoints": checkpoints}
     spark_bytes = sum(m["compaction_bytes"] for m in maintenance)
@@ -304,7 +303,7 @@ def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master:
         "benchmark": "effect", "quick": quick, "commits": commits, "maintain_every": maintain_every,
         "query_repetitions": reps, "master": master,
         "commit_shape": {"rows": ROWS_PER_COMMIT, "late_rows": LATE_ROWS_PER_COMMIT, "commits_per_day": COMMITS_PER_DAY,
-                         "median_commit_s": field.median(commit_s)},
+                         "median_commit_s": harness.median(commit_s)},
         "query": query_sql("<table>", commits // COMMITS_PER_DAY),
         "files": files,
         "snapshots": snapshots,
@@ -320,7 +319,7 @@ def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master:
                   "speedup_met_at_best_point": ((latency["best"] or {}).get("speedup") or 0) >= GOALS["speedup_min"],
                   "fewer_files_met_at_best_point": (files["best"]["fewer_pct"] or 0) >= GOALS["fewer_files_min_pct"],
                   "throughput_met": (throughput_ratio or 0) >= GOALS["throughput_over_proxy_min"]},
-        "duration_s": round(duration_s, 1), **field.provenance(start, load),
+        "duration_s": round(duration_s, 1), **harness.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF,
                      "maintenance": "dbt run-operation dbt_iceberg_maint.iceberg_maintenance "
                      "--args {select: effect_maintained} (policy in benchmarks/projects/field/dbt_project.yml)"},
@@ -328,7 +327,7 @@ def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master:
 
 
 def plot(figures: dict[str, Any], path: Path) -> None:
-    plt = field.pyplot()
+    plt = harness.pyplot()
     fig, (files_ax, latency_ax) = plt.subplots(1, 2, figsize=(11, 4))
     points = figures["files"]["over_commits"]
     sawtooth = [(p["commit"], v) for p in points for v in ([p["maintained_before"]] if "maintained_before" in p
@@ -354,7 +353,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     latency_ax.set_title(f"7-day dashboard query: {latency['time_averaged']['speedup']}x on average, "
                          f"{best}x at best", fontsize=9)
     latency_ax.legend(fontsize=8)
-    field.save_figure(fig, path)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -384,20 +383,16 @@ def print_summary(figures: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench effect", description=__doc__)
+    parser = harness.parser("effect", __doc__, "20 commits, for the test suite")
     parser.add_argument("--rounds", type=int, default=None, help="commits (default 200; 20 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="20 commits, for the test suite")
     parser.add_argument("--maintain-every", type=int, default=None, help="commits between maintenance runs "
                         "(default 50; 10 with --quick)")
     parser.add_argument("--reps", type=int, default=None, help="query repetitions at the end (default 15; 3 quick)")
     field.add_lake_arguments(parser)
-    parser.add_argument("--results", type=Path, default=field.RESULTS)
     args = parser.parse_args()
-    commits = args.rounds or (20 if args.quick else 200)
-    every = args.maintain_every or (10 if args.quick else 50)
-    reps = args.reps or (3 if args.quick else 15)
-    if commits < 1 or every < 1 or reps < 1:
-        parser.error("--rounds, --maintain-every and --reps must be whole numbers >= 1")
+    commits = harness.count(parser, "rounds", args.rounds, 200, 20, args)
+    every = harness.count(parser, "maintain-every", args.maintain_every, 50, 10, args)
+    reps = harness.count(parser, "reps", args.reps, 15, 3, args)
     field.run_benchmark("effect", args,
                         lambda lake, work, start: run(lake, work, start, commits, every, reps, args.quick),
                         plot, print_summary)

@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from benchmarks import field
+from benchmarks import field, harness
 from benchmarks.stats import wilson_interval
 from dbt_iceberg_maint.conflicts import classify
 
@@ -118,7 +118,7 @@ class Writer:
     """One writer process: commands in on stdin, JSON answers out on stdout."""
 
     def __init__(self, party: str, lake: field.Lake, project: Path, gate: Path, work: Path) -> None:
-        from dbt_iceberg_maint.thrift_server import terminated_with_parent
+        from dbt_iceberg_maint.processes import terminated_with_parent
 
         self.party = party
         own = work / f"writer-{party}"
@@ -127,7 +127,7 @@ class Writer:
                    "--project", str(project), "--gate", str(gate), "--own", str(own)]
         self.log = (own / "stderr.log").open("ab")
         # Ends with this process even if it is killed (parent-death signal); stopped by its own pid.
-        self.process = subprocess.Popen(terminated_with_parent(command), cwd=field.REPO, stdin=subprocess.PIPE,
+        self.process = subprocess.Popen(terminated_with_parent(command), cwd=harness.REPO, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.log, text=True)
 
     def send(self, command: dict[str, Any]) -> None:
@@ -210,13 +210,13 @@ def play_round(spark: SparkSession, writers: list[Writer], gate: Path, number: i
             "state_mismatches": mismatches, "writers": answers}
 
 
-def run(lake: field.Lake, work: Path, start: field.RunStart, rounds_per_variant: int, quick: bool,
+def run(lake: field.Lake, work: Path, start: harness.RunStart, rounds_per_variant: int, quick: bool,
         max_minutes: float | None, results: Path | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     gate = work / "gate"
     gate.mkdir(parents=True, exist_ok=True)
     played: list[dict[str, Any]] = []
-    with field.LoadSampler() as load:
+    with harness.LoadSampler() as load:
         spark = field.start_spark(lake, "bench-merge-coordinator", UNCACHED)
         writers: list[Writer] = []
         try:
@@ -237,7 +237,7 @@ def run(lake: field.Lake, work: Path, start: field.RunStart, rounds_per_variant:
                       f"{sum(r['outcome'] == 'barrier_not_met' for r in played)} barriers not met "
                       f"({elapsed:.0f} s)", flush=True)
                 if results is not None:  # an interrupted run still leaves its figures so far
-                    field.write_results("merge_conflicts", summarize(played, rounds_per_variant, quick, lake.master,
+                    harness.write_results("merge_conflicts", summarize(played, rounds_per_variant, quick, lake.master,
                                                                      load, elapsed, True, None, start), results)
                 if max_minutes is not None and elapsed > max_minutes * 60 and cycle + 1 < rounds_per_variant:
                     stopped_early = True
@@ -257,9 +257,9 @@ def _interval(successes: int, trials: int) -> list[float] | None:
     return None if found is None else [round(found[0], 4), round(found[1], 4)]
 
 
-def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool, master: str, load: field.LoadSampler,
-              duration_s: float, stopped_early: bool, duplicates: int | None, start: field.RunStart
-              ) -> dict[str, Any]:
+def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool, master: str,
+              load: harness.LoadSampler, duration_s: float, stopped_early: bool, duplicates: int | None,
+              start: harness.RunStart) -> dict[str, Any]:
     variants = []
     for isolation, predicates in VARIANTS:
         name = variant_name(isolation, predicates)
@@ -280,7 +280,7 @@ def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool
                 k for r in rounds if r["outcome"] == "barrier_not_met" for k in r["kinds"])),
             "merges_overlapped": sum(r["merges_overlapped"] for r in rounds),
             "state_mismatches": sum(r["state_mismatches"] for r in rounds),
-            "median_writer_wall_s": field.median([a["wall_s"] for r in rounds for a in r["writers"].values()]),
+            "median_writer_wall_s": harness.median([a["wall_s"] for r in rounds for a in r["writers"].values()]),
         })
     return {
         "benchmark": "merge_conflicts", "quick": quick, "rounds_per_variant_requested": rounds_per_variant,
@@ -288,7 +288,7 @@ def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool
         "table": {"partitioned_by": "day", "writer_days": PARTIES, "rows_per_merge": 20,
                   "merge": "incremental_strategy merge, unique_key id, copy-on-write (Iceberg's default)"},
         "variants": variants, "duplicate_ids": duplicates,
-        "rounds": played, "duration_s": round(duration_s, 1), **field.provenance(start, load),
+        "rounds": played, "duration_s": round(duration_s, 1), **harness.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF, "barrier_timeout_s": BARRIER_TIMEOUT_S,
                      "writers": "two OS processes, each its own Spark application (spark.cores.max=1) on the "
                                 "cluster, dbt in-process (method: session) per round"},
@@ -296,7 +296,7 @@ def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool
 
 
 def plot(figures: dict[str, Any], path: Path) -> None:
-    plt = field.pyplot()
+    plt = harness.pyplot()
     variants = figures["variants"]
     fig, ax = plt.subplots(figsize=(8, 3.8))
     names = [v["name"] for v in variants]
@@ -310,7 +310,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("rounds with a failed MERGE (%, barrier met)")
     ax.set_ylim(0, 105)
     ax.set_title("Two MERGEs into disjoint day partitions at once")
-    field.save_figure(fig, path)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -325,13 +325,11 @@ def print_summary(figures: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench merge_conflicts", description=__doc__)
+    parser = harness.parser("merge_conflicts", __doc__, "2 rounds per variant, for the test suite")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per variant (default 50; 2 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="2 rounds per variant, for the test suite")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="start no new cycle of the four variants after this long (the figures say so)")
     field.add_lake_arguments(parser)
-    parser.add_argument("--results", type=Path, default=field.RESULTS)
     # The writer side (started by the benchmark itself).
     parser.add_argument("--writer", choices=sorted(PARTIES), help=argparse.SUPPRESS)
     parser.add_argument("--lake-json", help=argparse.SUPPRESS)
@@ -342,9 +340,7 @@ def main() -> None:
     if args.writer:
         writer(args.writer, field.Lake.from_json(args.lake_json), args.project, args.gate, args.own)
         return
-    rounds = args.rounds or (2 if args.quick else 50)
-    if rounds < 1:
-        parser.error(f"--rounds {rounds}: expected a whole number >= 1")
+    rounds = harness.count(parser, "rounds", args.rounds, 50, 2, args)
     field.run_benchmark("merge_conflicts", args,
                         lambda lake, work, start: run(lake, work, start, rounds, args.quick, args.max_minutes,
                                                       args.results),

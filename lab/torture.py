@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import IcebergMaintError
-from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
+from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
 from lab import audit
 from lab.ledger import Ledger, TableCheck, check, expectations
 from lab.postgres import JDBC_JAR, PostgresServer, start_server
@@ -86,34 +87,29 @@ def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, interval
 class Proc:
     name: str
     role: str
-    popen: subprocess.Popen[bytes]
+    started: processes.Started
     proxy: CommitCutProxy
-    log: Path
-    started: float = field(default_factory=time.time)
+    at: float = field(default_factory=time.time)
+
+    @property
+    def popen(self) -> subprocess.Popen[bytes]:
+        return self.started.process
+
+    @property
+    def log(self) -> Path:
+        return self.started.log
 
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        return self.started.alive()
 
     def kill9(self) -> None:
-        try:
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except OSError:
-            pass  # the group is gone already
-        self.popen.wait(timeout=60)
+        processes.kill(self.popen)
 
     def stop(self, grace_s: float = 20) -> None:
-        if self.alive():
-            try:
-                os.killpg(self.popen.pid, signal.SIGTERM)
-                self.popen.wait(timeout=grace_s)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        try:  # whatever is left of the group (a JVM whose Python parent already exited)
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self.popen.wait(timeout=60)
-        self.proxy.stop()
+        try:  # the group too: a JVM whose Python parent already exited
+            processes.stop(self.popen, grace_s)
+        finally:
+            self.proxy.stop()
 
 
 @dataclass
@@ -146,12 +142,9 @@ class Run:
     def start(self, name: str, role: str, *args: str) -> Proc:
         proxy = CommitCutProxy(self.pg.port).start()
         log = self.workdir / f"{name}.{int(time.time() * 1000)}.log"
-        with log.open("wb") as handle:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "lab.torture_workers", role, "--workdir", str(self.workdir), "--name", name,
-                 *args], cwd=REPO, env=self.env(name, proxy.port), stdout=handle, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        proc = Proc(name, role, popen, proxy, log)
+        started = processes.start([sys.executable, "-m", "lab.torture_workers", role, "--workdir", str(self.workdir),
+                                   "--name", name, *args], log, env=self.env(name, proxy.port), cwd=REPO)
+        proc = Proc(name, role, started, proxy)
         previous = self.procs.get(name)
         if previous is not None:
             self.retired.append(previous)
@@ -171,8 +164,7 @@ class Run:
         return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
     def catalog(self) -> Any:
-        properties = self.pg.spark_catalog_properties(str(self.warehouse))
-        return open_catalog(config_from_options(None, [f"{k}={v}" for k, v in properties.items()], CATALOG))
+        return open_catalog(CatalogConfig(CATALOG, self.pg.spark_catalog_properties(str(self.warehouse))))
 
     def table(self, model: str) -> Any:
         return self.catalog().load(f"torture.{model}")
@@ -193,7 +185,7 @@ class Run:
 
     def invocations_since_start(self, name: str = "maintenance") -> int:
         """Maintenance invocations the current `name` process completed (one event per `maintain`)."""
-        started = self.procs[name].started
+        started = self.procs[name].at
         return sum(1 for e in self.events() if e["worker"] == name and e["kind"] == "maintenance"
                    and e["at"] >= started)
 
