@@ -194,32 +194,17 @@ class TimedDbt:
 
 
 def run_dbt(project: Path, args: Sequence[str], own_paths: Path | None = None) -> TimedDbt:
-    """dbt in this process (dbtRunner), timed; statements of nodes and of run-operations alike."""
-    from dbt.cli.main import dbtRunner
-
-    from dbt_iceberg_maint.invoke import _epoch_ms
-
-    statements: list[list[Any]] = []
-    messages: list[str] = []
-
-    def collect(event: Any) -> None:
-        messages.append(event.info.msg)
-        name = event.info.name
-        if name == "SQLQuery":
-            statements.append([getattr(event.data, "sql", ""), _epoch_ms(event.info.ts), None])
-        elif name == "SQLQueryStatus" and statements and statements[-1][2] is None:
-            statements[-1][2] = _epoch_ms(event.info.ts)
+    """dbt in this process (the product's invoke_dbt), timed; statements of nodes and of
+    run-operations alike."""
+    from dbt_iceberg_maint.invoke import invoke_dbt
 
     # own_paths: a target and log folder of this process's own (several dbt processes, one project).
     extra = ["--target-path", str(own_paths / "target"), "--log-path", str(own_paths / "logs")] if own_paths else []
     started = time.perf_counter()
-    outcome = dbtRunner(callbacks=[collect]).invoke(
-        [*args, "--quiet", "--project-dir", str(project), "--profiles-dir", str(project), *extra])
+    outcome = invoke_dbt([*args, "--quiet", *extra], project_dir=project)
     wall = time.perf_counter() - started
-    failures = tuple(str(r.message) for r in getattr(outcome.result, "results", None) or []
-                     if str(getattr(r.status, "value", r.status)) in {"error", "fail", "runtime error"})
-    return TimedDbt(bool(outcome.success), wall, tuple((s[0], int(s[1] or 0), s[2]) for s in statements),
-                    tuple(messages), None if outcome.exception is None else str(outcome.exception), failures)
+    return TimedDbt(outcome.success, wall, outcome.sql_statements, outcome.log_messages, outcome.exception,
+                    tuple(str(node.message) for node in outcome.failed_nodes()))
 
 
 def run_benchmark(name: str, args: argparse.Namespace,

@@ -36,10 +36,9 @@ from lab import audit
 from lab.ledger import Ledger, TableCheck, check, expectations
 from lab.postgres import JDBC_JAR, PostgresServer, start_server
 from lab.proxy import CommitCutProxy
-from lab.torture_workers import PROJECT_DIR
+from lab.torture_workers import CATALOG, PROJECT_DIR
 
 REPO = Path(__file__).resolve().parent.parent
-CATALOG = "ice"  # not the schema's name: `show tables in torture` would list the catalog
 MODELS = ("t_merge", "t_overwrite", "t_append")
 # (proxy mode, statements cut): every mode on one worker, then on the next.
 FAULT_MODES = (("after_commit", 1), ("before_commit", 1), ("after_commit", 2), ("before_commit", 2))
