@@ -23,7 +23,8 @@ against lab/ledger.py's ledger, and which cold small files the compaction remove
 naive + `dbt run` against policy + runner, gets Wilson intervals and Fisher's exact test
 (benchmarks/stats.py).
 
-Over 300 lines on purpose: the round, its checks and the report change together.
+`run_round` is the round's named phases. Over 300 lines: the round, its checks and the figures
+they add up to change together (a new check is a record key, a sum in `summarize` and a column).
 """
 
 from __future__ import annotations
@@ -475,6 +476,9 @@ def append_outcome(variant: Variant, wrote: proc.Finished, report: Mapping[str, 
 
 
 def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_seconds: float) -> dict[str, Any]:
+    """One round: the writer held at its gate, the maintenance paced and run inside its MERGE, the
+    gate opened and the writer's outcome read, then the table checks and the Spark UI's evidence
+    of the overlap. A control round (writers=False) runs the maintenance alone."""
     variant = state.variant
     batch = state.batch + 1 if writers else state.batch
     boundary = cold_before(batch if writers else batch + 1)
@@ -482,67 +486,96 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
     gate_dir = lab.run_dir / "gates" / f"{variant.name}-{batch}-{index}"
     gate_dir.mkdir(parents=True, exist_ok=True)
     env = writer_env(batch, cold_seconds, gate_dir if writers else None, lab.gate_jar)
-    maintenance = proc.maintain(f"maintain-{variant.name}", lab.project,
-                                lab.workdir(f"maintain-{variant.name}", lab.maintenance_server), [variant.model],
-                                ["rewrite_data_files"], env)
     record: dict[str, Any] = {"round": index, "variant": variant.name, "writers": writers, "batch": batch,
                               "cold_before": boundary.isoformat(), "load_1m": round(os.getloadavg()[0], 2)}
     started = time.time()
-    writer_run: proc.Running | None = None
-    gate: dict[str, Any] = {}
-    if writers:
-        work = lab.workdir(f"writer-{variant.name}", lab.writer_server)
-        build = proc.runner_run if variant.writer == "runner" else proc.dbt_run
-        writer_run = proc.start(build(f"writer-{variant.name}", lab.project, work,
-                                      f"{variant.model} {variant.append_model}", env))
-        deadline = time.monotonic() + GATE_REACH_TIMEOUT_S
-        while not reached(gate_dir) and writer_run.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        gate["reached"] = reached(gate_dir)
-        gate["reached_after_s"] = round(time.time() - started, 1)
-    # Pacing, not scoping: the maintenance starts once the days the writer left two rounds ago
-    # have been quiet for longer than cold_partitions_hours (control rounds too); the policy
-    # finds them itself.
+    writer_run, gate = _writer_to_gate(lab, variant, gate_dir, env, started) if writers else (None, {})
+    previous_ends = list(state.writer_ends)
+    _pace_maintenance(state, record, gate, cold_seconds)
+    compaction = _maintain(lab, variant, env, record)
+    if writer_run is not None:
+        _finish_writer(state, writer_run, gate_dir, batch, index, compaction, gate, record)
+    record["gate"] = gate
+    _check_tables(lab, state, before, boundary, record)
+    _ui_overlap(lab, variant, started, previous_ends, writers, record)
+    return record
+
+
+def _writer_to_gate(lab: Lab, variant: Variant, gate_dir: Path, env: Mapping[str, str], started: float
+                    ) -> tuple[proc.Running, dict[str, Any]]:
+    """Start the writer and wait until its MERGE reached the gate (or it ended, or the wait timed out)."""
+    work = lab.workdir(f"writer-{variant.name}", lab.writer_server)
+    build = proc.runner_run if variant.writer == "runner" else proc.dbt_run
+    models = f"{variant.model} {variant.append_model}"
+    writer_run = proc.start(build(f"writer-{variant.name}", lab.project, work, models, env))
+    deadline = time.monotonic() + GATE_REACH_TIMEOUT_S
+    while not reached(gate_dir) and writer_run.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return writer_run, {"reached": reached(gate_dir), "reached_after_s": round(time.time() - started, 1)}
+
+
+def _pace_maintenance(state: VariantState, record: dict[str, Any], gate: Mapping[str, Any], cold_seconds: float
+                      ) -> None:
+    """Pacing, not scoping: the maintenance starts once the days the writer left two rounds ago
+    have been quiet for longer than cold_partitions_hours (control rounds too); the policy finds
+    them itself."""
     wait = quiet_wait(time.time(), state.writer_ends, cold_seconds) if gate.get("reached", True) else 0.0
     time.sleep(wait)
     record["quiet_wait_s"] = round(wait, 1)
     maintenance_started = time.time()
-    previous_ends = list(state.writer_ends)
     if state.writer_ends:
         record["hot_days_quiet_s"] = round(maintenance_started - state.writer_ends[-1], 1)
         record["left_days_quiet_s"] = (round(maintenance_started - state.writer_ends[-2], 1)
                                        if len(state.writer_ends) > 1 else None)
+
+
+def _maintain(lab: Lab, variant: Variant, env: Mapping[str, str], record: dict[str, Any]) -> dict[str, Any]:
+    """`dbt-iceberg-maint maintain` compacting the variant's MERGE table; its compaction result."""
+    maintenance = proc.maintain(f"maintain-{variant.name}", lab.project,
+                                lab.workdir(f"maintain-{variant.name}", lab.maintenance_server), [variant.model],
+                                ["rewrite_data_files"], env)
     maintained = proc.start(maintenance).wait(PROCESS_TIMEOUT_S)
-    report = maintained.report(maintenance) or {}
-    results = report.get("results", [])
-    compaction = results[0] if results else {}
+    results = (maintained.report(maintenance) or {}).get("results", [])
+    compaction: dict[str, Any] = results[0] if results else {}
     record["maintenance"] = {"exit_code": maintained.exit_code, "seconds": round(maintained.seconds, 2),
                              "status": compaction.get("status"), "reason": compaction.get("reason"),
                              "kind": maintenance_kind(compaction), "sql": compaction.get("sql"),
                              "rewritten_files": (compaction.get("metrics") or {}).get("rewritten_data_files_count")}
-    if writer_run is not None:
-        gate["writer_held_until_maintenance_ended"] = writer_run.process.poll() is None
-        open_gate(gate_dir)
-        wrote = writer_run.wait(PROCESS_TIMEOUT_S)
-        state.writer_ends.append(time.time())
-        command = writer_run.command
-        report_doc = wrote.report(command)
-        results_path = command.target_path / "run_results.json"
-        run_results = json.loads(results_path.read_text()) if results_path.is_file() else None
-        if variant.writer == "runner":
-            outcome = runner_outcome(wrote.exit_code, report_doc, wrote.output, variant.model)
-        else:
-            outcome = plain_dbt_outcome(wrote.exit_code, run_results, wrote.output)
-        event, append_status = append_outcome(variant, wrote, report_doc, run_results)
-        state.record_append(batch, event, f"round {index}")
-        state.batch = batch
-        if outcome.green:
-            state.committed.add(batch)
-        record["writer"] = {**asdict(outcome), "seconds": round(wrote.seconds, 2), "append_status": append_status,
-                            "append_event": event}
-        gate["overlap_met"] = overlap_met(gate["reached"], compaction.get("status"),
-                                          gate["writer_held_until_maintenance_ended"])
-    record["gate"] = gate
+    return compaction
+
+
+def _finish_writer(state: VariantState, writer_run: proc.Running, gate_dir: Path, batch: int, index: int,
+                   compaction: Mapping[str, Any], gate: dict[str, Any], record: dict[str, Any]) -> None:
+    """Open the gate, wait for the writer, and record what it did (and the append's ledger event)."""
+    variant = state.variant
+    gate["writer_held_until_maintenance_ended"] = writer_run.process.poll() is None
+    open_gate(gate_dir)
+    wrote = writer_run.wait(PROCESS_TIMEOUT_S)
+    state.writer_ends.append(time.time())
+    command = writer_run.command
+    report_doc = wrote.report(command)
+    results_path = command.target_path / "run_results.json"
+    run_results = json.loads(results_path.read_text()) if results_path.is_file() else None
+    if variant.writer == "runner":
+        outcome = runner_outcome(wrote.exit_code, report_doc, wrote.output, variant.model)
+    else:
+        outcome = plain_dbt_outcome(wrote.exit_code, run_results, wrote.output)
+    event, append_status = append_outcome(variant, wrote, report_doc, run_results)
+    state.record_append(batch, event, f"round {index}")
+    state.batch = batch
+    if outcome.green:
+        state.committed.add(batch)
+    record["writer"] = {**asdict(outcome), "seconds": round(wrote.seconds, 2), "append_status": append_status,
+                        "append_event": event}
+    gate["overlap_met"] = overlap_met(gate["reached"], compaction.get("status"),
+                                      gate["writer_held_until_maintenance_ended"])
+
+
+def _check_tables(lab: Lab, state: VariantState, before: Sequence[FileRow], boundary: date,
+                  record: dict[str, Any]) -> None:
+    """P2's coverage, duplicates, the MERGE table against the committed batches, the append
+    table against its ledger."""
+    variant = state.variant
     after = table_files(lab, variant)
     covered = coverage(before, {f.path for f in after}, boundary, SMALL_FILE_BYTES)
     record["cold_small_files_at_start"] = covered.at_start
@@ -561,7 +594,11 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
     record["append_ledger"] = {"ok": appended.ok, "rows_duplicated": appended.rows_duplicated,
                                "duplicated_batches": list(appended.duplicated), "lost": list(appended.lost),
                                "unexpected": list(appended.unexpected), "mismatched": list(appended.mismatched)}
-    # Second evidence of the overlap: the Spark UI's statement intervals on both servers.
+
+
+def _ui_overlap(lab: Lab, variant: Variant, started: float, previous_ends: Sequence[float], writers: bool,
+                record: dict[str, Any]) -> None:
+    """Second evidence of the overlap: the Spark UI's statement intervals on both servers."""
     table = variant.table
     writer_ui, maintenance_ui = ui_executions(lab.writer_server), ui_executions(lab.maintenance_server)
     # Only statements that ran during this round: the intervals' 1 s tolerance on the start would
@@ -581,7 +618,6 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
                                   "merge_seconds": round(merges[0].end - merges[0].start, 1),
                                   "compaction_start_s": round(calls[0].start - started, 1),
                                   "compaction_seconds": round(calls[0].end - calls[0].start, 1)})
-    return record
 
 
 # ---- the run and its figures --------------------------------------------------------------------
