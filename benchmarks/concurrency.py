@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import harness
-from benchmarks.stats import fisher_exact_two_sided, rounds_for_significance, wilson_interval
+from benchmarks.stats import fisher_exact_two_sided, rounds_for_significance, wilson_rounded
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
 from lab import dbt_commands as proc
@@ -643,12 +643,8 @@ def run_cycle(lab: Lab, states: Mapping[str, VariantState], cycle: Sequence[tupl
 
 def share_figures(green: int, runs: int) -> dict[str, Any]:
     """A green share with its Wilson 95 % and 99 % intervals."""
-    def interval(confidence: float) -> list[float] | None:
-        found = wilson_interval(green, runs, confidence)
-        return None if found is None else [round(found[0], 4), round(found[1], 4)]
-
     return {"green": green, "runs": runs, "share": round(green / runs, 4) if runs else None,
-            "wilson_95": interval(0.95), "wilson_99": interval(0.99)}
+            "wilson_95": wilson_rounded(green, runs, 0.95), "wilson_99": wilson_rounded(green, runs, 0.99)}
 
 
 def headline(variants: Sequence[Mapping[str, Any]], alpha: float = ALPHA) -> dict[str, Any]:

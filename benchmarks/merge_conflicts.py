@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from benchmarks import field, harness
-from benchmarks.stats import wilson_interval
+from benchmarks.stats import wilson_rounded
 from dbt_iceberg_maint.conflicts import classify
 
 if TYPE_CHECKING:
@@ -252,11 +252,6 @@ def run(lake: field.Lake, work: Path, start: harness.RunStart, rounds_per_varian
                      stopped_early, duplicates, start)
 
 
-def _interval(successes: int, trials: int) -> list[float] | None:
-    found = wilson_interval(successes, trials)
-    return None if found is None else [round(found[0], 4), round(found[1], 4)]
-
-
 def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool, master: str,
               load: harness.LoadSampler, duration_s: float, stopped_early: bool, duplicates: int | None,
               start: harness.RunStart) -> dict[str, Any]:
@@ -273,7 +268,7 @@ def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool
             "barrier_met": len(met), "barrier_not_met": len(rounds) - len(met),
             "conflict_rounds": conflicts, "no_conflict_rounds": len(met) - conflicts,
             "conflict_rate": round(conflicts / len(met), 3) if met else None,
-            "conflict_rate_wilson_95": _interval(conflicts, len(met)),
+            "conflict_rate_wilson_95": wilson_rounded(conflicts, len(met)),
             "writer_runs": 2 * len(met), "failed_writer_runs": sum(len(r["kinds"]) for r in met),
             "failures_by_kind": dict(kinds),
             "barrier_not_met_failures_by_kind": dict(Counter(
