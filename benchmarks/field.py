@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,10 @@ class Lake:
     catalog_properties: Mapping[str, str]
     master: str
     warehouse: Path
+
+    def with_properties(self, properties: Mapping[str, str]) -> Lake:
+        """The same lake, its catalog with more properties (e.g. `cache-enabled`)."""
+        return replace(self, catalog_properties={**self.catalog_properties, **properties})
 
     def to_json(self) -> str:
         return json.dumps({"catalog_properties": dict(self.catalog_properties), "master": self.master,

@@ -36,7 +36,7 @@ BARRIER = "merge_barrier"
 BARRIER_TIMEOUT_S = 60.0
 # Every statement loads the table afresh: with Iceberg's catalog cache (30 s) a writer would
 # commit under the isolation level of an earlier round, read from its cached table metadata.
-UNCACHED = {f"spark.sql.catalog.{field.CATALOG}.cache-enabled": "false"}
+UNCACHED = {"cache-enabled": "false"}  # a catalog property
 REPLY_TIMEOUT_S = 600.0
 
 
@@ -91,7 +91,8 @@ def writer(party: str, lake: field.Lake, project: Path, gate: Path, own: Path) -
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    spark = field.start_spark(lake, f"bench-merge-writer-{party}", {"spark.pyspark.python": sys.executable, **UNCACHED})
+    spark = field.start_spark(lake.with_properties(UNCACHED), f"bench-merge-writer-{party}",
+                              {"spark.pyspark.python": sys.executable})
     try:
         # Deterministic as far as Spark knows: a MERGE refuses a nondeterministic source.
         spark.udf.register(BARRIER, barrier_function(str(gate), tuple(PARTIES), BARRIER_TIMEOUT_S), BooleanType())
@@ -217,7 +218,7 @@ def run(lake: field.Lake, work: Path, start: harness.RunStart, rounds_per_varian
     gate.mkdir(parents=True, exist_ok=True)
     played: list[dict[str, Any]] = []
     with harness.LoadSampler() as load:
-        spark = field.start_spark(lake, "bench-merge-coordinator", UNCACHED)
+        spark = field.start_spark(lake.with_properties(UNCACHED), "bench-merge-coordinator")
         writers: list[Writer] = []
         try:
             project = field.scratch_project(work)
