@@ -39,6 +39,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -243,8 +244,7 @@ class Lab:
     maintenance_server: ThriftServer
     project: Path
     gate_jar: Path
-    owned_cluster: SparkCluster | None = None
-    owned_postgres: PostgresServer | None = None
+    started: ExitStack  # stops what open_lab started, last started first
     _iceberg: MetadataCatalog | None = None
 
     def iceberg(self) -> MetadataCatalog:
@@ -254,43 +254,25 @@ class Lab:
             self._iceberg = self.catalog.metadata()
         return self._iceberg
 
-    def execute(self, statement: str) -> None:
-        """One statement on a connection of its own (rounds of the variants run in parallel)."""
-        from pyhive import hive
-
-        connection = hive.connect(host=self.maintenance_server.host, port=self.maintenance_server.port,
-                                  username="lab-harness")
-        try:
-            cursor = connection.cursor()
-            cursor.execute(statement)
-            cursor.close()
-        finally:
-            connection.close()
-
     def workdir(self, name: str, server: ThriftServer) -> Path:
         return proc.workdir(self.run_dir / "proc", name, proc.thrift_profile(PROFILE, server.host, server.port,
                                                                                 SCHEMA))
 
     def close(self) -> None:
-        for server in (self.writer_server, self.maintenance_server):
-            server.stop()
-        if self.owned_cluster is not None:
-            self.owned_cluster.stop()
-        if self.owned_postgres is not None:
-            self.owned_postgres.stop()
+        self.started.close()
 
 
 def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: PostgresServer | None = None) -> Lab:
     """Start what is not given (PostgreSQL, cluster) and the two Thrift Server applications."""
-    owned_postgres = None if postgres is not None else start_server()
-    owned_cluster = None
-    servers: list[ThriftServer] = []
-    try:
-        postgres = postgres or owned_postgres
-        assert postgres is not None
+    with ExitStack() as started:
+        if postgres is None:
+            postgres = start_server()
+            started.callback(shutil.rmtree, postgres.data_dir.parent, ignore_errors=True)
+            started.callback(postgres.stop)
         if cluster is None:
             # Slots are declared, not CPUs: gated tasks sleep. Writers, maintenance, one spare.
-            owned_cluster = cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=WRITER_SLOTS + 2))
+            cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=WRITER_SLOTS + 2))
+            started.callback(cluster.stop)
         elif cluster.spec.worker_cores < WRITER_SLOTS + 1:
             raise ValueError(f"cluster: a worker with {cluster.spec.worker_cores} cores; the concurrency benchmark "
                              f"needs at least {WRITER_SLOTS + 1} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
@@ -298,28 +280,21 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
         ui = {"spark.ui.enabled": "true", "spark.sql.ui.retainedExecutions": "200"}
         # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
-        servers.append(start_cluster_thrift_server(
+        writers = start_cluster_thrift_server(
             cluster, catalog, run_dir / "writer_server", name="writers", with_ui=True,
             extra_conf={**ui, "spark.sql.shuffle.partitions": "6", "spark.cores.max": str(WRITER_SLOTS),
                         "spark.executor.cores": str(WRITER_SLOTS),
-                        "spark.sql.adaptive.coalescePartitions.enabled": "false"}))
-        servers.append(start_cluster_thrift_server(cluster, catalog, run_dir / "maintenance_server",
-                                                   name="maintenance", with_ui=True, extra_conf=ui))
+                        "spark.sql.adaptive.coalescePartitions.enabled": "false"})
+        started.callback(writers.stop)
+        maintenance = start_cluster_thrift_server(cluster, catalog, run_dir / "maintenance_server",
+                                                  name="maintenance", with_ui=True, extra_conf=ui)
+        started.callback(maintenance.stop)
         project = run_dir / "project"
         shutil.copytree(PROJECT, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target", "dbt_packages",
                                                                                            "logs"))
         (project / "packages.yml").write_text(json.dumps({"packages": [{"local": str(ROOT)}]}) + "\n")
         gate_jar = build_gate_jar(run_dir / "gate_build")
-        lab = Lab(run_dir, catalog, servers[0], servers[1], project, gate_jar, owned_cluster, owned_postgres)
-    except BaseException:
-        for server in servers:
-            server.stop()
-        if owned_cluster is not None:
-            owned_cluster.stop()
-        if owned_postgres is not None:
-            owned_postgres.stop()
-        raise
-    return lab
+        return Lab(run_dir, catalog, writers, maintenance, project, gate_jar, started.pop_all())
 
 
 def _check(finished: proc.Finished, what: str) -> None:

@@ -91,6 +91,7 @@ class Proc:
     role: str
     started: processes.Started
     proxy: CommitCutProxy
+    args: tuple[str, ...]  # the role's arguments: a restart passes them again
     at: float = field(default_factory=time.time)
 
     @property
@@ -146,7 +147,7 @@ class Run:
         log = self.workdir / f"{name}.{int(time.time() * 1000)}.log"
         started = processes.start([sys.executable, "-m", "lab.torture_workers", role, "--workdir", str(self.workdir),
                                    "--name", name, *args], log, env=self.env(name, proxy.port), cwd=REPO)
-        proc = Proc(name, role, started, proxy)
+        proc = Proc(name, role, started, proxy, args)
         previous = self.procs.get(name)
         if previous is not None:
             self.retired.append(previous)
@@ -179,11 +180,7 @@ class Run:
                 continue
             self.unexpected_exits.append({"worker": name, "exit_code": proc.popen.returncode, "at": time.time(),
                                           "log_tail": proc.log.read_text(errors="replace")[-2000:]})
-            args = [a for m in next((g for g in self.settings.dbt_writer_groups if name == "dbt_" + "_".join(g)), ())
-                    for a in ("--model", m)]
-            if proc.role == "spark-writer":
-                args = ["--table", "t_merge"]
-            self.start(name, proc.role, *args)
+            self.start(name, proc.role, *proc.args)
 
     def invocations_since_start(self, name: str = "maintenance") -> int:
         """Maintenance invocations the current `name` process completed (one event per `maintain`)."""
@@ -281,7 +278,7 @@ class Run:
         record = {"kind": "kill_writer_mid_merge", "at": time.time(), "batch": found["batch"],
                   "merge_files_written": len(found["files"]),
                   "seconds_into_run": round(time.time() - found["started"], 2)}
-        self.start(name, "dbt-writer", *[a for m in self.settings.dbt_writer_groups[0] for a in ("--model", m)])
+        self.start(name, proc.role, *proc.args)
         return record
 
     # ---- faults ------------------------------------------------------------------------
