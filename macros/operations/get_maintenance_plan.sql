@@ -24,8 +24,9 @@
 
 {#- get_maintenance_plan's steps, and the table's current snapshot when the plan read it (none
     when it read none): maintain() and iceberg_maintenance record it as the snapshot each
-    operation was checked at. -#}
-{% macro _iceberg_maint_plan_table(relation, operations, force, policy, as_of, required=true) %}
+    operation was checked at. exists: whether the table exists, when the caller knows (none:
+    ask the catalog). -#}
+{% macro _iceberg_maint_plan_table(relation, operations, force, policy, as_of, required=true, exists=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set requested = dbt_iceberg_maint._iceberg_maint_requested_operations(operations) -%}
   {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('get_maintenance_plan', 'as_of', as_of) -%}
@@ -44,7 +45,8 @@
   {%- set facts = {'project_enabled': var('dbt_iceberg_maint_enabled', true), 'exists': false,
         'required': required} -%}
   {%- if facts.project_enabled and resolved.enabled -%}
-    {%- do facts.update({'exists': dbt_iceberg_maint._iceberg_maint_table_exists(relation)}) -%}
+    {%- do facts.update({'exists': exists if exists is not none
+          else dbt_iceberg_maint._iceberg_maint_table_exists(relation)}) -%}
   {%- endif -%}
   {%- if facts.exists -%}
     {%- do facts.update(dbt_iceberg_maint._iceberg_maint_plan_facts(relation, requested, resolved, force,

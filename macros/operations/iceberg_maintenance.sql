@@ -64,6 +64,19 @@
       at run time: the tables selected, and (START, operation null) which one was being planned. -#}
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('selection', {'tables': selection, 'operations': requested},
         info=false) -%}
+  {#- Which tables exist: one listing per schema (and catalog) that holds several of the tables
+      to check (enabled policies), instead of two statements per table; a lone table is looked up
+      by name (a large schema is not listed for it). -#}
+  {%- set by_schema = {} -%}
+  {%- for entry in tables if entry.policy.enabled and var('dbt_iceberg_maint_enabled', true) -%}
+    {%- set parts = dbt_iceberg_maint._iceberg_maint_relation_parts(entry.relation) -%}
+    {%- set key = (parts.catalog or '') ~ '.' ~ parts.schema -%}
+    {%- do by_schema.update({key: by_schema.get(key, []) + [(entry, parts)]}) -%}
+  {%- endfor -%}
+  {%- for group in by_schema.values() if group | length > 1 -%}
+    {%- set names = dbt_iceberg_maint._iceberg_maint_schema_tables(group[0][1].catalog, group[0][1].schema) -%}
+    {%- for entry, parts in group -%}{%- do entry.update({'exists': (parts.identifier | lower) in names}) -%}{%- endfor -%}
+  {%- endfor -%}
   {%- set steps = [] -%}
   {%- for entry in tables -%}
     {%- do dbt_iceberg_maint._iceberg_maint_log_marker('start', {'table': entry.table, 'operation': none},
@@ -71,7 +84,7 @@
     {#- A model named in `select` must have its table; one picked by tag or by default may not be
         built yet (skipped). -#}
     {%- set plan = dbt_iceberg_maint._iceberg_maint_plan_table(entry.relation, requested, force, none, as_of,
-          entry.required) -%}
+          entry.required, entry.get('exists')) -%}
     {%- do entry.update({'snapshot_id': plan.snapshot_id}) -%}
     {%- do steps.extend(plan.steps) -%}
   {%- endfor -%}

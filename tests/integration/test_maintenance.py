@@ -71,6 +71,10 @@ def test_dry_run_prints_the_plan_and_changes_nothing(spark: SparkSession, built:
 
     log = invocation.log_messages
     assert any(m.startswith("iceberg_maintenance: 3 Iceberg table(s)") for m in log)  # user_summary too
+    # Whether each table exists: one listing of their schema, not two statements per table.
+    sent = [e.msg.lower() for e in invocation.events if e.name == "SQLQuery"]
+    assert sum(f"show namespaces like '{built.schema}'" in s for s in sent) == 1, sent
+    assert sum(f"show tables in {built.schema}" in s for s in sent) == 1, sent
     event_log = by_table(results, "event_log")
     assert list(event_log) == ORDER
     assert {r.status for r in event_log.values()} == {"dry_run"}
