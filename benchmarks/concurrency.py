@@ -23,12 +23,12 @@ against lab/ledger.py's ledger, and which cold small files the compaction remove
 naive + `dbt run` against policy + runner, gets Wilson intervals and Fisher's exact test
 (benchmarks/stats.py).
 
-Over 300 lines on purpose: the round, its checks and the report change together.
+`run_round` is the round's named phases. Over 300 lines: the round, its checks and the figures
+they add up to change together (a new check is a record key, a sum in `summarize` and a column).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -39,16 +39,18 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import field as bench
-from benchmarks.stats import fisher_exact_two_sided, rounds_for_significance, wilson_interval
+from benchmarks import harness
+from benchmarks.stats import fisher_exact_two_sided, rounds_for_significance, wilson_rounded
 from dbt_iceberg_maint.conflicts import classify
+from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+from lab import dbt_commands as proc
 from lab import ledger
-from lab import processes as proc
 from lab.cluster import ClusterSpec, JdbcCatalog, SparkCluster, start_cluster, start_cluster_thrift_server
 from lab.gate import build_gate_jar, open_gate, reached
 from lab.postgres import PostgresServer, start_server
@@ -58,7 +60,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "lab" / "projects" / "concurrency"
-RESULTS = ROOT / "benchmarks" / "results"
 PROFILE = "lab_concurrency"
 SCHEMA = "lab"
 BASE_DAY = date(2024, 1, 1)
@@ -107,20 +108,12 @@ class Variant:
         return f"appends_{self.name}"
 
     @property
-    def identifier(self) -> tuple[str, str]:
-        return (self.schema, self.model)
-
-    @property
-    def append_identifier(self) -> tuple[str, str]:
-        return (self.schema, self.append_model)
-
-    @property
     def table(self) -> str:
-        return ".".join(self.identifier)
+        return f"{self.schema}.{self.model}"
 
     @property
     def append_table(self) -> str:
-        return ".".join(self.append_identifier)
+        return f"{self.schema}.{self.append_model}"
 
 
 VARIANTS = (Variant("naive_dbt", "naive", "dbt"), Variant("naive_runner", "naive", "runner"),
@@ -251,54 +244,35 @@ class Lab:
     maintenance_server: ThriftServer
     project: Path
     gate_jar: Path
-    owned_cluster: SparkCluster | None = None
-    owned_postgres: PostgresServer | None = None
-    _iceberg: Any = None
+    started: ExitStack  # stops what open_lab started, last started first
+    _iceberg: MetadataCatalog | None = None
 
-    def iceberg(self) -> Any:
+    def iceberg(self) -> MetadataCatalog:
         """One pyiceberg catalog (one connection pool) for the whole run: a catalog per read
         would leave its PostgreSQL connections open."""
         if self._iceberg is None:
-            self._iceberg = self.catalog.pyiceberg()
+            self._iceberg = self.catalog.metadata()
         return self._iceberg
-
-    def execute(self, statement: str) -> None:
-        """One statement on a connection of its own (rounds of the variants run in parallel)."""
-        from pyhive import hive
-
-        connection = hive.connect(host=self.maintenance_server.host, port=self.maintenance_server.port,
-                                  username="lab-harness")
-        try:
-            cursor = connection.cursor()
-            cursor.execute(statement)
-            cursor.close()
-        finally:
-            connection.close()
 
     def workdir(self, name: str, server: ThriftServer) -> Path:
         return proc.workdir(self.run_dir / "proc", name, proc.thrift_profile(PROFILE, server.host, server.port,
                                                                                 SCHEMA))
 
     def close(self) -> None:
-        for server in (self.writer_server, self.maintenance_server):
-            server.stop()
-        if self.owned_cluster is not None:
-            self.owned_cluster.stop()
-        if self.owned_postgres is not None:
-            self.owned_postgres.stop()
+        self.started.close()
 
 
 def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: PostgresServer | None = None) -> Lab:
     """Start what is not given (PostgreSQL, cluster) and the two Thrift Server applications."""
-    owned_postgres = None if postgres is not None else start_server()
-    owned_cluster = None
-    servers: list[ThriftServer] = []
-    try:
-        postgres = postgres or owned_postgres
-        assert postgres is not None
+    with ExitStack() as started:
+        if postgres is None:
+            postgres = start_server()
+            started.callback(shutil.rmtree, postgres.data_dir.parent, ignore_errors=True)
+            started.callback(postgres.stop)
         if cluster is None:
             # Slots are declared, not CPUs: gated tasks sleep. Writers, maintenance, one spare.
-            owned_cluster = cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=WRITER_SLOTS + 2))
+            cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=WRITER_SLOTS + 2))
+            started.callback(cluster.stop)
         elif cluster.spec.worker_cores < WRITER_SLOTS + 1:
             raise ValueError(f"cluster: a worker with {cluster.spec.worker_cores} cores; the concurrency benchmark "
                              f"needs at least {WRITER_SLOTS + 1} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
@@ -306,28 +280,21 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
         ui = {"spark.ui.enabled": "true", "spark.sql.ui.retainedExecutions": "200"}
         # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
-        servers.append(start_cluster_thrift_server(
+        writers = start_cluster_thrift_server(
             cluster, catalog, run_dir / "writer_server", name="writers", with_ui=True,
             extra_conf={**ui, "spark.sql.shuffle.partitions": "6", "spark.cores.max": str(WRITER_SLOTS),
                         "spark.executor.cores": str(WRITER_SLOTS),
-                        "spark.sql.adaptive.coalescePartitions.enabled": "false"}))
-        servers.append(start_cluster_thrift_server(cluster, catalog, run_dir / "maintenance_server",
-                                                   name="maintenance", with_ui=True, extra_conf=ui))
+                        "spark.sql.adaptive.coalescePartitions.enabled": "false"})
+        started.callback(writers.stop)
+        maintenance = start_cluster_thrift_server(cluster, catalog, run_dir / "maintenance_server",
+                                                  name="maintenance", with_ui=True, extra_conf=ui)
+        started.callback(maintenance.stop)
         project = run_dir / "project"
         shutil.copytree(PROJECT, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target", "dbt_packages",
                                                                                            "logs"))
         (project / "packages.yml").write_text(json.dumps({"packages": [{"local": str(ROOT)}]}) + "\n")
         gate_jar = build_gate_jar(run_dir / "gate_build")
-        lab = Lab(run_dir, catalog, servers[0], servers[1], project, gate_jar, owned_cluster, owned_postgres)
-    except BaseException:
-        for server in servers:
-            server.stop()
-        if owned_cluster is not None:
-            owned_cluster.stop()
-        if owned_postgres is not None:
-            owned_postgres.stop()
-        raise
-    return lab
+        return Lab(run_dir, catalog, writers, maintenance, project, gate_jar, started.pop_all())
 
 
 def _check(finished: proc.Finished, what: str) -> None:
@@ -417,7 +384,7 @@ def coverage(before: Sequence[FileRow], live: set[str], boundary: date, small_by
 
 
 def table_files(lab: Lab, variant: Variant) -> list[FileRow]:
-    table = lab.iceberg().load_table(variant.identifier)
+    table = lab.iceberg().load(variant.table)
     files = table.inspect.files().to_pylist()
     return [FileRow(f["file_path"], f["partition"].get("day"), int(f["file_size_in_bytes"])) for f in files
             if f.get("content", 0) == 0]
@@ -427,7 +394,7 @@ def table_rows(lab: Lab, variant: Variant) -> tuple[int, int, Counter[int]]:
     """(rows, distinct event ids, distinct events per batch)."""
     import pyarrow.compute as pc
 
-    table = lab.iceberg().load_table(variant.identifier)
+    table = lab.iceberg().load(variant.table)
     data = table.scan(selected_fields=("event_id", "batch_id")).to_arrow()
     ids = data.column("event_id")
     distinct = data.group_by(["batch_id"]).aggregate([("event_id", "count_distinct")]).to_pylist()
@@ -453,7 +420,7 @@ def ui_executions(server: ThriftServer, attempts: int = 3, timeout_s: float = 60
 
 def append_check(lab: Lab, state: VariantState) -> ledger.TableCheck:
     """The append table against the ledger of what the writer reported (lab/ledger.py)."""
-    table = lab.iceberg().load_table(state.variant.append_identifier).scan(
+    table = lab.iceberg().load(state.variant.append_table).scan(
         selected_fields=("id", "batch_id", "payload")).to_arrow()
     rows: dict[int, list[int]] = {}
     for batch_id, row_id, payload in zip(table.column("batch_id").to_pylist(), table.column("id").to_pylist(),
@@ -484,6 +451,9 @@ def append_outcome(variant: Variant, wrote: proc.Finished, report: Mapping[str, 
 
 
 def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_seconds: float) -> dict[str, Any]:
+    """One round: the writer held at its gate, the maintenance paced and run inside its MERGE, the
+    gate opened and the writer's outcome read, then the table checks and the Spark UI's evidence
+    of the overlap. A control round (writers=False) runs the maintenance alone."""
     variant = state.variant
     batch = state.batch + 1 if writers else state.batch
     boundary = cold_before(batch if writers else batch + 1)
@@ -491,67 +461,96 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
     gate_dir = lab.run_dir / "gates" / f"{variant.name}-{batch}-{index}"
     gate_dir.mkdir(parents=True, exist_ok=True)
     env = writer_env(batch, cold_seconds, gate_dir if writers else None, lab.gate_jar)
-    maintenance = proc.maintain(f"maintain-{variant.name}", lab.project,
-                                lab.workdir(f"maintain-{variant.name}", lab.maintenance_server), [variant.model],
-                                ["rewrite_data_files"], env)
     record: dict[str, Any] = {"round": index, "variant": variant.name, "writers": writers, "batch": batch,
                               "cold_before": boundary.isoformat(), "load_1m": round(os.getloadavg()[0], 2)}
     started = time.time()
-    writer_run: proc.Running | None = None
-    gate: dict[str, Any] = {}
-    if writers:
-        work = lab.workdir(f"writer-{variant.name}", lab.writer_server)
-        build = proc.runner_run if variant.writer == "runner" else proc.dbt_run
-        writer_run = proc.start(build(f"writer-{variant.name}", lab.project, work,
-                                      f"{variant.model} {variant.append_model}", env))
-        deadline = time.monotonic() + GATE_REACH_TIMEOUT_S
-        while not reached(gate_dir) and writer_run.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        gate["reached"] = reached(gate_dir)
-        gate["reached_after_s"] = round(time.time() - started, 1)
-    # Pacing, not scoping: the maintenance starts once the days the writer left two rounds ago
-    # have been quiet for longer than cold_partitions_hours (control rounds too); the policy
-    # finds them itself.
+    writer_run, gate = _writer_to_gate(lab, variant, gate_dir, env, started) if writers else (None, {})
+    previous_ends = list(state.writer_ends)
+    _pace_maintenance(state, record, gate, cold_seconds)
+    compaction = _maintain(lab, variant, env, record)
+    if writer_run is not None:
+        _finish_writer(state, writer_run, gate_dir, batch, index, compaction, gate, record)
+    record["gate"] = gate
+    _check_tables(lab, state, before, boundary, record)
+    _ui_overlap(lab, variant, started, previous_ends, writers, record)
+    return record
+
+
+def _writer_to_gate(lab: Lab, variant: Variant, gate_dir: Path, env: Mapping[str, str], started: float
+                    ) -> tuple[proc.Running, dict[str, Any]]:
+    """Start the writer and wait until its MERGE reached the gate (or it ended, or the wait timed out)."""
+    work = lab.workdir(f"writer-{variant.name}", lab.writer_server)
+    build = proc.runner_run if variant.writer == "runner" else proc.dbt_run
+    models = f"{variant.model} {variant.append_model}"
+    writer_run = proc.start(build(f"writer-{variant.name}", lab.project, work, models, env))
+    deadline = time.monotonic() + GATE_REACH_TIMEOUT_S
+    while not reached(gate_dir) and writer_run.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return writer_run, {"reached": reached(gate_dir), "reached_after_s": round(time.time() - started, 1)}
+
+
+def _pace_maintenance(state: VariantState, record: dict[str, Any], gate: Mapping[str, Any], cold_seconds: float
+                      ) -> None:
+    """Pacing, not scoping: the maintenance starts once the days the writer left two rounds ago
+    have been quiet for longer than cold_partitions_hours (control rounds too); the policy finds
+    them itself."""
     wait = quiet_wait(time.time(), state.writer_ends, cold_seconds) if gate.get("reached", True) else 0.0
     time.sleep(wait)
     record["quiet_wait_s"] = round(wait, 1)
     maintenance_started = time.time()
-    previous_ends = list(state.writer_ends)
     if state.writer_ends:
         record["hot_days_quiet_s"] = round(maintenance_started - state.writer_ends[-1], 1)
         record["left_days_quiet_s"] = (round(maintenance_started - state.writer_ends[-2], 1)
                                        if len(state.writer_ends) > 1 else None)
+
+
+def _maintain(lab: Lab, variant: Variant, env: Mapping[str, str], record: dict[str, Any]) -> dict[str, Any]:
+    """`dbt-iceberg-maint maintain` compacting the variant's MERGE table; its compaction result."""
+    maintenance = proc.maintain(f"maintain-{variant.name}", lab.project,
+                                lab.workdir(f"maintain-{variant.name}", lab.maintenance_server), [variant.model],
+                                ["rewrite_data_files"], env)
     maintained = proc.start(maintenance).wait(PROCESS_TIMEOUT_S)
-    report = maintained.report(maintenance) or {}
-    results = report.get("results", [])
-    compaction = results[0] if results else {}
+    results = (maintained.report(maintenance) or {}).get("results", [])
+    compaction: dict[str, Any] = results[0] if results else {}
     record["maintenance"] = {"exit_code": maintained.exit_code, "seconds": round(maintained.seconds, 2),
                              "status": compaction.get("status"), "reason": compaction.get("reason"),
                              "kind": maintenance_kind(compaction), "sql": compaction.get("sql"),
                              "rewritten_files": (compaction.get("metrics") or {}).get("rewritten_data_files_count")}
-    if writer_run is not None:
-        gate["writer_held_until_maintenance_ended"] = writer_run.process.poll() is None
-        open_gate(gate_dir)
-        wrote = writer_run.wait(PROCESS_TIMEOUT_S)
-        state.writer_ends.append(time.time())
-        command = writer_run.command
-        report_doc = wrote.report(command)
-        results_path = command.target_path / "run_results.json"
-        run_results = json.loads(results_path.read_text()) if results_path.is_file() else None
-        if variant.writer == "runner":
-            outcome = runner_outcome(wrote.exit_code, report_doc, wrote.output, variant.model)
-        else:
-            outcome = plain_dbt_outcome(wrote.exit_code, run_results, wrote.output)
-        event, append_status = append_outcome(variant, wrote, report_doc, run_results)
-        state.record_append(batch, event, f"round {index}")
-        state.batch = batch
-        if outcome.green:
-            state.committed.add(batch)
-        record["writer"] = {**asdict(outcome), "seconds": round(wrote.seconds, 2), "append_status": append_status,
-                            "append_event": event}
-        gate["overlap_met"] = overlap_met(gate["reached"], compaction.get("status"),
-                                          gate["writer_held_until_maintenance_ended"])
-    record["gate"] = gate
+    return compaction
+
+
+def _finish_writer(state: VariantState, writer_run: proc.Running, gate_dir: Path, batch: int, index: int,
+                   compaction: Mapping[str, Any], gate: dict[str, Any], record: dict[str, Any]) -> None:
+    """Open the gate, wait for the writer, and record what it did (and the append's ledger event)."""
+    variant = state.variant
+    gate["writer_held_until_maintenance_ended"] = writer_run.process.poll() is None
+    open_gate(gate_dir)
+    wrote = writer_run.wait(PROCESS_TIMEOUT_S)
+    state.writer_ends.append(time.time())
+    command = writer_run.command
+    report_doc = wrote.report(command)
+    results_path = command.target_path / "run_results.json"
+    run_results = json.loads(results_path.read_text()) if results_path.is_file() else None
+    if variant.writer == "runner":
+        outcome = runner_outcome(wrote.exit_code, report_doc, wrote.output, variant.model)
+    else:
+        outcome = plain_dbt_outcome(wrote.exit_code, run_results, wrote.output)
+    event, append_status = append_outcome(variant, wrote, report_doc, run_results)
+    state.record_append(batch, event, f"round {index}")
+    state.batch = batch
+    if outcome.green:
+        state.committed.add(batch)
+    record["writer"] = {**asdict(outcome), "seconds": round(wrote.seconds, 2), "append_status": append_status,
+                        "append_event": event}
+    gate["overlap_met"] = overlap_met(gate["reached"], compaction.get("status"),
+                                      gate["writer_held_until_maintenance_ended"])
+
+
+def _check_tables(lab: Lab, state: VariantState, before: Sequence[FileRow], boundary: date,
+                  record: dict[str, Any]) -> None:
+    """P2's coverage, duplicates, the MERGE table against the committed batches, the append
+    table against its ledger."""
+    variant = state.variant
     after = table_files(lab, variant)
     covered = coverage(before, {f.path for f in after}, boundary, SMALL_FILE_BYTES)
     record["cold_small_files_at_start"] = covered.at_start
@@ -570,7 +569,11 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
     record["append_ledger"] = {"ok": appended.ok, "rows_duplicated": appended.rows_duplicated,
                                "duplicated_batches": list(appended.duplicated), "lost": list(appended.lost),
                                "unexpected": list(appended.unexpected), "mismatched": list(appended.mismatched)}
-    # Second evidence of the overlap: the Spark UI's statement intervals on both servers.
+
+
+def _ui_overlap(lab: Lab, variant: Variant, started: float, previous_ends: Sequence[float], writers: bool,
+                record: dict[str, Any]) -> None:
+    """Second evidence of the overlap: the Spark UI's statement intervals on both servers."""
     table = variant.table
     writer_ui, maintenance_ui = ui_executions(lab.writer_server), ui_executions(lab.maintenance_server)
     # Only statements that ran during this round: the intervals' 1 s tolerance on the start would
@@ -590,7 +593,6 @@ def run_round(lab: Lab, state: VariantState, writers: bool, index: int, cold_sec
                                   "merge_seconds": round(merges[0].end - merges[0].start, 1),
                                   "compaction_start_s": round(calls[0].start - started, 1),
                                   "compaction_seconds": round(calls[0].end - calls[0].start, 1)})
-    return record
 
 
 # ---- the run and its figures --------------------------------------------------------------------
@@ -616,12 +618,8 @@ def run_cycle(lab: Lab, states: Mapping[str, VariantState], cycle: Sequence[tupl
 
 def share_figures(green: int, runs: int) -> dict[str, Any]:
     """A green share with its Wilson 95 % and 99 % intervals."""
-    def interval(confidence: float) -> list[float] | None:
-        found = wilson_interval(green, runs, confidence)
-        return None if found is None else [round(found[0], 4), round(found[1], 4)]
-
     return {"green": green, "runs": runs, "share": round(green / runs, 4) if runs else None,
-            "wilson_95": interval(0.95), "wilson_99": interval(0.99)}
+            "wilson_95": wilson_rounded(green, runs, 0.95), "wilson_99": wilson_rounded(green, runs, 0.99)}
 
 
 def headline(variants: Sequence[Mapping[str, Any]], alpha: float = ALPHA) -> dict[str, Any]:
@@ -717,7 +715,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path | None = None,
+def run(rounds: int, quick: bool, results: Path | None = harness.RESULTS, run_dir: Path | None = None,
         cluster: SparkCluster | None = None, postgres: PostgresServer | None = None,
         max_minutes: float | None = None, cold_seconds: float = COLD_SECONDS) -> dict[str, Any]:
     """The benchmark; writes concurrency.json after every cycle (a cut-off run keeps its prefix).
@@ -725,7 +723,7 @@ def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path 
     then say how many rounds ran."""
     work = run_dir or Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
     started = time.time()
-    start = bench.run_start()
+    start = harness.run_start()
     lab = open_lab(work, cluster, postgres)
     records: list[dict[str, Any]] = []
     states = {v.name: VariantState(v) for v in VARIANTS}
@@ -751,7 +749,7 @@ def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path 
                 "stopped_early": stopped_early,
                 "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
                 "duration_s": round(time.time() - started, 1), "setup_s": round(setup_s, 1),
-                **bench.provenance(start),
+                **harness.provenance(start),
                 "load_1m_median": statistics.median(r["load_1m"] for r in records),
                 "settings": {"catalog": "Iceberg JDBC catalog on PostgreSQL", "cluster": "Spark standalone, "
                              f"1 worker, writers' application {WRITER_SLOTS} task slots (a gated task holds one), "
@@ -773,23 +771,17 @@ def run(rounds: int, quick: bool, results: Path | None = RESULTS, run_dir: Path 
                 "variants": variants, "headline": headline(variants), "p2": p2_figures(variants),
                 "rounds": records,
             }
-            if results is not None:
-                results.mkdir(parents=True, exist_ok=True)
-                (results / "concurrency.json").write_text(json.dumps(figures, indent=2) + "\n")
+            if results is not None:  # a cut-off run keeps its figures so far
+                harness.write_results("concurrency", figures, results)
     finally:
         lab.close()
     if results is not None and figures:
-        (results / "concurrency.json").write_text(json.dumps(figures, indent=2) + "\n")
-        plot(figures, results / "concurrency.png")
+        harness.publish("concurrency", figures, results, plot, lambda _figures: None)
     return figures
 
 
 def plot(figures: Mapping[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = harness.pyplot()
     variants = figures["variants"]
     names = [v["name"] for v in variants]
     fig, (share_ax, kind_ax, files_ax) = plt.subplots(1, 3, figsize=(15, 4.2))
@@ -822,9 +814,7 @@ def plot(figures: Mapping[str, Any], path: Path) -> None:
     files_ax.set_ylabel("data files after the round")
     files_ax.set_title("files over time")
     files_ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: Mapping[str, Any]) -> None:
@@ -852,12 +842,9 @@ def print_summary(figures: Mapping[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench concurrency", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser("concurrency", __doc__, "a few rounds, for the test suite")
     parser.add_argument("--rounds", type=int, default=None,
                         help=f"rounds per variant (default {FULL_ROUNDS}; 2 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="a few rounds, for the test suite")
-    parser.add_argument("--results", type=Path, default=RESULTS, help="where concurrency.json/png go")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the run's files here (default: temp)")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="start no new cycle after this many minutes (the JSON says how many rounds ran)")
@@ -865,9 +852,7 @@ def main() -> None:
                         help=f"the policy's cold_partitions_hours, in seconds (default {COLD_SECONDS:.0f}; "
                              f"{COLD_SECONDS_QUICK:.0f} with --quick)")
     args = parser.parse_args()
-    rounds = args.rounds or (2 if args.quick else FULL_ROUNDS)
-    if rounds < 1:
-        parser.error(f"--rounds {rounds}: expected a whole number >= 1")
+    rounds = harness.count(parser, "rounds", args.rounds, FULL_ROUNDS, 2, args)
     cold_seconds = args.cold_seconds or (COLD_SECONDS_QUICK if args.quick else COLD_SECONDS)
     if cold_seconds <= 0:
         parser.error(f"--cold-seconds {cold_seconds}: expected a number of seconds > 0")

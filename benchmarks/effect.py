@@ -17,7 +17,6 @@ Writes benchmarks/results/effect.{json,png}; prints a summary table."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import time
@@ -25,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import field
+from benchmarks import field, harness
 from dbt_iceberg_maint.results import parse_result_lines
 
 if TYPE_CHECKING:
@@ -194,14 +193,18 @@ def bulk_throughput(spark: SparkSession, project: Path, work: Path, files: int, 
         raise RuntimeError(f"bulk compaction failed: {run.error} {result}")
     after = data_files(spark, BULK)
     proxy = pyarrow_proxy({path: before[path] for path in before.keys() - after.keys()}, work / "proxy")
-    spark_bytes = int(result.metrics.get("rewritten_bytes_count", 0))
-    spark_s = (result.duration_ms or 0) / 1000
-    spark_bps = spark_bytes / spark_s if spark_s else None
-    proxy_bps = proxy["bytes"] / proxy["seconds"] if proxy["seconds"] else None
     spark.sql(f"drop table if exists {name} purge")
     return {"files": files, "rows_per_file": rows_per_file, "files_before": len(before), "files_after": len(after),
-            "spark_bytes": spark_bytes, "spark_compaction_s": round(spark_s, 3), "spark_bytes_per_s": spark_bps,
-            "proxy_bytes": proxy["bytes"], "proxy_s": round(proxy["seconds"], 3), "proxy_bytes_per_s": proxy_bps,
+            **throughput(int(result.metrics.get("rewritten_bytes_count", 0)), (result.duration_ms or 0) / 1000,
+                         proxy["bytes"], proxy["seconds"])}
+
+
+def throughput(spark_bytes: int, spark_s: float, proxy_bytes: float, proxy_s: float) -> dict[str, Any]:
+    """Spark's compaction rate beside the pyarrow proxy's on the same files, and their ratio."""
+    spark_bps = spark_bytes / spark_s if spark_s else None
+    proxy_bps = proxy_bytes / proxy_s if proxy_s else None
+    return {"spark_bytes": spark_bytes, "spark_compaction_s": round(spark_s, 3), "spark_bytes_per_s": spark_bps,
+            "proxy_bytes": proxy_bytes, "proxy_s": round(proxy_s, 3), "proxy_bytes_per_s": proxy_bps,
             "spark_over_proxy": round(spark_bps / proxy_bps, 3) if spark_bps and proxy_bps else None}
 
 
@@ -216,21 +219,21 @@ def timed_queries(spark: SparkSession, last_day: int, reps: int) -> dict[str, An
             rows = spark.sql(query_sql(name, last_day)).collect()
             samples[name].append(time.perf_counter() - started)
             answers[name] = [tuple(r) for r in rows]
-    maintained, unmaintained = field.median(samples[MAINTAINED]), field.median(samples[UNMAINTAINED])
+    maintained, unmaintained = harness.median(samples[MAINTAINED]), harness.median(samples[UNMAINTAINED])
     return {"median_s": {"maintained": maintained, "unmaintained": unmaintained},
             "speedup": round(unmaintained / maintained, 2) if maintained and unmaintained else None,
             "same_answer": answers[MAINTAINED] == answers[UNMAINTAINED], "answer_rows": len(answers[MAINTAINED]),
             "samples_s": {k: [round(v, 4) for v in vs] for k, vs in samples.items()}}
 
 
-def run(lake: field.Lake, work: Path, start: field.RunStart, commits: int, maintain_every: int, reps: int,
+def run(lake: field.Lake, work: Path, start: harness.RunStart, commits: int, maintain_every: int, reps: int,
         quick: bool) -> dict[str, Any]:
     started = time.perf_counter()
     files_over_commits: list[dict[str, int]] = []
     maintenance: list[dict[str, Any]] = []
     checkpoints: list[dict[str, Any]] = []
     proxies: list[dict[str, float]] = []
-    with field.LoadSampler() as load:
+    with harness.LoadSampler() as load:
         spark = field.start_spark(lake, "bench-effect")
         try:
             project = field.scratch_project(work)
@@ -287,31 +290,25 @@ def run(lake: field.Lake, work: Path, start: field.RunStart, commits: int, maint
 def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master: str,
               files_over_commits: list[dict[str, int]], maintenance: list[dict[str, Any]],
               checkpoints: list[dict[str, Any]], proxies: list[dict[str, float]], commit_s: list[float],
-              snapshots: dict[str, int], bulk: list[dict[str, Any]], load: field.LoadSampler,
-              duration_s: float, start: field.RunStart) -> dict[str, Any]:
+              snapshots: dict[str, int], bulk: list[dict[str, Any]], load: harness.LoadSampler,
+              duration_s: float, start: harness.RunStart) -> dict[str, Any]:
     files = file_figures(files_over_commits)
     latency = {**latency_figures(checkpoints), "checkpoints": checkpoints}
-    spark_bytes = sum(m["compaction_bytes"] for m in maintenance)
-    spark_s = sum((m["compaction_ms"] or 0) for m in maintenance) / 1000
-    proxy_bytes = sum(p["bytes"] for p in proxies)
-    proxy_s = sum(p["seconds"] for p in proxies)
-    spark_bps = spark_bytes / spark_s if spark_s else None
-    proxy_bps = proxy_bytes / proxy_s if proxy_s else None
-    throughput_ratio = round(spark_bps / proxy_bps, 3) if spark_bps and proxy_bps else None
+    rates = throughput(sum(m["compaction_bytes"] for m in maintenance),
+                       sum((m["compaction_ms"] or 0) for m in maintenance) / 1000,
+                       sum(p["bytes"] for p in proxies), sum(p["seconds"] for p in proxies))
     averaged_speedup = latency["time_averaged"]["speedup"]
     averaged_fewer = files["time_averaged"]["fewer_pct"]
     return {
         "benchmark": "effect", "quick": quick, "commits": commits, "maintain_every": maintain_every,
         "query_repetitions": reps, "master": master,
         "commit_shape": {"rows": ROWS_PER_COMMIT, "late_rows": LATE_ROWS_PER_COMMIT, "commits_per_day": COMMITS_PER_DAY,
-                         "median_commit_s": field.median(commit_s)},
+                         "median_commit_s": harness.median(commit_s)},
         "query": query_sql("<table>", commits // COMMITS_PER_DAY),
         "files": files,
         "snapshots": snapshots,
         "latency": latency,
-        "throughput": {"spark_bytes": spark_bytes, "spark_compaction_s": round(spark_s, 3),
-                       "spark_bytes_per_s": spark_bps, "proxy_bytes": proxy_bytes, "proxy_s": round(proxy_s, 3),
-                       "proxy_bytes_per_s": proxy_bps, "spark_over_proxy": throughput_ratio, "bulk": bulk},
+        "throughput": {**rates, "bulk": bulk},
         "maintenance": maintenance,
         # Goals judged on the time averages: the best point alone would flatter the sawtooth.
         "goals": {**GOALS, "judged_on": "time averages over the commit sequence",
@@ -319,8 +316,8 @@ def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master:
                   "fewer_files_met": (averaged_fewer or 0) >= GOALS["fewer_files_min_pct"],
                   "speedup_met_at_best_point": ((latency["best"] or {}).get("speedup") or 0) >= GOALS["speedup_min"],
                   "fewer_files_met_at_best_point": (files["best"]["fewer_pct"] or 0) >= GOALS["fewer_files_min_pct"],
-                  "throughput_met": (throughput_ratio or 0) >= GOALS["throughput_over_proxy_min"]},
-        "duration_s": round(duration_s, 1), **field.provenance(start, load),
+                  "throughput_met": (rates["spark_over_proxy"] or 0) >= GOALS["throughput_over_proxy_min"]},
+        "duration_s": round(duration_s, 1), **harness.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF,
                      "maintenance": "dbt run-operation dbt_iceberg_maint.iceberg_maintenance "
                      "--args {select: effect_maintained} (policy in benchmarks/projects/field/dbt_project.yml)"},
@@ -328,7 +325,7 @@ def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master:
 
 
 def plot(figures: dict[str, Any], path: Path) -> None:
-    plt = field.pyplot()
+    plt = harness.pyplot()
     fig, (files_ax, latency_ax) = plt.subplots(1, 2, figsize=(11, 4))
     points = figures["files"]["over_commits"]
     sawtooth = [(p["commit"], v) for p in points for v in ([p["maintained_before"]] if "maintained_before" in p
@@ -354,7 +351,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     latency_ax.set_title(f"7-day dashboard query: {latency['time_averaged']['speedup']}x on average, "
                          f"{best}x at best", fontsize=9)
     latency_ax.legend(fontsize=8)
-    field.save_figure(fig, path)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -384,20 +381,16 @@ def print_summary(figures: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench effect", description=__doc__)
+    parser = harness.parser("effect", __doc__, "20 commits, for the test suite")
     parser.add_argument("--rounds", type=int, default=None, help="commits (default 200; 20 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="20 commits, for the test suite")
     parser.add_argument("--maintain-every", type=int, default=None, help="commits between maintenance runs "
                         "(default 50; 10 with --quick)")
     parser.add_argument("--reps", type=int, default=None, help="query repetitions at the end (default 15; 3 quick)")
     field.add_lake_arguments(parser)
-    parser.add_argument("--results", type=Path, default=field.RESULTS)
     args = parser.parse_args()
-    commits = args.rounds or (20 if args.quick else 200)
-    every = args.maintain_every or (10 if args.quick else 50)
-    reps = args.reps or (3 if args.quick else 15)
-    if commits < 1 or every < 1 or reps < 1:
-        parser.error("--rounds, --maintain-every and --reps must be whole numbers >= 1")
+    commits = harness.count(parser, "rounds", args.rounds, 200, 20, args)
+    every = harness.count(parser, "maintain-every", args.maintain_every, 50, 10, args)
+    reps = harness.count(parser, "reps", args.reps, 15, 3, args)
     field.run_benchmark("effect", args,
                         lambda lake, work, start: run(lake, work, start, commits, every, reps, args.quick),
                         plot, print_summary)

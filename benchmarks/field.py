@@ -1,6 +1,7 @@
-"""What the field benchmarks (overhead, effect, merge_conflicts) share: the machine and versions
-they ran on, a load-average sampler, the scratch dbt project with a `session` profile, Spark
-sessions on the JDBC catalog, and dbt invocations with their statement timings.
+"""What the field benchmarks (overhead, effect, merge_conflicts, post_hooks) share beyond the
+harness (benchmarks/harness.py): the lake (a lab cluster and PostgreSQL, or given ones), Spark
+sessions on its JDBC catalog, the scratch dbt project with a `session` profile, and dbt
+invocations with their statement timings.
 
 Every benchmark process starts its own SparkSession (on the lab's standalone cluster when given
 its master URL) with an Iceberg JDBC catalog on PostgreSQL as the default catalog `local`; dbt
@@ -12,29 +13,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import shutil
-import statistics
-import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
-from importlib import metadata
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from benchmarks import harness
+from benchmarks.harness import REPO
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-RESULTS = Path(__file__).parent / "results"
 PROJECT_TEMPLATE = Path(__file__).parent / "projects" / "field"
-REPO = Path(__file__).resolve().parent.parent
 SCHEMA = "field_bench"
 CATALOG = "local"
 # Small heaps: the machine (2 cores) is shared by several Spark applications at once.
@@ -46,112 +42,6 @@ SPARK_CONF = {
 }
 
 
-def versions() -> dict[str, str | None]:
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    from dbt_iceberg_maint.spark import BUNDLED_JAR_NAME
-
-    return {"python": platform.python_version(), "pyspark": version("pyspark"), "dbt-core": version("dbt-core"),
-            "dbt-spark": version("dbt-spark"), "iceberg_runtime": BUNDLED_JAR_NAME,
-            "pyarrow": version("pyarrow"), "pyiceberg": version("pyiceberg"), "postgresql": _postgres_version()}
-
-
-def _postgres_version() -> str | None:
-    from lab.postgres import _bin_dir
-
-    bin_dir = _bin_dir()
-    if bin_dir is None:
-        return None
-    out = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True, text=True, check=False)
-    return out.stdout.strip() or None
-
-
-class LoadSampler:
-    """The 1-minute load average every few seconds while a benchmark runs (a shared machine)."""
-
-    def __init__(self, every_s: float = 5.0) -> None:
-        self.every_s = every_s
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
-
-    def _run(self) -> None:
-        while True:
-            self.samples.append(os.getloadavg()[0])
-            if self._stop.wait(self.every_s):
-                return
-
-    def __enter__(self) -> LoadSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def figures(self) -> dict[str, float | int | None]:
-        s = self.samples
-        return {"samples": len(s), "mean": round(statistics.fmean(s), 2) if s else None,
-                "max": round(max(s), 2) if s else None}
-
-
-def machine(load: LoadSampler | None = None) -> dict[str, Any]:
-    found: dict[str, Any] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                             "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
-    if load is not None:
-        found["load_average_1m"] = load.figures()
-    return found
-
-
-# Results land here while benchmarks run one after another: they do not make the code dirty.
-RESULTS_PATHSPEC = ":(exclude)benchmarks/results"
-
-
-def git_state(repo: Path = REPO) -> tuple[str | None, bool | None]:
-    """(HEAD's commit, whether the tree has uncommitted changes outside benchmarks/results/);
-    (None, None) outside a git checkout."""
-    def git(*args: str) -> str | None:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
-        return out.stdout if out.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--", ".", RESULTS_PATHSPEC)
-    return (commit.strip() if commit else None), (None if status is None else bool(status.strip()))
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-@dataclass(frozen=True)
-class RunStart:
-    """What a results JSON records of the moment a benchmark started: the code and the load."""
-
-    commit: str | None
-    dirty: bool | None
-    load: tuple[float, ...]
-
-
-def run_start(repo: Path = REPO) -> RunStart:
-    commit, dirty = git_state(repo)
-    return RunStart(commit, dirty, tuple(load_average()))
-
-
-def provenance(start: RunStart, load: LoadSampler | None = None,
-               versions_: Callable[[], Mapping[str, str | None]] | None = None) -> dict[str, Any]:
-    """The provenance every results JSON carries (one shape for all benchmarks): the code's commit
-    and whether the tree was dirty when the run started, the load average at start and end
-    (1, 5, 15 min; `load_average`: torture.json's `load` is its workload), the machine and the
-    versions."""
-    return {"commit": start.commit, "dirty": start.dirty,
-            "load_average": {"start": list(start.load), "end": load_average()},
-            "machine": machine(load), "versions": dict((versions_ or versions)())}
-
-
 @dataclass(frozen=True)
 class Lake:
     """Where a benchmark's tables live: the JDBC catalog's properties and the Spark master."""
@@ -159,6 +49,10 @@ class Lake:
     catalog_properties: Mapping[str, str]
     master: str
     warehouse: Path
+
+    def with_properties(self, properties: Mapping[str, str]) -> Lake:
+        """The same lake, its catalog with more properties (e.g. `cache-enabled`)."""
+        return replace(self, catalog_properties={**self.catalog_properties, **properties})
 
     def to_json(self) -> str:
         return json.dumps({"catalog_properties": dict(self.catalog_properties), "master": self.master,
@@ -202,10 +96,14 @@ def add_lake_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
-    pairs = [item.split("=", 1) for item in args.catalog_property]
-    if any(len(pair) != 2 for pair in pairs):
-        raise SystemExit(f"--catalog-property takes KEY=VALUE, got {args.catalog_property}")
-    properties = {key: value for key, value in pairs}
+    """--catalog-property, read as the product's CLI reads it."""
+    from dbt_iceberg_maint.errors import UsageError
+    from dbt_iceberg_maint.metadata.catalog import parse_properties
+
+    try:
+        properties = parse_properties(args.catalog_property)
+    except UsageError as exc:
+        raise SystemExit(str(exc)) from exc
     if properties and "warehouse" not in properties:
         raise SystemExit("--catalog-property warehouse=DIR is required with a given catalog")
     return properties
@@ -300,72 +198,30 @@ class TimedDbt:
 
 
 def run_dbt(project: Path, args: Sequence[str], own_paths: Path | None = None) -> TimedDbt:
-    """dbt in this process (dbtRunner), timed; statements of nodes and of run-operations alike."""
-    from dbt.cli.main import dbtRunner
-
-    from dbt_iceberg_maint.invoke import _epoch_ms
-
-    statements: list[list[Any]] = []
-    messages: list[str] = []
-
-    def collect(event: Any) -> None:
-        messages.append(event.info.msg)
-        name = event.info.name
-        if name == "SQLQuery":
-            statements.append([getattr(event.data, "sql", ""), _epoch_ms(event.info.ts), None])
-        elif name == "SQLQueryStatus" and statements and statements[-1][2] is None:
-            statements[-1][2] = _epoch_ms(event.info.ts)
+    """dbt in this process (the product's invoke_dbt), timed; statements of nodes and of
+    run-operations alike."""
+    from dbt_iceberg_maint.invoke import invoke_dbt
 
     # own_paths: a target and log folder of this process's own (several dbt processes, one project).
     extra = ["--target-path", str(own_paths / "target"), "--log-path", str(own_paths / "logs")] if own_paths else []
     started = time.perf_counter()
-    outcome = dbtRunner(callbacks=[collect]).invoke(
-        [*args, "--quiet", "--project-dir", str(project), "--profiles-dir", str(project), *extra])
+    outcome = invoke_dbt([*args, "--quiet", *extra], project_dir=project)
     wall = time.perf_counter() - started
-    failures = tuple(str(r.message) for r in getattr(outcome.result, "results", None) or []
-                     if str(getattr(r.status, "value", r.status)) in {"error", "fail", "runtime error"})
-    return TimedDbt(bool(outcome.success), wall, tuple((s[0], int(s[1] or 0), s[2]) for s in statements),
-                    tuple(messages), None if outcome.exception is None else str(outcome.exception), failures)
+    return TimedDbt(outcome.success, wall, outcome.sql_statements, outcome.log_messages, outcome.exception,
+                    tuple(str(node.message) for node in outcome.failed_nodes()))
 
 
-def median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def write_results(name: str, figures: Mapping[str, Any], results: Path) -> Path:
-    results.mkdir(parents=True, exist_ok=True)
-    path = results / f"{name}.json"
-    path.write_text(json.dumps(figures, indent=2) + "\n")
-    return path
-
-
-def pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_figure(fig: Any, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    pyplot().close(fig)
-
-
-def run_benchmark(name: str, args: argparse.Namespace, run: Callable[[Lake, Path, RunStart], dict[str, Any]],
+def run_benchmark(name: str, args: argparse.Namespace,
+                  run: Callable[[Lake, Path, harness.RunStart], dict[str, Any]],
                   plot: Callable[[dict[str, Any], Path], None], summary: Callable[[dict[str, Any]], None]) -> None:
     """`run` on the lake (given or started here) in a scratch folder, with the moment it started
     (for `provenance`); then the JSON, the plot and the summary table."""
-    start = run_start()
+    start = harness.run_start()
     work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     try:
         with bench_lake(work, args.master, catalog_properties(args)) as lake:
             figures = run(lake, work, start)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    write_results(name, figures, args.results)
-    plot(figures, args.results / f"{name}.png")
-    summary(figures)
+    harness.publish(name, figures, args.results, plot, summary)
 

@@ -21,8 +21,8 @@ from collections import Counter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from benchmarks import field
-from benchmarks.stats import wilson_interval
+from benchmarks import field, harness
+from benchmarks.stats import wilson_rounded
 from dbt_iceberg_maint.conflicts import classify
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ BARRIER = "merge_barrier"
 BARRIER_TIMEOUT_S = 60.0
 # Every statement loads the table afresh: with Iceberg's catalog cache (30 s) a writer would
 # commit under the isolation level of an earlier round, read from its cached table metadata.
-UNCACHED = {f"spark.sql.catalog.{field.CATALOG}.cache-enabled": "false"}
+UNCACHED = {"cache-enabled": "false"}  # a catalog property
 REPLY_TIMEOUT_S = 600.0
 
 
@@ -91,7 +91,8 @@ def writer(party: str, lake: field.Lake, project: Path, gate: Path, own: Path) -
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    spark = field.start_spark(lake, f"bench-merge-writer-{party}", {"spark.pyspark.python": sys.executable, **UNCACHED})
+    spark = field.start_spark(lake.with_properties(UNCACHED), f"bench-merge-writer-{party}",
+                              {"spark.pyspark.python": sys.executable})
     try:
         # Deterministic as far as Spark knows: a MERGE refuses a nondeterministic source.
         spark.udf.register(BARRIER, barrier_function(str(gate), tuple(PARTIES), BARRIER_TIMEOUT_S), BooleanType())
@@ -118,7 +119,7 @@ class Writer:
     """One writer process: commands in on stdin, JSON answers out on stdout."""
 
     def __init__(self, party: str, lake: field.Lake, project: Path, gate: Path, work: Path) -> None:
-        from dbt_iceberg_maint.thrift_server import terminated_with_parent
+        from dbt_iceberg_maint.processes import terminated_with_parent
 
         self.party = party
         own = work / f"writer-{party}"
@@ -127,7 +128,7 @@ class Writer:
                    "--project", str(project), "--gate", str(gate), "--own", str(own)]
         self.log = (own / "stderr.log").open("ab")
         # Ends with this process even if it is killed (parent-death signal); stopped by its own pid.
-        self.process = subprocess.Popen(terminated_with_parent(command), cwd=field.REPO, stdin=subprocess.PIPE,
+        self.process = subprocess.Popen(terminated_with_parent(command), cwd=harness.REPO, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.log, text=True)
 
     def send(self, command: dict[str, Any]) -> None:
@@ -210,14 +211,14 @@ def play_round(spark: SparkSession, writers: list[Writer], gate: Path, number: i
             "state_mismatches": mismatches, "writers": answers}
 
 
-def run(lake: field.Lake, work: Path, start: field.RunStart, rounds_per_variant: int, quick: bool,
+def run(lake: field.Lake, work: Path, start: harness.RunStart, rounds_per_variant: int, quick: bool,
         max_minutes: float | None, results: Path | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     gate = work / "gate"
     gate.mkdir(parents=True, exist_ok=True)
     played: list[dict[str, Any]] = []
-    with field.LoadSampler() as load:
-        spark = field.start_spark(lake, "bench-merge-coordinator", UNCACHED)
+    with harness.LoadSampler() as load:
+        spark = field.start_spark(lake.with_properties(UNCACHED), "bench-merge-coordinator")
         writers: list[Writer] = []
         try:
             project = field.scratch_project(work)
@@ -237,7 +238,7 @@ def run(lake: field.Lake, work: Path, start: field.RunStart, rounds_per_variant:
                       f"{sum(r['outcome'] == 'barrier_not_met' for r in played)} barriers not met "
                       f"({elapsed:.0f} s)", flush=True)
                 if results is not None:  # an interrupted run still leaves its figures so far
-                    field.write_results("merge_conflicts", summarize(played, rounds_per_variant, quick, lake.master,
+                    harness.write_results("merge_conflicts", summarize(played, rounds_per_variant, quick, lake.master,
                                                                      load, elapsed, True, None, start), results)
                 if max_minutes is not None and elapsed > max_minutes * 60 and cycle + 1 < rounds_per_variant:
                     stopped_early = True
@@ -252,14 +253,9 @@ def run(lake: field.Lake, work: Path, start: field.RunStart, rounds_per_variant:
                      stopped_early, duplicates, start)
 
 
-def _interval(successes: int, trials: int) -> list[float] | None:
-    found = wilson_interval(successes, trials)
-    return None if found is None else [round(found[0], 4), round(found[1], 4)]
-
-
-def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool, master: str, load: field.LoadSampler,
-              duration_s: float, stopped_early: bool, duplicates: int | None, start: field.RunStart
-              ) -> dict[str, Any]:
+def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool, master: str,
+              load: harness.LoadSampler, duration_s: float, stopped_early: bool, duplicates: int | None,
+              start: harness.RunStart) -> dict[str, Any]:
     variants = []
     for isolation, predicates in VARIANTS:
         name = variant_name(isolation, predicates)
@@ -273,14 +269,14 @@ def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool
             "barrier_met": len(met), "barrier_not_met": len(rounds) - len(met),
             "conflict_rounds": conflicts, "no_conflict_rounds": len(met) - conflicts,
             "conflict_rate": round(conflicts / len(met), 3) if met else None,
-            "conflict_rate_wilson_95": _interval(conflicts, len(met)),
+            "conflict_rate_wilson_95": wilson_rounded(conflicts, len(met)),
             "writer_runs": 2 * len(met), "failed_writer_runs": sum(len(r["kinds"]) for r in met),
             "failures_by_kind": dict(kinds),
             "barrier_not_met_failures_by_kind": dict(Counter(
                 k for r in rounds if r["outcome"] == "barrier_not_met" for k in r["kinds"])),
             "merges_overlapped": sum(r["merges_overlapped"] for r in rounds),
             "state_mismatches": sum(r["state_mismatches"] for r in rounds),
-            "median_writer_wall_s": field.median([a["wall_s"] for r in rounds for a in r["writers"].values()]),
+            "median_writer_wall_s": harness.median([a["wall_s"] for r in rounds for a in r["writers"].values()]),
         })
     return {
         "benchmark": "merge_conflicts", "quick": quick, "rounds_per_variant_requested": rounds_per_variant,
@@ -288,7 +284,7 @@ def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool
         "table": {"partitioned_by": "day", "writer_days": PARTIES, "rows_per_merge": 20,
                   "merge": "incremental_strategy merge, unique_key id, copy-on-write (Iceberg's default)"},
         "variants": variants, "duplicate_ids": duplicates,
-        "rounds": played, "duration_s": round(duration_s, 1), **field.provenance(start, load),
+        "rounds": played, "duration_s": round(duration_s, 1), **harness.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF, "barrier_timeout_s": BARRIER_TIMEOUT_S,
                      "writers": "two OS processes, each its own Spark application (spark.cores.max=1) on the "
                                 "cluster, dbt in-process (method: session) per round"},
@@ -296,7 +292,7 @@ def summarize(played: list[dict[str, Any]], rounds_per_variant: int, quick: bool
 
 
 def plot(figures: dict[str, Any], path: Path) -> None:
-    plt = field.pyplot()
+    plt = harness.pyplot()
     variants = figures["variants"]
     fig, ax = plt.subplots(figsize=(8, 3.8))
     names = [v["name"] for v in variants]
@@ -310,7 +306,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("rounds with a failed MERGE (%, barrier met)")
     ax.set_ylim(0, 105)
     ax.set_title("Two MERGEs into disjoint day partitions at once")
-    field.save_figure(fig, path)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -325,13 +321,11 @@ def print_summary(figures: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench merge_conflicts", description=__doc__)
+    parser = harness.parser("merge_conflicts", __doc__, "2 rounds per variant, for the test suite")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per variant (default 50; 2 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="2 rounds per variant, for the test suite")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="start no new cycle of the four variants after this long (the figures say so)")
     field.add_lake_arguments(parser)
-    parser.add_argument("--results", type=Path, default=field.RESULTS)
     # The writer side (started by the benchmark itself).
     parser.add_argument("--writer", choices=sorted(PARTIES), help=argparse.SUPPRESS)
     parser.add_argument("--lake-json", help=argparse.SUPPRESS)
@@ -342,9 +336,7 @@ def main() -> None:
     if args.writer:
         writer(args.writer, field.Lake.from_json(args.lake_json), args.project, args.gate, args.own)
         return
-    rounds = args.rounds or (2 if args.quick else 50)
-    if rounds < 1:
-        parser.error(f"--rounds {rounds}: expected a whole number >= 1")
+    rounds = harness.count(parser, "rounds", args.rounds, 50, 2, args)
     field.run_benchmark("merge_conflicts", args,
                         lambda lake, work, start: run(lake, work, start, rounds, args.quick, args.max_minutes,
                                                       args.results),

@@ -14,7 +14,6 @@ Writes benchmarks/results/overhead.{json,png}; prints a summary table."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import field
+from benchmarks import field, harness
 from dbt_iceberg_maint.results import parse_result_lines
 
 if TYPE_CHECKING:
@@ -155,11 +154,11 @@ def comparable_output(procedure: str, macro: dict[str, Any], raw: dict[str, Any]
             {k: raw["first_row"][k] for k in keys if "bytes" not in k})
 
 
-def run(lake: field.Lake, work: Path, start: field.RunStart, reps: int, quick: bool) -> dict[str, Any]:
+def run(lake: field.Lake, work: Path, start: harness.RunStart, reps: int, quick: bool) -> dict[str, Any]:
     commits, deletes, orphans = (2, 1, 2) if quick else (3, 1, 3)
     samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PROCEDURES}
     started = time.perf_counter()
-    with field.LoadSampler() as load:
+    with harness.LoadSampler() as load:
         spark = field.start_spark(lake, "bench-overhead")
         try:
             project = field.scratch_project(work)
@@ -194,12 +193,12 @@ def run(lake: field.Lake, work: Path, start: field.RunStart, reps: int, quick: b
 
 
 def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], reps: int, quick: bool,
-              state: tuple[int, int, int], load: field.LoadSampler, master: str, duration_s: float,
-              dry_runs: list[dict[str, Any]], start: field.RunStart) -> dict[str, Any]:
+              state: tuple[int, int, int], load: harness.LoadSampler, master: str, duration_s: float,
+              dry_runs: list[dict[str, Any]], start: harness.RunStart) -> dict[str, Any]:
     procedures = {}
     for procedure, pairs in samples.items():
-        raw = field.median([p["raw"]["raw_s"] for p in pairs])
-        medians = {key: field.median([p["macro"][key] for p in pairs if p["macro"][key] is not None])
+        raw = harness.median([p["raw"]["raw_s"] for p in pairs])
+        medians = {key: harness.median([p["macro"][key] for p in pairs if p["macro"][key] is not None])
                    for key in ("end_to_end_s", "sql_span_s", "call_s")}
         ratios = {f"{key.removesuffix('_s')}_over_raw": (round(value / raw, 3) if value and raw else None)
                   for key, value in medians.items()}
@@ -207,7 +206,7 @@ def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], rep
             "sql": sql[procedure], "pairs": len(pairs),
             "median_s": {"raw": raw, **{f"macro_{k}": v for k, v in medians.items()}},
             "ratios": ratios,
-            "macro_statements": field.median([p["macro"]["statements"] for p in pairs]),
+            "macro_statements": harness.median([p["macro"]["statements"] for p in pairs]),
             "macro_sent": pairs[0]["macro"]["sent"] if pairs else [],
             "identical_start_states": sum(p["same_start"] for p in pairs),
             "identical_end_states": sum(p["same_end"] for p in pairs),
@@ -227,14 +226,14 @@ def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], rep
         "procedures": procedures, "duration_s": round(duration_s, 1),
         "dry_runs": {"runs": len(dry_runs), "unchanged": sum(d["unchanged"] for d in dry_runs),
                      "changed": sorted({k for d in dry_runs for k in d["changed"]})},
-        **field.provenance(start, load),
+        **harness.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF, "macro": "dbt run-operation dbt_iceberg_maint.iceberg_maintenance "
                      "--args {select: overhead_target, operations: [<procedure>], force: true}"},
     }
 
 
 def plot(figures: dict[str, Any], path: Path) -> None:
-    plt = field.pyplot()
+    plt = harness.pyplot()
     procs = list(figures["procedures"])
     series = (("raw", "raw CALL", "#2e7d32"), ("macro_call_s", "macro: CALL statement", "#66bb6a"),
               ("macro_sql_span_s", "macro: all its SQL", "#fbc02d"), ("macro_end_to_end_s", "dbt run-operation",
@@ -249,7 +248,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("median seconds")
     ax.set_title(f"P4 overhead: macro vs raw CALL, {figures['repetitions']} alternating pairs per procedure")
     ax.legend(fontsize=8)
-    field.save_figure(fig, path)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -268,15 +267,11 @@ def print_summary(figures: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench overhead", description=__doc__)
+    parser = harness.parser("overhead", __doc__, "small states, 1 pair each: for the test suite")
     parser.add_argument("--rounds", type=int, default=None, help="pairs per procedure (default 10; 1 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="small states, 1 pair each: for the test suite")
     field.add_lake_arguments(parser)
-    parser.add_argument("--results", type=Path, default=field.RESULTS)
     args = parser.parse_args()
-    reps = args.rounds or (1 if args.quick else 10)
-    if reps < 1:
-        parser.error(f"--rounds {reps}: expected a whole number >= 1")
+    reps = harness.count(parser, "rounds", args.rounds, 10, 1, args)
     field.run_benchmark("overhead", args, lambda lake, work, start: run(lake, work, start, reps, args.quick), plot,
                         print_summary)
 

@@ -6,7 +6,6 @@ Writes benchmarks/results/planner.json and planner.png; prints a summary table."
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -17,12 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import field
+from benchmarks import harness
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.planner import ModelTarget, health_figures, plan_table
 from dbt_iceberg_maint.policy.sql import TableRef
 
-RESULTS = Path(__file__).parent / "results"
 SCHEMA = "lake"
 # The mix: most tables unchanged since their last maintenance.
 MIX = (("maintained", 0.72), ("small_files", 0.14), ("deletes", 0.08), ("large", 0.03), ("empty", 0.03))
@@ -77,25 +75,18 @@ def _timed(work: Callable[[], object], rounds: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench planner", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per measurement (median); default 3")
-    parser.add_argument("--quick", action="store_true", help="a small lake (12 tables), for the test suite")
+    parser = harness.parser("planner", __doc__, "a small lake (12 tables), for the test suite")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per measurement (median); default 3")
     parser.add_argument("--tables", type=int, default=None, help="lake size (default 200; 12 with --quick)")
-    parser.add_argument("--results", type=Path, default=RESULTS, help="where planner.json/png go")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the lake here (reused when it exists with the same size); default: a temp dir")
     args = parser.parse_args()
-    if args.rounds < 1:
-        parser.error(f"--rounds {args.rounds}: expected a whole number >= 1")
-    tables = args.tables or (12 if args.quick else 200)
-    if tables < 5:
-        parser.error(f"--tables {tables}: expected at least 5 (one table of each kind)")
-    start = field.run_start()
-    figures = {**run(tables, args.rounds, args.quick, args.workdir), **field.provenance(start)}
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "planner.json").write_text(json.dumps(figures, indent=2) + "\n")
-    plot(figures, args.results / "planner.png")
-    print_summary(figures)
+    rounds = harness.count(parser, "rounds", args.rounds, 3, 3, args)
+    # One table of each kind at least.
+    tables = harness.count(parser, "tables", args.tables, 200, 12, args, least=5)
+    start = harness.run_start()
+    figures = {**run(tables, rounds, args.quick, args.workdir), **harness.provenance(start)}
+    harness.publish("planner", figures, args.results, plot, print_summary)
 
 
 def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> dict[str, Any]:
@@ -202,11 +193,7 @@ select (select count(*) from files), (select count(*) from files where file_size
 
 
 def plot(figures: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = harness.pyplot()
     ms = figures["ms_per_table"]
     order = ["plan_gated", "plan", "health", "pyiceberg_inspect", "spark_metadata_tables", "health_via_dbt"]
     fig, ax = plt.subplots(figsize=(8, 3.6))
@@ -219,9 +206,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {ms[key]:.2f}", va="center", fontsize=8)
     ax.axvline(10, color="#333", linestyle="--", linewidth=0.8)
     ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:

@@ -19,7 +19,6 @@ Writes benchmarks/results/post_hooks.{json,png}; prints a summary table."""
 
 from __future__ import annotations
 
-import argparse
 import collections
 import re
 import shutil
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import field
+from benchmarks import field, harness
 from dbt_iceberg_maint.results import parse_result_lines
 
 if TYPE_CHECKING:
@@ -125,7 +124,7 @@ def write_project(folder: Path, name: str, hooks: bool, shape: tuple[int, int, i
     (folder / "models").mkdir(parents=True)
     (folder / "dbt_project.yml").write_text(PROJECT.format(name=name, hooks=HOOKS_CONFIG if hooks else ""))
     (folder / "profiles.yml").write_text(field.PROFILE.format(name=name, schema=SCHEMA))
-    (folder / "packages.yml").write_text(f"packages:\n  - local: {field.REPO}\n")
+    (folder / "packages.yml").write_text(f"packages:\n  - local: {harness.REPO}\n")
     for model, sql in models(shape).items():
         (folder / "models" / f"{model}.sql").write_text(sql)
     outcome = invoke_dbt(["deps", "--quiet"], project_dir=folder)
@@ -196,7 +195,7 @@ def forget_checks(spark: SparkSession, shape: tuple[int, int, int]) -> None:
         spark.sql(f"alter table {SCHEMA}.{name} unset tblproperties if exists ({keys})")
 
 
-def run(warehouse: Path, work: Path, start: field.RunStart, pairs: int, full_check_runs: int,
+def run(warehouse: Path, work: Path, start: harness.RunStart, pairs: int, full_check_runs: int,
         quick: bool) -> dict[str, Any]:
     from dbt_iceberg_maint.spark import start_session
 
@@ -205,7 +204,7 @@ def run(warehouse: Path, work: Path, start: field.RunStart, pairs: int, full_che
     hooked = write_project(work / "hooks", "hooks_bench_hooks", hooks=True, shape=shape)
     samples: list[dict[str, Any]] = []
     started = time.perf_counter()
-    with field.LoadSampler() as load:
+    with harness.LoadSampler() as load:
         spark = start_session(warehouse, app_name="bench-post-hooks")
         spark.sparkContext.setLogLevel("ERROR")
         try:
@@ -233,11 +232,11 @@ def run(warehouse: Path, work: Path, start: field.RunStart, pairs: int, full_che
 
 def summarize(samples: list[dict[str, Any]], warm_up: list[dict[str, Any]], full_checks: list[dict[str, Any]],
               shape: tuple[int, int, int], quick: bool,
-              load: field.LoadSampler, duration_s: float, start: field.RunStart) -> dict[str, Any]:
-    plain = field.median([s["plain"]["wall_s"] for s in samples])
-    hooks = field.median([s["hooks"]["wall_s"] for s in samples])
+              load: harness.LoadSampler, duration_s: float, start: harness.RunStart) -> dict[str, Any]:
+    plain = harness.median([s["plain"]["wall_s"] for s in samples])
+    hooks = harness.median([s["hooks"]["wall_s"] for s in samples])
     ratio = round(hooks / plain, 3) if plain and hooks else None
-    full = field.median([r["wall_s"] for r in full_checks])
+    full = harness.median([r["wall_s"] for r in full_checks])
     maintenance: collections.Counter[str] = collections.Counter()
     kinds: dict[str, list[float]] = collections.defaultdict(list)
     for sample in samples:
@@ -251,7 +250,7 @@ def summarize(samples: list[dict[str, Any]], warm_up: list[dict[str, Any]], full
                     "runtime": "embedded (dbt_iceberg_maint.spark.start_session defaults), dbt-spark method: session"},
         "goal": {"hooks_over_plain_max": GOAL_RATIO, "evaluated_on": "median wall time of the whole dbt run"},
         "median_wall_s": {"plain": plain, "hooks": hooks},
-        "median_sql_span_s": {side: field.median([s[side]["sql_span_s"] for s in samples if s[side]["sql_span_s"]])
+        "median_sql_span_s": {side: harness.median([s[side]["sql_span_s"] for s in samples if s[side]["sql_span_s"]])
                               for side in ("plain", "hooks")},
         "ratio": ratio, "goal_met": ratio is not None and ratio <= GOAL_RATIO,
         "hooks_maintenance_results": dict(sorted(maintenance.items())),
@@ -259,12 +258,12 @@ def summarize(samples: list[dict[str, Any]], warm_up: list[dict[str, Any]], full
                             "over_plain": round(full / plain, 3) if full and plain else None, "samples": full_checks},
         "hooks_seconds_by_statement_kind": {k: round(sum(v) / len(samples), 3) for k, v in sorted(kinds.items())},
         "warm_up": warm_up, "samples": samples, "duration_s": round(duration_s, 1),
-        **field.provenance(start, load),
+        **harness.provenance(start, load),
     }
 
 
 def plot(figures: dict[str, Any], path: Path) -> None:
-    plt = field.pyplot()
+    plt = harness.pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     pairs = range(1, len(figures["samples"]) + 1)
     for side, color in (("plain", "#2e7d32"), ("hooks", "#c62828")):
@@ -281,7 +280,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     right.set_xlabel("seconds per hooks run (mean)")
     right.set_title("where a hooks run's statement time goes")
     right.tick_params(axis="y", labelsize=7)
-    field.save_figure(fig, path)
+    harness.save_figure(fig, path)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -299,23 +298,17 @@ def print_summary(figures: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/bench post_hooks", description=__doc__)
+    parser = harness.parser(NAME, __doc__, "6 models, 1 timed pair: for the test suite")
     parser.add_argument("--rounds", type=int, default=None, help="timed pairs (default 6; 1 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="6 models, 1 timed pair: for the test suite")
-    parser.add_argument("--results", type=Path, default=field.RESULTS)
     args = parser.parse_args()
-    pairs = args.rounds or (1 if args.quick else 6)
-    if pairs < 1:
-        parser.error(f"--rounds {pairs}: expected a whole number >= 1")
-    start = field.run_start()
+    pairs = harness.count(parser, "rounds", args.rounds, 6, 1, args)
+    start = harness.run_start()
     work = Path(tempfile.mkdtemp(prefix=f"bench-{NAME}-"))
     try:
         figures = run(work / "warehouse", work, start, pairs, 1 if args.quick else 2, args.quick)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    field.write_results(NAME, figures, args.results)
-    plot(figures, args.results / f"{NAME}.png")
-    print_summary(figures)
+    harness.publish(NAME, figures, args.results, plot, print_summary)
 
 
 if __name__ == "__main__":

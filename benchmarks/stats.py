@@ -24,6 +24,12 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
     return (0.0 if successes == 0 else centre - half), (1.0 if successes == trials else centre + half)
 
 
+def wilson_rounded(successes: int, trials: int, confidence: float = 0.95) -> list[float] | None:
+    """`wilson_interval` as a results JSON records it: [low, high] rounded to 4 places."""
+    found = wilson_interval(successes, trials, confidence)
+    return None if found is None else [round(found[0], 4), round(found[1], 4)]
+
+
 def fisher_exact_two_sided(a: int, b: int, c: int, d: int) -> float:
     """Two-sided p-value of Fisher's exact test on the 2x2 table [[a, b], [c, d]]: the probability,
     with the margins fixed, of every table no more likely than the observed one."""

@@ -4,21 +4,17 @@ and prints a summary. `--quick` is the form the test suite runs; `--minutes N` t
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks import field
+from benchmarks import harness
 from lab.fuzz import run_fuzz_process
 from lab.torture import full_settings, quick_settings, run_torture
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def summary(document: dict[str, Any]) -> str:
@@ -46,11 +42,7 @@ def summary(document: dict[str, Any]) -> str:
 
 def plot(document: dict[str, Any], path: Path) -> None:
     """Faults injected vs survived per kind, and the load's commits per table."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = harness.pyplot()
     kinds = sorted(document["faults"])
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [2, 1]})
     positions = range(len(kinds))
@@ -65,26 +57,23 @@ def plot(document: dict[str, Any], path: Path) -> None:
     right.set_ylabel("batches in the table")
     right.set_title(f"rows lost {document['rows_lost']}, duplicated {document['rows_duplicated']}, "
                     f"files deleted {document['referenced_files_deleted']}", fontsize=9)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    harness.save_figure(figure, path, dpi=110)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="./scripts/torture", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="the short form the test suite runs")
+    parser = harness.parser("torture", __doc__, "the short form the test suite runs")
+    parser.prog = "./scripts/torture"
     parser.add_argument("--minutes", type=float, default=30.0, help="minutes of load (full form)")
     parser.add_argument("--fuzz-examples", type=int, default=None, help="hypothesis examples per strategy")
-    parser.add_argument("--output", type=Path, default=RESULTS / "torture.json")
-    parser.add_argument("--replot", action="store_true", help="only redraw the PNG from --output's JSON")
+    parser.add_argument("--replot", action="store_true", help="only redraw torture.png from --results' torture.json")
     parser.add_argument("--keep", type=Path, default=None,
                         help="run in this (new) directory and keep it: worker logs, events, ledger, warehouse")
     args = parser.parse_args()
     if args.replot:
-        plot(json.loads(args.output.read_text()), args.output.with_suffix(".png"))
+        plot(json.loads((args.results / "torture.json").read_text()), args.results / "torture.png")
         return
     settings = quick_settings() if args.quick else full_settings(args.minutes)
-    start = field.run_start()
+    start = harness.run_start()
     if args.keep:
         args.keep.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="torture-") as scratch, ThreadPoolExecutor(1) as pool:
@@ -101,12 +90,8 @@ def main() -> None:
         except RuntimeError as exc:
             document["bad_inputs"] = {"tried": 0, "refused": 0, "accepted": 0, "table_changed": 0,
                                       "defect_count": 0, "defects": [], "by_target": {}, "error": str(exc)}
-    document.update(field.provenance(start, versions_=lambda: {**field.versions(),
-                                                              "hypothesis": metadata.version("hypothesis")}))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(document, indent=2, default=str) + "\n")
-    plot(document, args.output.with_suffix(".png"))
-    print(summary(document))
+    document.update(harness.provenance(start, versions_=lambda: harness.versions("hypothesis")))
+    harness.publish("torture", document, args.results, plot, lambda figures: print(summary(figures)))
     ok = (document["rows_lost"] == 0 and document["rows_duplicated"] == 0
           and document["referenced_files_deleted"] == 0 and document["bad_inputs"]["table_changed"] == 0
           and not document["bad_inputs"].get("error") and document["bad_inputs"]["defect_count"] == 0)

@@ -32,6 +32,7 @@ from dbt_iceberg_maint.output import (
     render,
     render_report,
 )
+from dbt_iceberg_maint.policy.selection import Shard
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -194,7 +195,11 @@ MAINTENANCE_OPERATIONS = ("compaction", "rewrite_data_files", "rewrite_position_
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option("--select", "select", multiple=True,
-              help="A model name or tag:<tag> (repeatable). Default: every Iceberg model.")
+              help="A model name, tag:<tag>, source:<source> or source:<source>.<table> (repeatable). Default: "
+                   "every Iceberg model and every source table that declares meta.iceberg_maint.")
+@click.option("--shard", default=None,
+              help="'K/N': only the K-th of N disjoint shards of the selection (by table name), so N jobs can "
+                   "share a lake.")
 @click.option("--operation", "operations", multiple=True, type=click.Choice(MAINTENANCE_OPERATIONS),
               help="Only these operations (repeatable). Default: compaction, expire_snapshots, "
                    "remove_orphan_files, rewrite_manifests.")
@@ -206,6 +211,7 @@ MAINTENANCE_OPERATIONS = ("compaction", "rewrite_data_files", "rewrite_position_
 @handle_errors
 def maintain_command(
     select: tuple[str, ...],
+    shard: str | None,
     operations: tuple[str, ...],
     dry_run: bool,
     force: bool,
@@ -225,7 +231,9 @@ def maintain_command(
     from dbt_iceberg_maint.maintenance import maintenance_table, run_maintenance
 
     _refuse_misplaced_options(dbt_args)
-    report = run_maintenance(select, operations, dry_run=dry_run, force=force, as_of=as_of,
+    if shard is not None:
+        Shard.parse(shard)  # a usage error before dbt starts
+    report = run_maintenance(select, operations, dry_run=dry_run, force=force, as_of=as_of, shard=shard,
                              dbt_args=dbt_args, project_dir=project_dir, profiles_dir=profiles_dir)
 
     def text(out: Console) -> None:
@@ -360,7 +368,9 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
               show_default=True)
 @click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--target", default=None)
-@click.option("--select", "select", multiple=True, help="A model name or tag:<tag> (repeatable).")
+@click.option("--select", "select", multiple=True,
+              help="A model name, tag:<tag>, source:<source> or source:<source>.<table> (repeatable).")
+@click.option("--shard", default=None, help="'K/N': only the K-th of N disjoint shards of the selection.")
 @click.option("--operation", "operations", multiple=True,
               type=click.Choice(["compaction", "rewrite_data_files", "rewrite_position_delete_files",
                                  "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]))
@@ -375,15 +385,15 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
 @handle_errors
 def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
                  workers: int, project_dir: Path, profiles_dir: Path | None, target: str | None,
-                 select: tuple[str, ...], operations: tuple[str, ...], parse: bool, vars_yaml: str | None,
-                 as_of: str | None, output: str, emit_args: bool) -> None:
+                 select: tuple[str, ...], shard: str | None, operations: tuple[str, ...], parse: bool,
+                 vars_yaml: str | None, as_of: str | None, output: str, emit_args: bool) -> None:
     """What maintain(dry_run=true) would decide for every Iceberg model, from metadata alone.
     Exit 0, 1 when a table could not be planned, 2 on usage errors."""
     from dbt_iceberg_maint.metadata import planner, report
 
     catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
     manifest = planner.load_manifest(project_dir, profiles_dir, target, parse)
-    targets = planner.iceberg_models(manifest, list(select) or None)
+    targets = planner.iceberg_models(manifest, list(select) or None, Shard.parse(shard) if shard else None)
     plan = planner.plan_models(catalog, targets, list(operations) or None,  # type: ignore[arg-type]
                                project_enabled=planner.project_enabled(project_dir, vars_yaml),
                                workers=workers, at=planner.parse_as_of(as_of))

@@ -92,11 +92,10 @@ class DbtInvocation:
     # Per node unique_id, its SQL statements in order as (started, ended) epoch ms from dbt's
     # SQLQuery / SQLQueryStatus events; ended is None for a statement that raised.
     statements: Mapping[str, tuple[tuple[int, int | None], ...]] = field(default_factory=dict, repr=False)
+    # Every statement of the invocation in order, a run-operation's too: (sql, started, ended).
+    sql_statements: tuple[tuple[str, int, int | None], ...] = field(default=(), repr=False)
     # What `dbt ls` printed (one string per node), for `ls` invocations.
     listed: tuple[str, ...] = field(default=(), repr=False)
-    # Every SQL statement in order, inside a node or not (run-operations), as (sql, started,
-    # ended) epoch ms; ended is None for a statement that raised. Tests read when CALLs ran.
-    queries: tuple[tuple[str, int, int | None], ...] = field(default=(), repr=False)
 
     def failed_nodes(self) -> tuple[NodeResult, ...]:
         return tuple(node for node in self.nodes if node.status in FAILED_STATUSES)
@@ -154,12 +153,12 @@ def _epoch_ms(ts: Any) -> int | None:
 
 
 class _StatementLog:
-    """Collects statement times from dbt's SQLQuery / SQLQueryStatus events: per node, and every
-    statement with its text."""
+    """Collects statement times from dbt's SQLQuery / SQLQueryStatus events: each node's, and
+    every statement's in order with its SQL (a run-operation's statements belong to no node)."""
 
     def __init__(self) -> None:
         self.by_node: dict[str, list[list[int | None]]] = {}
-        self.queries: list[list[Any]] = []
+        self.ordered: list[tuple[str, int, list[int | None]]] = []
 
     def record(self, event: Any) -> None:
         name = event.info.name
@@ -168,13 +167,11 @@ class _StatementLog:
         node_info = getattr(event.data, "node_info", None)
         unique_id = getattr(node_info, "unique_id", "") if node_info is not None else ""
         ms = _epoch_ms(event.info.ts)
-        if ms is None:
-            return
         if name == "SQLQuery":
-            self.queries.append([str(getattr(event.data, "sql", "")), ms, None])
-        elif self.queries and self.queries[-1][2] is None:
-            self.queries[-1][2] = ms
-        if not unique_id:
+            self.ordered.append((getattr(event.data, "sql", ""), int(ms or 0), [None]))
+        elif self.ordered and self.ordered[-1][2][0] is None:
+            self.ordered[-1][2][0] = ms
+        if not unique_id or ms is None:
             return
         statements = self.by_node.setdefault(unique_id, [])
         if name == "SQLQuery":
@@ -184,6 +181,9 @@ class _StatementLog:
 
     def frozen(self) -> dict[str, tuple[tuple[int, int | None], ...]]:
         return {uid: tuple((int(s[0] or 0), s[1]) for s in items) for uid, items in self.by_node.items()}
+
+    def in_order(self) -> tuple[tuple[str, int, int | None], ...]:
+        return tuple((sql, started, ended[0]) for sql, started, ended in self.ordered)
 
 
 def _node_results(result: Any) -> tuple[NodeResult, ...]:
@@ -271,6 +271,6 @@ def invoke_dbt(
         manifest=_read_manifest(_manifest_path(artifacts)) if read_manifest else None,
         events=tuple(events),
         statements=statements.frozen(),
+        sql_statements=statements.in_order(),
         listed=tuple(outcome.result) if isinstance(outcome.result, list) else (),
-        queries=tuple((str(q[0]), int(q[1]), q[2]) for q in statements.queries),
     )

@@ -155,9 +155,9 @@ def replay(pending: Sequence[PlanStep]) -> list[str]:
 
 
 def maintenance_args(select: Sequence[str] | None, operations: Sequence[str] | None, *, dry_run: bool,
-                     force: bool, as_of: str | None) -> list[str]:
+                     force: bool, as_of: str | None, shard: str | None = None) -> list[str]:
     args = {"select": list(select) if select else None, "operations": list(operations) if operations else None,
-            "dry_run": dry_run, "force": force, "as_of": as_of}
+            "dry_run": dry_run, "force": force, "as_of": as_of, "shard": shard}
     return ["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args",
             json.dumps({k: v for k, v in args.items() if v is not None})]
 
@@ -229,13 +229,15 @@ def run_maintenance(
     dry_run: bool = False,
     force: bool = False,
     as_of: str | None = None,
+    shard: str | None = None,
     dbt_args: Sequence[str] = (),
     project_dir: str | os.PathLike[str] = ".",
     profiles_dir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     invoke: Invoker | None = None,
 ) -> MaintenanceReport:
-    """Run iceberg_maintenance; after a run-time failure, record it and replay the rest of the plan."""
+    """Run iceberg_maintenance (on `shard` 'K/N' of the selection when given); after a run-time
+    failure, record it and replay the rest of the plan."""
     profiles = profiles_dir or default_profiles_dir(Path(project_dir).resolve(), os.environ)
     invoke_one = invoke or (lambda args: invoke_dbt([*args, *dbt_args], project_dir, profiles, env))
     # One run id for every invocation of this run (the probe and the replays too): they take again
@@ -246,7 +248,7 @@ def run_maintenance(
         with environment({RUN_ID_ENV: run_id}):
             return invoke_one(args)
 
-    invocation = run(maintenance_args(select, operations, dry_run=dry_run, force=force, as_of=as_of))
+    invocation = run(maintenance_args(select, operations, dry_run=dry_run, force=force, as_of=as_of, shard=shard))
     results: list[MaintenanceResult] = []
     invocations = 1
     while True:  # until a plan is logged: each round settles one table whose planning failed

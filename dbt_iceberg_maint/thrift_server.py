@@ -8,9 +8,10 @@ session (`dbt_iceberg_maint.spark`); `ThriftServer` is the thin process shell ar
     python -m dbt_iceberg_maint.thrift_server start --warehouse /tmp/wh   # prints host/port/pid
     python -m dbt_iceberg_maint.thrift_server stop --state-dir <dir>
 
-Over 300 lines on purpose: the pure command-line spec, the process shell (start, readiness,
-stop of the whole process group) and its `python -m` entry point change together, and each part
-alone is too small to be a module of its own.
+Starting, waiting, log reading and stopping are `dbt_iceberg_maint.processes`' (shared with the
+lab's cluster, PostgreSQL and workers). Over 300 lines: what to start (the spec), the handle on
+the running server (ports read from its log, readiness, stop) and the `python -m` command are one
+feature that changes together; the handle alone would be a module of one class.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import argparse
 import json
 import os
 import re
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
-from dbt_iceberg_maint import embedded_catalog
+from dbt_iceberg_maint import embedded_catalog, processes
 from dbt_iceberg_maint.errors import RuntimeSetupError
 from dbt_iceberg_maint.spark import (
     DEFAULT_CATALOG,
@@ -179,12 +178,6 @@ def accepts_connections(host: str, port: int, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def tail(path: Path, lines: int = 40) -> str:
-    if not path.is_file():
-        return "(no log written)"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
 class ThriftServer:
     """One running `HiveThriftServer2` process group; a context manager that stops it."""
 
@@ -193,8 +186,8 @@ class ThriftServer:
         self.spec = spec
         self.state_dir = state_dir
         self.process = process
+        self.started = processes.Started(process, state_dir / LOG_FILE, log_offset)
         self.started_in_s: float | None = None
-        self.log_offset = log_offset  # where this process's lines start in the (appended) log
         self._port: int | None = spec.port or None
         self._ui_port: int | None = spec.ui_port or None
 
@@ -230,11 +223,9 @@ class ThriftServer:
     def _read_ports(self) -> None:
         """The ports a server started on port 0 reports, read from its own part of the log."""
         ui_missing = self.spec.ui_port is not None and self._ui_port is None
-        if (self._port is not None and not ui_missing) or not self.log_path.is_file():
+        if self._port is not None and not ui_missing:
             return
-        with self.log_path.open("rb") as log:
-            log.seek(self.log_offset)
-            text = log.read().decode(errors="replace")
+        text = self.started.output()
         if self._port is None and (match := THRIFT_PORT_LINE.search(text)):
             self._port = int(match.group(1))
         if ui_missing and (match := UI_PORT_LINE.search(text)):
@@ -242,38 +233,25 @@ class ThriftServer:
 
     def wait_until_ready(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> float:
         """Block until the server accepts connections; seconds waited, or a clear error."""
-        started = time.monotonic()
-        deadline = started + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeSetupError(
-                    f"the Spark Thrift Server exited with code {self.process.returncode} before "
-                    f"accepting connections on {self._where()}; last lines of {self.log_path}:\n"
-                    f"{tail(self.log_path)}"
-                )
+        begun = time.monotonic()
+
+        def accepting() -> bool | None:
             self._read_ports()
-            if self._port is not None and accepts_connections(self.host, self._port):
-                self.started_in_s = time.monotonic() - started
-                return self.started_in_s
-            time.sleep(0.5)
-        raise RuntimeSetupError(
-            f"the Spark Thrift Server did not accept connections on {self._where()} within "
-            f"{timeout_s:.0f} s; last lines of {self.log_path}:\n{tail(self.log_path)}"
-        )
+            return True if self._port is not None and accepts_connections(self.host, self._port) else None
+
+        processes.wait_until(
+            accepting, self.started, timeout_s, interval_s=0.5,
+            exited=lambda code: f"the Spark Thrift Server exited with code {code} before accepting connections on "
+                                f"{self._where()}",
+            timed_out=lambda: f"the Spark Thrift Server did not accept connections on {self._where()}")
+        self.started_in_s = time.monotonic() - begun
+        return self.started_in_s
 
     def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> int | None:
         """SIGTERM the server's own process group, SIGKILL it if it lingers; its exit code."""
-        if self.process.poll() is None:
-            signal_group(self.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                signal_group(self.pid, signal.SIGKILL)
-                self.process.wait(timeout=timeout_s)
-        # Children of the group (none expected) must not outlive the server either.
-        _wait_for_group_exit(self.pid, timeout_s)
+        code = processes.stop(self.process, timeout_s)
         (self.state_dir / STATE_FILE).unlink(missing_ok=True)
-        return self.process.returncode
+        return code
 
     def __enter__(self) -> ThriftServer:
         return self
@@ -281,25 +259,6 @@ class ThriftServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.stop()
-
-
-def terminated_with_parent(command: list[str]) -> list[str]:
-    """`command` under `setpriv --pdeathsig TERM`: Linux sends it SIGTERM when its parent dies.
-    The death signal survives the exec chain setpriv -> spark-submit -> spark-class -> java,
-    which keeps the pid (no pre-exec hook in this multi-threaded process)."""
-    setpriv = shutil.which("setpriv")
-    if not sys.platform.startswith("linux") or setpriv is None:
-        raise RuntimeSetupError("stop_with_parent needs Linux and util-linux's setpriv "
-                                "(Debian/Ubuntu: apt-get install util-linux)")
-    return [setpriv, "--pdeathsig", "TERM", "--", *command]
-
-
-def signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Signal a whole process group; one that already ended is not an error."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def start_thrift_server(
@@ -349,19 +308,15 @@ def start_thrift_server(
         raise RuntimeSetupError(f"port {spec.port} on {spec.host} is already in use; choose another port "
                                 "or stop what listens there")
     command = spec.command(find_spark_submit())
-    if stop_with_parent:
-        command = terminated_with_parent(command)
     prepare_default_namespace(catalog)
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SPARK_LOCAL_IP": spec.host}
     env.pop("PYSPARK_GATEWAY_PORT", None)  # never attach to the test process's own JVM
-    with (state / LOG_FILE).open("ab") as log:
-        offset = log.tell()
-        # Its own session (process group): stop() ends the server and nothing else.
-        process = subprocess.Popen(command, cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-    server = ThriftServer(spec, state, process, log_offset=offset)
+    # Its own session (process group): stop() ends the server and nothing else.
+    started = processes.start(command, state / LOG_FILE, env=env, cwd=state, with_parent=stop_with_parent)
+    process = started.process
+    server = ThriftServer(spec, state, process, log_offset=started.offset)
     (state / STATE_FILE).write_text(json.dumps({"pid": process.pid, "host": spec.host, "port": spec.port or None}))
     try:
         server.wait_until_ready(start_timeout_s)
@@ -377,42 +332,14 @@ def stop_recorded_server(state_dir: str | os.PathLike[str], timeout_s: float = D
     state_file = Path(state_dir) / STATE_FILE
     if not state_file.is_file():
         return False
-    pid = int(json.loads(state_file.read_text())["pid"])
-    signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and group_alive(pid):
-        time.sleep(0.2)
-    _wait_for_group_exit(pid, timeout_s)
+    processes.stop_pid(int(json.loads(state_file.read_text())["pid"]), timeout_s)
     state_file.unlink(missing_ok=True)
     return True
 
 
-def _wait_for_group_exit(pgid: int, timeout_s: float) -> None:
-    """SIGKILL what is left of the group and wait (bounded) until the kernel has removed it."""
-    if group_alive(pgid):
-        signal_group(pgid, signal.SIGKILL)
-    deadline = time.monotonic() + timeout_s
-    while group_alive(pgid):
-        if time.monotonic() > deadline:
-            raise RuntimeSetupError(
-                f"process group {pgid} of the Spark Thrift Server survived SIGKILL for {timeout_s:.0f} s")
-        time.sleep(0.05)
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group `pgid` is still alive."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m dbt_iceberg_maint.thrift_server",
-        description="Start or stop a local Spark Thrift Server with Iceberg.",
-    )
+    parser = argparse.ArgumentParser(prog="python -m dbt_iceberg_maint.thrift_server",
+                                     description="Start or stop a local Spark Thrift Server with Iceberg.")
     sub = parser.add_subparsers(dest="action", required=True)
     start = sub.add_parser("start", help="start in the background; prints host, port and pid as JSON")
     start.add_argument("--warehouse", required=True, help="Iceberg warehouse directory (the embedded catalog)")
@@ -424,21 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.action == "start":
-            server = start_thrift_server(
-                args.warehouse, args.state_dir, port=args.port, driver_memory=args.driver_memory
-            )
-            print(
-                json.dumps(
-                    {
-                        "host": server.host,
-                        "port": server.port,
-                        "pid": server.pid,
-                        "started_in_s": round(server.started_in_s or 0.0, 1),
-                        "log": str(server.log_path),
-                        **server.profile_env(),
-                    }
-                )
-            )
+            server = start_thrift_server(args.warehouse, args.state_dir, port=args.port,
+                                         driver_memory=args.driver_memory)
+            print(json.dumps({"host": server.host, "port": server.port, "pid": server.pid,
+                              "started_in_s": round(server.started_in_s or 0.0, 1), "log": str(server.log_path),
+                              **server.profile_env()}))
             return 0
         stopped = stop_recorded_server(args.state_dir)
         print("stopped" if stopped else f"no server recorded in {args.state_dir}")

@@ -12,38 +12,22 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint import processes
+from dbt_iceberg_maint.metadata.catalog import CatalogConfig, MetadataCatalog, open_catalog
 from dbt_iceberg_maint.spark import DEFAULT_CATALOG, check_java
-from dbt_iceberg_maint.thrift_server import (
-    LOOPBACK,
-    ThriftServer,
-    group_alive,
-    pyspark_home,
-    signal_group,
-    start_thrift_server,
-    tail,
-    terminated_with_parent,
-)
+from dbt_iceberg_maint.thrift_server import LOOPBACK, ThriftServer, pyspark_home, start_thrift_server
 from lab.postgres import JDBC_JAR, PostgresServer
-
-if TYPE_CHECKING:
-    from pyiceberg.catalog.sql import SqlCatalog
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 MASTER_URL_LINE = re.compile(r"Starting Spark master at (spark://[\w.\-]+:\d+)")
 WORKER_REGISTERED_LINE = re.compile(r"Successfully registered with master")
 START_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -80,34 +64,32 @@ class JdbcCatalog:
     def properties(self) -> dict[str, str]:
         return self.postgres.spark_catalog_properties(str(self.warehouse))
 
-    def pyiceberg(self, name: str = DEFAULT_CATALOG) -> SqlCatalog:
-        """pyiceberg's SqlCatalog on the same rows (Spark's JdbcCatalog keys rows by catalog name)."""
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        pg = self.postgres
-        return SqlCatalog(name, uri=f"postgresql+psycopg2://postgres:postgres@127.0.0.1:{pg.port}/{pg.database}",
-                          warehouse=str(self.warehouse))
+    def metadata(self, name: str = DEFAULT_CATALOG) -> MetadataCatalog:
+        """The same catalog without Spark, opened the way the product's CLI opens it (pyiceberg;
+        Spark's JdbcCatalog keys rows by catalog name, so the name must be Spark's)."""
+        return open_catalog(CatalogConfig(name, self.properties()))
 
     def prepare(self, name: str = DEFAULT_CATALOG) -> None:
         """Thrift clients run `USE default` on connect: the namespace must exist beforehand."""
         self.warehouse.mkdir(parents=True, exist_ok=True)
-        self.pyiceberg(name).create_namespace_if_not_exists("default")
+        self.metadata(name).create_namespace("default")
 
 
 @dataclass
 class SparkCluster:
-    """A running master + worker; `stop()` ends both process groups."""
+    """A running master + worker; `stop()` ends both process groups (the worker's executors live
+    in its group: none outlives it)."""
 
     spec: ClusterSpec
     state_dir: Path
-    master: subprocess.Popen[bytes]
-    worker: subprocess.Popen[bytes] | None = None
+    master: processes.Started
+    worker: processes.Started | None = None
     master_url: str = ""
     stopped: bool = field(default=False)
 
     @property
     def master_log(self) -> Path:
-        return self.state_dir / "master.log"
+        return self.master.log
 
     @property
     def worker_log(self) -> Path:
@@ -119,58 +101,22 @@ class SparkCluster:
 
     def stop(self) -> None:
         # Worker first: it kills its executors when it is told to stop.
-        for process in (self.worker, self.master):
-            if process is not None:
-                _stop_group(process)
+        for started in (self.worker, self.master):
+            if started is not None:
+                processes.stop(started.process)
         self.stopped = True
 
     def alive(self) -> bool:
-        return any(group_alive(pid) for pid in self.pids)
+        return any(processes.group_alive(pid) for pid in self.pids)
 
 
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        signal_group(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            signal_group(process.pid, signal.SIGKILL)
-            process.wait(timeout=STOP_TIMEOUT_S)
-    # Executors the worker launched live in its group; none may outlive it.
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while group_alive(process.pid):
-        signal_group(process.pid, signal.SIGKILL)
-        if time.monotonic() > deadline:
-            raise RuntimeSetupError(f"process group {process.pid} survived SIGKILL for {STOP_TIMEOUT_S:.0f} s")
-        time.sleep(0.05)
-
-
-def _spawn(command: list[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(terminated_with_parent(command), cwd=log.parent, env=dict(env), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def _wait_for_line(process: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str], what: str,
-                   timeout_s: float, offset: int) -> re.Match[str]:
+def _wait_for_line(started: processes.Started, pattern: re.Pattern[str], what: str, timeout_s: float
+                   ) -> re.Match[str]:
     """The first match of `pattern` in this process's part of its (appended) log."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with log.open("rb") as file:
-            file.seek(offset)
-            text = file.read().decode(errors="replace")
-        if match := pattern.search(text):
-            return match
-        if process.poll() is not None:
-            raise RuntimeSetupError(f"the Spark {what} exited with code {process.returncode}; last lines of "
-                                    f"{log}:\n{tail(log)}")
-        time.sleep(0.25)
-    raise RuntimeSetupError(f"the Spark {what} did not report {pattern.pattern!r} within {timeout_s:.0f} s; "
-                            f"last lines of {log}:\n{tail(log)}")
-
-
-def _size(path: Path) -> int:
-    return path.stat().st_size if path.is_file() else 0
+    return processes.wait_until(
+        lambda: pattern.search(started.output()), started, timeout_s,
+        exited=lambda code: f"the Spark {what} exited with code {code}",
+        timed_out=lambda: f"the Spark {what} did not report {pattern.pattern!r}")
 
 
 def start_cluster(state_dir: str | os.PathLike[str] | None = None, spec: ClusterSpec | None = None,
@@ -186,15 +132,15 @@ def start_cluster(state_dir: str | os.PathLike[str] | None = None, spec: Cluster
            "SPARK_HOME": str(pyspark_home()), "SPARK_WORKER_DIR": str(state / "work"),
            "SPARK_LOG_DIR": str(state)}
     env.pop("PYSPARK_GATEWAY_PORT", None)
-    offsets = {name: _size(state / name) for name in ("master.log", "worker.log")}
-    cluster = SparkCluster(spec, state, _spawn(spec.master_command(spark_class), state / "master.log", env))
+
+    def spawn(command: list[str], log: str) -> processes.Started:
+        return processes.start(command, state / log, env=env, cwd=state, with_parent=True)
+
+    cluster = SparkCluster(spec, state, spawn(spec.master_command(spark_class), "master.log"))
     try:
-        match = _wait_for_line(cluster.master, cluster.master_log, MASTER_URL_LINE, "master", timeout_s,
-                               offsets["master.log"])
-        cluster.master_url = match.group(1)
-        cluster.worker = _spawn(spec.worker_command(spark_class, cluster.master_url), cluster.worker_log, env)
-        _wait_for_line(cluster.worker, cluster.worker_log, WORKER_REGISTERED_LINE, "worker", timeout_s,
-                       offsets["worker.log"])
+        cluster.master_url = _wait_for_line(cluster.master, MASTER_URL_LINE, "master", timeout_s).group(1)
+        cluster.worker = spawn(spec.worker_command(spark_class, cluster.master_url), "worker.log")
+        _wait_for_line(cluster.worker, WORKER_REGISTERED_LINE, "worker", timeout_s)
     except BaseException:
         cluster.stop()
         raise

@@ -11,10 +11,10 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import RuntimeSetupError
 
 JDBC_JAR = Path("/usr/share/java/postgresql.jar")
@@ -77,32 +77,8 @@ class PostgresServer:
                 "warehouse": warehouse}
 
     def stop(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGINT)  # postmaster: fast shutdown
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if not _alive(self.pid):
-                return
-            time.sleep(0.1)
-        os.kill(self.pid, signal.SIGKILL)
-        while _alive(self.pid):
-            time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` still runs; reaps it when it is this process's own child (no zombie)."""
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        """SIGINT to the postmaster alone (fast shutdown: it ends its backends itself)."""
+        processes.stop_pid(self.pid, first=signal.SIGINT, whole_group=False)
 
 
 def _postmaster_command(bin_dir: Path, data_dir: Path, socket_dir: Path, port: int) -> list[str]:
@@ -114,13 +90,19 @@ def _postmaster_command(bin_dir: Path, data_dir: Path, socket_dir: Path, port: i
     command = [str(bin_dir / "postgres"), "-D", str(data_dir), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
                "-c", "max_connections=1000", "-k", str(socket_dir)]
     as_postgres = ["--reuid", "postgres", "--regid", "postgres", "--init-groups"] if os.geteuid() == 0 else []
-    return ["setpriv", *as_postgres, "--pdeathsig", "INT", "--", *command]
+    return processes.terminated_with_parent(command, "INT", as_postgres)
 
 
 def _ready(bin_dir: Path, port: int) -> bool:
     result = subprocess.run([str(bin_dir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)],
                             capture_output=True)
     return result.returncode == 0
+
+
+def _wait_ready(started: processes.Started, bin_dir: Path, port: int, timeout_s: float) -> None:
+    processes.wait_until(lambda: True if _ready(bin_dir, port) else None, started, timeout_s, interval_s=0.2,
+                         exited=lambda code: f"PostgreSQL exited with code {code}",
+                         timed_out=lambda: f"PostgreSQL did not accept connections on port {port}")
 
 
 def start_server(database: str = "iceberg", attempts: int = 5, timeout_s: float = 60.0) -> PostgresServer:
@@ -132,20 +114,17 @@ def start_server(database: str = "iceberg", attempts: int = 5, timeout_s: float 
         shutil.chown(root, "postgres", "postgres")
     subprocess.run(_as_postgres([str(bin_dir / "initdb"), "-A", "trust", "-U", "postgres", "-D", str(data_dir)]),
                    check=True, capture_output=True)
-    log_path = root / "server.log"
-    last_error = ""
+    last_error: RuntimeSetupError | None = None
     for _ in range(attempts):
         port = _free_port()  # the postmaster cannot bind port 0; another process may take it: retry
-        with log_path.open("ab") as log:
-            process = subprocess.Popen(_postmaster_command(bin_dir, data_dir, root, port), stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while process.poll() is None and time.monotonic() < deadline and not _ready(bin_dir, port):
-            time.sleep(0.2)
-        if process.poll() is None and _ready(bin_dir, port):
-            subprocess.run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
-                            database], check=True, capture_output=True)
-            return PostgresServer(data_dir, port, process.pid, database)
-        PostgresServer(data_dir, port, process.pid, database).stop()
-        last_error = log_path.read_text(errors="replace")[-2000:]
+        started = processes.start(_postmaster_command(bin_dir, data_dir, root, port), root / "server.log")
+        try:
+            _wait_ready(started, bin_dir, port, timeout_s)
+        except RuntimeSetupError as exc:
+            PostgresServer(data_dir, port, started.pid, database).stop()
+            last_error = exc
+            continue
+        subprocess.run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", database],
+                       check=True, capture_output=True)
+        return PostgresServer(data_dir, port, started.pid, database)
     raise RuntimeSetupError(f"PostgreSQL did not start after {attempts} attempts: {last_error}")

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,27 +28,28 @@ from typing import Any
 from lab.ledger import Ledger, LedgerEntry, batch_rows_sql
 
 PROJECT_DIR = Path(__file__).resolve().parent / "torture_project"
-NAMESPACE = "ice.torture"
+CATALOG = "ice"  # not the schema's name: `show tables in torture` would list the catalog
+NAMESPACE = f"{CATALOG}.torture"
 ROWS_PER_BATCH = 50
 SPARK_WRITER_FIRST_BATCH = 100_000  # the plain Spark writer's batch ids never meet dbt's
 SPARK_WRITER_PAUSE_S = 4.0
 MAINTENANCE_OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_manifests")
 
 
-def spark_conf(environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, str]:
-    """The Spark settings of lab/torture_project/profiles.yml, for the workers that are not dbt."""
-    return {
+def spark_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The settings of lab/torture_project/profiles.yml for the workers that are not dbt: the
+    product's runtime settings (`session_conf`) with the torture's JDBC catalog."""
+    from dbt_iceberg_maint.spark import CatalogSpec, IcebergRuntime, log4j2_java_options, session_conf
+
+    catalog = CatalogSpec(environ["TORTURE_WAREHOUSE"], CATALOG, {
+        "type": "jdbc", "uri": environ["TORTURE_JDBC_URI"], "jdbc.user": "postgres", "jdbc.password": "postgres",
+        "jdbc.schema-version": "V1"})  # views: Spark resolves names through them too
+    runtime = IcebergRuntime("environment", jars=tuple(environ["TORTURE_JARS"].split(",")))
+    return session_conf(runtime, catalog, {
         "spark.master": "local[2]", "spark.driver.memory": environ.get("TORTURE_DRIVER_MEMORY", "512m"),
-        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2",
-        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        "spark.sql.catalogImplementation": "in-memory",
-        "spark.sql.catalog.ice": "org.apache.iceberg.spark.SparkCatalog",
-        "spark.sql.catalog.ice.type": "jdbc", "spark.sql.catalog.ice.uri": environ["TORTURE_JDBC_URI"],
-        "spark.sql.catalog.ice.jdbc.user": "postgres", "spark.sql.catalog.ice.jdbc.password": "postgres",
-        "spark.sql.catalog.ice.jdbc.schema-version": "V1",
-        "spark.sql.catalog.ice.warehouse": environ["TORTURE_WAREHOUSE"], "spark.sql.defaultCatalog": "ice",
-        "spark.sql.session.timeZone": "UTC", "spark.jars": environ["TORTURE_JARS"],
-    }
+        "spark.sql.shuffle.partitions": "2",
+        # Log times in the machine's zone, as the dbt workers' JVMs write them (torture.jvm_exceptions).
+        "spark.driver.extraJavaOptions": log4j2_java_options()})
 
 
 class Worker:

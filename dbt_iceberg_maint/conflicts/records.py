@@ -116,72 +116,98 @@ def records_of(text: str) -> list[Record]:
     An exception on the line after a log4j line is the one it logs (log4j prints `%m%n%ex`): it
     and its causes are dropped when the level is below ERROR.
     """
+    scanner = _Scanner()
+    for raw in _normalised(text).splitlines():
+        scanner.feed(raw)
+    return _freeze(scanner.drafts, scanner.quiet_chains)
+
+
+def _normalised(text: str) -> str:
     text = _ANSI_ESCAPE.sub("", text)  # dbt colours its console log
     text = unpack_client_forms(text)  # PyHive's packed status, beeline's decorations
-    text = _PYTHON_TRACEBACK.sub(r"\1<python traceback>", text)
-    drafts: list[_Draft] = []
-    quiet_chains: set[int] = set()
-    chains = itertools.count()
-    chain = next(chains)
-    current: _Draft | None = None  # the record whose message the next line continues
-    opening = False  # the next non-blank line may be the error the dbt error `current` wraps
-    fresh = True  # at the start of the text or of a dbt log message
-    logged = False  # the previous line is a log4j line: an exception here is the one it logs
-    previous = ""  # the previous line, for py4j's and PySpark's trace announcements
+    return _PYTHON_TRACEBACK.sub(r"\1<python traceback>", text)
 
-    def start(line: str, in_chain: int, is_cause: bool) -> _Draft:
-        """Records for the header(s) that start `line`; the innermost one gets the message."""
-        while header := _HEADER.match(line):
-            drafts.append(_Draft(in_chain, header["paren"] or header["plain"], is_cause))
-            line, is_cause = line[header.end() :], True
-        drafts[-1].lines.append(line)
-        return drafts[-1]
 
-    def message(in_chain: int, is_cause: bool, lines: list[str]) -> _Draft:
-        drafts.append(_Draft(in_chain, None, is_cause, lines=lines))
-        return drafts[-1]
+class _Scanner:
+    """`records_of`'s reading of one line after another: each kind of line has its handler."""
 
-    for raw in text.splitlines():
+    def __init__(self) -> None:
+        self.drafts: list[_Draft] = []
+        self.quiet_chains: set[int] = set()
+        self._chains = itertools.count()
+        self.chain = next(self._chains)
+        self.current: _Draft | None = None  # the record whose message the next line continues
+        self.opening = False  # the next non-blank line may be the error the dbt error `current` wraps
+        self.fresh = True  # at the start of the text or of a dbt log message
+        self.logged = False  # the previous line is a log4j line: an exception here is the one it logs
+        self.previous = ""  # the previous line, for py4j's and PySpark's trace announcements
+
+    def feed(self, raw: str) -> None:
         if log := _LOG4J_LINE.match(raw):
-            chain = next(chains)
-            if log["level"] in _QUIET_LEVELS:
-                quiet_chains.add(chain)
-            current, opening, fresh, logged, previous = None, False, False, True, ""
-            continue
+            self._log_line(log["level"])
+            return
         line = raw
         if dbt := _DBT_LOG_LINE.match(raw):
-            current, opening, fresh, line = None, False, True, raw[dbt.end() :]
+            self.current, self.opening, self.fresh, line = None, False, True, raw[dbt.end() :]
         content = line.strip()
         cause = _CAUSE.match(line)
-        trace = _TRACE_START.match(line) if _TRACE_ANNOUNCEMENT.fullmatch(previous) else None
+        trace = _TRACE_START.match(line) if _TRACE_ANNOUNCEMENT.fullmatch(self.previous) else None
         header = _HEADER.match(content)
         title = header is None and _DBT_TITLE.search(content) is not None
         if _FRAME.match(line):  # the message ends; a `Caused by:` may follow
-            current, opening = None, False
+            self.current, self.opening = None, False
         elif cause:  # Java's own structure, even inside a message
-            has_header = _HEADER.match(line, cause.end()) is not None
-            current = start(line[cause.end() :], chain, cause["via"] == "Caused by") if has_header else None
-            opening = False
+            self._cause(line, cause)
         elif trace and _HEADER.match(line, trace.end()):
-            current, opening = start(line[trace.end() :], chain, True), False
-        elif current is not None and not (opening and content):  # the message goes on
-            current.lines.append(line)
-        elif current is not None:  # the first line of the error a dbt error wraps
-            opening = title  # dbt errors nest: `Runtime Error in model x` / `Runtime Error` / ...
-            if header:
-                current = start(content, current.chain, True)
-            elif title:
-                current = message(current.chain, True, [])
-            else:
-                current.lines.append(line)
+            self.current, self.opening = self._start(line[trace.end() :], self.chain, True), False
+        elif self.current is not None and not (self.opening and content):  # the message goes on
+            self.current.lines.append(line)
+        elif self.current is not None:
+            self._wrapped_error(self.current, line, content, header is not None, title)
         elif header:  # outside any message: a new exception (or the one a log line logs)
-            chain = chain if logged else next(chains)
-            current = start(content, chain, False)
-        elif title or (fresh and content):  # outside any message: a dbt error or a bare message
-            chain = next(chains)
-            current, opening = message(chain, False, [] if title else [line]), title
-        fresh, logged, previous = fresh and not content, False, content
-    return _freeze(drafts, quiet_chains)
+            self.chain = self.chain if self.logged else next(self._chains)
+            self.current = self._start(content, self.chain, False)
+        elif title or (self.fresh and content):  # outside any message: a dbt error or a bare message
+            self.chain = next(self._chains)
+            self.current, self.opening = self._message(self.chain, False, [] if title else [line]), title
+        self.fresh, self.logged, self.previous = self.fresh and not content, False, content
+
+    def _log_line(self, level: str) -> None:
+        """A log4j line starts a chain of its own; below ERROR, its exception is dropped."""
+        self.chain = next(self._chains)
+        if level in _QUIET_LEVELS:
+            self.quiet_chains.add(self.chain)
+        self.current, self.opening, self.fresh, self.logged, self.previous = None, False, False, True, ""
+
+    def _cause(self, line: str, cause: re.Match[str]) -> None:
+        """`Caused by: ` / `Suppressed: `: a record of the same chain when an exception follows."""
+        has_header = _HEADER.match(line, cause.end()) is not None
+        self.current = self._start(line[cause.end() :], self.chain, cause["via"] == "Caused by") if has_header \
+            else None
+        self.opening = False
+
+    def _wrapped_error(self, current: _Draft, line: str, content: str, header: bool, title: bool) -> None:
+        """The first line of the error a dbt error wraps (dbt errors nest: `Runtime Error in model
+        x` / `Runtime Error` / ...)."""
+        self.opening = title
+        if header:
+            self.current = self._start(content, current.chain, True)
+        elif title:
+            self.current = self._message(current.chain, True, [])
+        else:
+            current.lines.append(line)
+
+    def _start(self, line: str, in_chain: int, is_cause: bool) -> _Draft:
+        """Records for the header(s) that start `line`; the innermost one gets the message."""
+        while header := _HEADER.match(line):
+            self.drafts.append(_Draft(in_chain, header["paren"] or header["plain"], is_cause))
+            line, is_cause = line[header.end() :], True
+        self.drafts[-1].lines.append(line)
+        return self.drafts[-1]
+
+    def _message(self, in_chain: int, is_cause: bool, lines: list[str]) -> _Draft:
+        self.drafts.append(_Draft(in_chain, None, is_cause, lines=lines))
+        return self.drafts[-1]
 
 
 # Iceberg's rewrite actions log a file group that failed to rewrite (before any commit) at ERROR.

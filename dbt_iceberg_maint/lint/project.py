@@ -16,6 +16,7 @@ from typing import Any
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.lint.sql import PartitionField, Projection, Unreadable, model_projection, partition_field
 from dbt_iceberg_maint.policy import engine
+from dbt_iceberg_maint.policy.selection import declared_policy
 
 POLICY_KEY = "iceberg_maint"
 IGNORE_KEY = "lint_ignore"
@@ -133,6 +134,8 @@ class Project:
     name: str | None
     models: tuple[Model, ...]
     project_hooks: tuple[str, ...]  # on-run-start / on-run-end Jinja texts
+    # Source tables that declare meta.iceberg_maint (iceberg_maintenance maintains them): unique_id -> policy.
+    source_policies: tuple[tuple[str, Policy], ...] = ()
 
     def writers_of(self, relation: str) -> tuple[Model, ...]:
         return tuple(m for m in self.models if m.relation == relation)
@@ -158,13 +161,6 @@ def _hook_texts(config: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(texts)
 
 
-def _policy_raw(node: Mapping[str, Any]) -> Any:
-    config_meta = (node.get("config") or {}).get("meta") or {}
-    if config_meta.get(POLICY_KEY) is not None:
-        return config_meta.get(POLICY_KEY)
-    return (node.get("meta") or {}).get(POLICY_KEY)
-
-
 def model_from_node(node: Mapping[str, Any], known_rules: Iterable[str]) -> Model:
     config = node.get("config") or {}
     unique_id = str(node.get("unique_id"))
@@ -184,7 +180,7 @@ def model_from_node(node: Mapping[str, Any], known_rules: Iterable[str]) -> Mode
         partition_fields=tuple(partition_field(p) for p in _strings(config.get("partition_by"))),
         iceberg="iceberg" in (file_format, table_format),
         hooks=_hook_texts(config),
-        policy=Policy.from_meta(_policy_raw(node), unique_id, known_rules),
+        policy=Policy.from_meta(declared_policy(node), unique_id, known_rules),
         projection=projection if isinstance(projection, Projection) else None,
         unreadable=projection.reason if isinstance(projection, Unreadable) else None,
         declared_columns={str(name).lower(): (col or {}).get("data_type") for name, col in columns.items()},
@@ -200,7 +196,14 @@ def project_from_manifest(document: Mapping[str, Any], known_rules: Iterable[str
         if n.get("resource_type") == "model"
     )
     hooks = tuple(str(n.get("raw_code") or "") for n in nodes if n.get("resource_type") == "operation")
-    return Project(name=(document.get("metadata") or {}).get("project_name"), models=models, project_hooks=hooks)
+    sources = [n for n in (document.get("sources") or {}).values() if isinstance(n, Mapping)]
+    source_policies = tuple(
+        (str(n.get("unique_id")), Policy.from_meta(declared_policy(n), str(n.get("unique_id")), rules))
+        for n in sorted(sources, key=lambda n: str(n.get("unique_id")))
+        if (n.get("config") or {}).get("enabled", True) and declared_policy(n) is not None
+    )
+    return Project(name=(document.get("metadata") or {}).get("project_name"), models=models, project_hooks=hooks,
+                   source_policies=source_policies)
 
 
 def run_durations(documents: Iterable[Mapping[str, Any]]) -> Mapping[str, float]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 
 from dbt_iceberg_maint import guards
-from dbt_iceberg_maint.lint.project import Model, Project
+from dbt_iceberg_maint.lint.project import Model, Policy, Project
 from dbt_iceberg_maint.lint.sql import (
     DEST_ALIAS,
     SOURCE_ALIAS,
@@ -57,6 +57,7 @@ ORPHAN_MARGIN_FACTOR = 2.0
 # Hooks calling one of these reconcile declared table properties onto the table. maintain()
 # only reads them, so it does not count.
 RECONCILING_MACROS = frozenset({"apply_table_properties"})
+POLICY_FIX = "fix meta.iceberg_maint as the message says (the keys and values allowed: docs/macros.md)"
 # The window suggested for a MERGE's target, in days: widen it to the oldest partition a batch updates.
 SUGGESTED_WINDOW_DAYS = 3
 
@@ -222,8 +223,16 @@ def invalid_policy(model: Model, project: Project, durations: Mapping[str, float
     for problem in model.policy.errors:
         yield Finding(INVALID_POLICY, "error", model.unique_id,
                       f"{problem}; maintain() and iceberg_maintenance refuse this policy, so the maintenance step "
-                      "fails after the model is built", "fix meta.iceberg_maint as the message says (the keys and "
-                      "values allowed: docs/macros.md)")
+                      "fails after the model is built", POLICY_FIX)
+
+
+def invalid_source_policy(unique_id: str, policy: Policy) -> Iterator[Finding]:
+    """invalid_policy for a source table that declares meta.iceberg_maint: iceberg_maintenance,
+    which maintains it by default, refuses to start."""
+    for problem in policy.errors:
+        yield Finding(INVALID_POLICY, "error", unique_id,
+                      f"{problem}; iceberg_maintenance maintains this source and refuses this policy, so the "
+                      "maintenance job fails before it starts", POLICY_FIX)
 
 
 def model_sql_unreadable(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
@@ -340,12 +349,14 @@ def lint_project(project: Project, durations: Mapping[str, float] | None = None)
     durations = durations or {}
     findings: list[Finding] = []
     silenced: list[SilencedFinding] = []
-    for model in project.models:
-        for rule in RULES:
-            for finding in RULE_FUNCTIONS[rule](model, project, durations):
-                reason = model.policy.ignored.get(finding.rule)
-                if reason is None:
-                    findings.append(finding)
-                else:
-                    silenced.append(SilencedFinding(finding, reason))
+    checked = [(model.policy, finding) for model in project.models for rule in RULES
+               for finding in RULE_FUNCTIONS[rule](model, project, durations)]
+    checked += [(policy, finding) for unique_id, policy in project.source_policies
+                for finding in invalid_source_policy(unique_id, policy)]
+    for policy, finding in checked:
+        reason = policy.ignored.get(finding.rule)
+        if reason is None:
+            findings.append(finding)
+        else:
+            silenced.append(SilencedFinding(finding, reason))
     return LintResult(tuple(findings), tuple(silenced), sum(1 for model in project.models if model.iceberg))

@@ -300,6 +300,13 @@ class MetadataCatalog:
                 names.extend(".".join(ident) for ident in self._catalog.list_tables(namespace))
         return sorted(names)
 
+    def create_namespace(self, namespace: str) -> None:
+        """Create `namespace` when it is missing (a Thrift Server's clients `USE default` on connect)."""
+        if self._catalog is None:
+            (self.warehouse / namespace).mkdir(parents=True, exist_ok=True)
+        else:
+            self._catalog.create_namespace_if_not_exists(namespace)
+
     def load(self, name: str) -> Table:
         """The table's current metadata; TableReadError when it cannot be read."""
         parts = [p for p in name.split(".") if p]

@@ -32,6 +32,7 @@ from dbt_iceberg_maint.metadata.reader import (
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.gate import SnapshotLike
 from dbt_iceberg_maint.policy.operations import ColdScope
+from dbt_iceberg_maint.policy.selection import Shard, select_nodes
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
 if TYPE_CHECKING:
@@ -126,8 +127,9 @@ class PlannedOperation:
 
 @dataclass(frozen=True)
 class ModelTarget:
-    """One Iceberg model of the project: its table and raw meta.iceberg_maint policy. `named`:
-    --select names the model (not through a tag), so its table must exist."""
+    """One Iceberg model or source table of the project (`model`: the selector naming it): its
+    table and raw meta.iceberg_maint policy. `named`: --select names it (not through a tag or a
+    whole source), so its table must exist."""
 
     model: str
     ref: TableRef
@@ -181,6 +183,13 @@ class _LazyTable:
     def checked_hours_ago(self, operation: str) -> float | None:
         return self.checked.get(operation)
 
+    def unchanged_since_check(self, operation: str) -> int | None:
+        text = self.summary.properties.get(engine.checked_snapshot_property(operation))
+        if text is None or not text.isdigit():
+            return None  # never checked, or an unreadable record: decide
+        lineage = {s.snapshot_id: (s.parent_id, s.operation) for s in self.summary.snapshots}
+        return int(text) if engine.unchanged_since(int(text), self.summary.snapshot_id, lineage) else None
+
     def health(self, operation: str) -> dict[str, Any]:
         """The health figures `operation`'s due rule reads (table_health's names)."""
         oldest = self.summary.oldest_snapshot_ms
@@ -233,41 +242,12 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
     return plan, facts.tiers if facts is not None else set()
 
 
-def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = None) -> list[ModelTarget]:
-    """`_iceberg_maint_selected_models`: enabled models with file_format iceberg, table or
-    incremental; `select`: names, package.name or tag:<tag> (union)."""
-    candidates = []
-    for uid in sorted(manifest.get("nodes") or {}):
-        node = manifest["nodes"][uid]
-        config = node.get("config") or {}
-        if (node.get("resource_type") == "model" and config.get("enabled", True)
-                and str(config.get("file_format") or "").lower() == "iceberg"
-                and config.get("materialized") in ("table", "incremental")):
-            candidates.append(node)
-    named: set[str] = set()
-    if select:
-        chosen: list[Any] = []
-        for selector in select:
-            selector = selector.strip()
-            matched = [n for n in candidates if (selector.startswith("tag:") and selector[4:] in (n.get("tags") or []))
-                       or selector in (n["name"], f"{n['package_name']}.{n['name']}")]
-            if not matched and not selector.startswith("tag:"):
-                raise UsageError(f"--select {selector!r} is not an Iceberg model of the project; Iceberg models: "
-                                 f"{', '.join(n['name'] for n in candidates)}")
-            chosen.extend(n for n in matched if n not in chosen)
-            if not selector.startswith("tag:"):
-                named.update(f"{n['package_name']}.{n['name']}" for n in matched)
-        candidates = chosen
-    targets = []
-    for node in candidates:
-        config_meta = (node.get("config") or {}).get("meta") or {}
-        meta = node.get("meta") or {}
-        declared = config_meta.get("iceberg_maint") if config_meta.get("iceberg_maint") is not None \
-            else meta.get("iceberg_maint")
-        ref = TableRef(node.get("schema") or "", node.get("alias") or node["name"])
-        model = f"{node['package_name']}.{node['name']}"
-        targets.append(ModelTarget(model, ref, {} if declared is None else declared, named=model in named))
-    return targets
+def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = None,
+                   shard: Shard | None = None) -> list[ModelTarget]:
+    """iceberg_maintenance's selection (policy/selection.py): Iceberg models and sources with a
+    policy, or what `select` names, narrowed to `shard`."""
+    return [ModelTarget(node.label, TableRef(node.schema, node.identifier), node.raw_policy, named=node.named)
+            for node in select_nodes(manifest, select, shard)]
 
 
 def load_manifest(project_dir: Path, profiles_dir: Path | None, target: str | None, parse: bool = False,
@@ -353,8 +333,10 @@ def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operat
 
 
 def emit_args(plan: Sequence[PlannedOperation], operations: Sequence[str] | None = None) -> dict[str, Any]:
-    """`--args` of `dbt run-operation iceberg_maintenance` for the models with due work."""
-    models = sorted({p.model.rsplit(".", 1)[-1] for p in plan if p.status == "dry_run" and p.model})
+    """`--args` of `dbt run-operation iceberg_maintenance` for the models and sources with due work
+    (a model by its name, a source table by source:<source>.<table>)."""
+    models = sorted({p.model if p.model.startswith("source:") else p.model.rsplit(".", 1)[-1]
+                     for p in plan if p.status == "dry_run" and p.model})
     args: dict[str, Any] = {"select": models}
     if operations:
         args["operations"] = list(operations)

@@ -161,10 +161,15 @@ class TableFacts(Protocol):
     def snapshots_now_ms(self) -> int: ...
     def location(self) -> str | None: ...
     def checked_hours_ago(self, operation: str) -> float | None: ...
+    def unchanged_since_check(self, operation: str) -> int | None: ...
 
 
 CHECKED_PROPERTY_PREFIX = "dbt-iceberg-maint.checked-at."
 CHECKED_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+# The table's current snapshot when the plan that last checked the operation read it.
+CHECKED_SNAPSHOT_PREFIX = "dbt-iceberg-maint.checked-snapshot."
+# Snapshots that change no row: a compaction's, a manifest or delete-file rewrite's.
+NO_DATA_CHANGE = "replace"
 
 
 def checked_property(operation: str) -> str:
@@ -182,6 +187,42 @@ def checked_hours_ago(properties: Mapping[str, str], now: dt.datetime) -> dict[s
             continue
         found[operation] = (now - at.replace(tzinfo=dt.timezone.utc)).total_seconds() / 3600
     return found
+
+
+def checked_snapshot_property(operation: str) -> str:
+    """`_iceberg_maint_checked_snapshot_property`."""
+    return CHECKED_SNAPSHOT_PREFIX + operation
+
+
+def skipped_when_unchanged(operation: str, policy: Mapping[str, Any]) -> bool:
+    """`_iceberg_maint_skipped_when_unchanged`: operations whose answer only new data can change.
+    Not a compaction scoped to cold partitions (time alone makes partitions cold), nor expiry
+    (snapshots age) or orphan removal (a failed write leaves files without a snapshot)."""
+    if operation == "rewrite_data_files":
+        return not policy["compaction"]["cold_partitions_hours"]
+    return operation in ("rewrite_position_delete_files", "rewrite_manifests")
+
+
+def unchanged_since(checked: int, current: int | None, lineage: Mapping[int, tuple[int | None, str | None]]) -> bool:
+    """`_iceberg_maint_unchanged_since`: whether `checked` is the current snapshot or an ancestor
+    of it reached through snapshots that change no row. `lineage`: snapshot id -> (parent id,
+    operation). A rollback past it, an expired snapshot or any write since make it false."""
+    snapshot = current
+    for _ in range(len(lineage) + 1):
+        if snapshot is None or snapshot not in lineage:
+            return False
+        if snapshot == checked:
+            return True
+        parent, operation = lineage[snapshot]
+        if operation != NO_DATA_CHANGE:
+            return False
+        snapshot = parent
+    return False
+
+
+def unchanged_reason(snapshot_id: int) -> str:
+    """`_iceberg_maint_unchanged_reason`."""
+    return f"nothing written since its last check (snapshot {snapshot_id}): only compactions and rewrites since"
 
 
 def interval_reason(section: Mapping[str, Any], hours_ago: float | None) -> str | None:
@@ -223,6 +264,11 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
         interval = None if force else interval_reason(section, facts.checked_hours_ago(operation))
         if interval is not None:
             steps.append(Step(name, operation, "skipped", interval))
+            continue
+        unchanged = facts.unchanged_since_check(operation) \
+            if not force and skipped_when_unchanged(operation, policy) else None
+        if unchanged is not None:
+            steps.append(Step(name, operation, "skipped", unchanged_reason(unchanged)))
             continue
         hours = policy["compaction"]["cold_partitions_hours"]
         gated = None if force else gate_reason(operation, policy["cost_gate"], facts.snapshots(),

@@ -19,7 +19,7 @@ from dbt_iceberg_maint.invoke import (
     invoke_dbt,
 )
 from dbt_iceberg_maint.landed import LandedVerdict, Statement, TableLog, verify_landed
-from dbt_iceberg_maint.runner.plan import COMMANDS, NodeOutcome, plan_reruns, rerun_args
+from dbt_iceberg_maint.runner.plan import COMMANDS, NodeOutcome, RerunPlan, plan_reruns, rerun_args
 from dbt_iceberg_maint.runner.report import HookRerun, ReportBuilder, RunReport
 from dbt_iceberg_maint.snapshot_reader import (
     CONTEXT_FLAGS,
@@ -63,6 +63,39 @@ def run_dbt_with_retries(
     profiles.yml, else ~/.dbt. `snapshots`: how snapshot logs are read (default: through dbt,
     when dbt is not injected via `invoke`); `verify_landed_writes=False` turns verification off.
     """
+    _check_arguments(command, max_attempts, dbt_args)
+    profiles = profiles_dir or default_profiles_dir(Path(project_dir).resolve(), os.environ)
+
+    def default_invoke(args: Sequence[str]) -> DbtInvocation:
+        return invoke_dbt(args, project_dir, profiles, env, read_manifest=True)
+
+    call = invoke or default_invoke
+    reader = snapshots if snapshots is not None else (DbtSnapshotReader(call, dbt_args) if invoke is None else None)
+    attempts = _Attempts(call, reader if verify_landed_writes else None, dbt_args)
+    args: list[str] = [command, *dbt_args]
+    attempt = 0
+    while True:
+        attempt += 1
+        invocation = attempts.invoke(args)
+        if not invocation.nodes and not invocation.success:
+            # dbt itself failed (bad arguments, project or profile error): nothing to re-run.
+            return attempts.report.build(command, dbt_args, attempt, max_attempts,
+                                         invocation.exception or "dbt failed before running any node",
+                                         usage_error=invocation.usage_error)
+        plan = attempts.plan(attempt, invocation)
+        attempts.rerun_hooks(plan)
+        if not plan.selected:
+            break
+        if attempt >= max_attempts:
+            attempts.report.exhausted(plan, max_attempts)
+            break
+        sleep(backoff(attempt))
+        args = rerun_args(command, dbt_args, plan)
+        attempts.selected = plan.selected
+    return attempts.report.build(command, dbt_args, attempt, max_attempts, None)
+
+
+def _check_arguments(command: str, max_attempts: int, dbt_args: Sequence[str]) -> None:
     if command not in COMMANDS:
         raise UsageError(f"command {command!r} is not supported; expected one of {', '.join(COMMANDS)}")
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
@@ -73,56 +106,49 @@ def run_dbt_with_retries(
             "--command (run|build) and only its options as dbt arguments"
         )
 
-    profiles = profiles_dir or default_profiles_dir(Path(project_dir).resolve(), os.environ)
 
-    def default_invoke(args: Sequence[str]) -> DbtInvocation:
-        return invoke_dbt(args, project_dir, profiles, env, read_manifest=True)
+class _Attempts:
+    """What the attempts of one run carry from one to the next: the project graph as far as it is
+    known, the nodes the last re-run selected, the snapshot logs read, and the report."""
 
-    call = invoke or default_invoke
-    reader = snapshots if snapshots is not None else (DbtSnapshotReader(call, dbt_args) if invoke is None else None)
-    if not verify_landed_writes:
-        reader = None
-    report = ReportBuilder()
-    args: list[str] = [command, *dbt_args]
-    attempt = 0
-    nodes: dict[str, Mapping[str, Any]] = {}
-    root_project: str | None = None
-    selected: tuple[str, ...] = ()
-    watch: _SnapshotWatch | None = None
-    while True:
-        attempt += 1
-        if reader is not None:
-            watch = _SnapshotWatch(reader, reader.selected_nodes(dbt_args)) if watch is None else _SnapshotWatch(
-                reader, {uid: nodes[uid] for uid in selected if uid in nodes}, watch.latest, watch.app_id)
-        invocation = call(args)
-        if not invocation.nodes and not invocation.success:
-            # dbt itself failed (bad arguments, project or profile error): nothing to re-run.
-            return report.build(command, dbt_args, attempt, max_attempts,
-                                invocation.exception or "dbt failed before running any node",
-                                usage_error=invocation.usage_error)
-        landed = watch.verify(invocation) if watch is not None else {}
-        report.record(attempt, invocation.nodes, selected, landed)
-        nodes.update({n.unique_id: n.manifest_node for n in invocation.nodes if n.manifest_node})
+    def __init__(self, call: Invoker, reader: SnapshotReader | None, dbt_args: Sequence[str]) -> None:
+        self.call, self.reader, self.dbt_args = call, reader, dbt_args
+        self.report = ReportBuilder()
+        self.nodes: dict[str, Mapping[str, Any]] = {}
+        self.root_project: str | None = None
+        self.selected: tuple[str, ...] = ()
+        self.watch: _SnapshotWatch | None = None
+
+    def invoke(self, args: Sequence[str]) -> DbtInvocation:
+        """One attempt, with the snapshot logs of the tables it may write read beforehand."""
+        if self.reader is not None:
+            if self.watch is None:
+                self.watch = _SnapshotWatch(self.reader, self.reader.selected_nodes(self.dbt_args))
+            else:
+                self.watch = _SnapshotWatch(self.reader, {uid: self.nodes[uid] for uid in self.selected
+                                                          if uid in self.nodes}, self.watch.latest, self.watch.app_id)
+        return self.call(args)
+
+    def plan(self, attempt: int, invocation: DbtInvocation) -> RerunPlan:
+        """Which failed writes landed, what the attempt taught about the graph, and what to re-run."""
+        landed = self.watch.verify(invocation) if self.watch is not None else {}
+        self.report.record(attempt, invocation.nodes, self.selected, landed)
+        self.nodes.update({n.unique_id: n.manifest_node for n in invocation.nodes if n.manifest_node})
         if invocation.manifest is not None:
-            nodes.update(invocation.manifest.nodes)
-            root_project = invocation.manifest.project_name
+            self.nodes.update(invocation.manifest.nodes)
+            self.root_project = invocation.manifest.project_name
         outcomes = [NodeOutcome(n.unique_id, n.status, n.message) for n in invocation.nodes]
-        plan = plan_reruns(outcomes, nodes, root_project=root_project, landed=landed)
-        report.decide(plan)
+        plan = plan_reruns(outcomes, self.nodes, root_project=self.root_project, landed=landed)
+        self.report.decide(plan)
+        return plan
+
+    def rerun_hooks(self, plan: RerunPlan) -> None:
+        """The post-hooks the plan repeats on their own (of nodes it does not re-run)."""
         for uid, decision in plan.decisions.items():
             if decision.hook_rerun:
-                hook_args = [*decision.hook_rerun, *keep_flags(dbt_args, CONTEXT_FLAGS)]
-                hook = call(hook_args)
-                report.hook(uid, HookRerun(tuple(hook_args), hook.success, hook.exception))
-        if not plan.selected:
-            break
-        if attempt >= max_attempts:
-            report.exhausted(plan, max_attempts)
-            break
-        sleep(backoff(attempt))
-        args = rerun_args(command, dbt_args, plan)
-        selected = plan.selected
-    return report.build(command, dbt_args, attempt, max_attempts, None)
+                hook_args = [*decision.hook_rerun, *keep_flags(self.dbt_args, CONTEXT_FLAGS)]
+                hook = self.call(hook_args)
+                self.report.hook(uid, HookRerun(tuple(hook_args), hook.success, hook.exception))
 
 
 class _SnapshotWatch:

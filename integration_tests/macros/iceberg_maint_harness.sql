@@ -61,6 +61,20 @@
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_protocol()}) -%}
     {%- elif kind == 'log_marker' -%}
       {%- do dbt_iceberg_maint._iceberg_maint_log_marker(kwargs.marker, kwargs.payload) -%}
+    {%- elif kind == 'shard' -%}
+      {%- set parsed = dbt_iceberg_maint._iceberg_maint_parse_shard('iceberg_maintenance', kwargs.shard) -%}
+      {%- set shards = [] -%}
+      {%- for table in kwargs.get('tables', []) -%}
+        {%- do shards.append(dbt_iceberg_maint._iceberg_maint_shard_of(table, kwargs.n)) -%}
+      {%- endfor -%}
+      {%- do outcome.update({'value': {'parsed': parsed.value, 'shards': shards}, 'errors': parsed.errors}) -%}
+    {%- elif kind == 'unchanged_since' -%}
+      {%- set lineage = {} -%}
+      {%- for row in kwargs.lineage -%}
+        {%- do lineage.update({row[0]: {'parent': row[1], 'operation': row[2]}}) -%}
+      {%- endfor -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_unchanged_since(kwargs.checked, kwargs.current,
+            lineage)}) -%}
     {%- elif kind == 'context' -%}
       {%- do outcome.update({'value': (model.get('resource_type') if model is mapping else none) | string}) -%}
     {%- elif kind == 'selection' -%}

@@ -27,14 +27,20 @@
 {% endmacro %}
 
 
-{#- The project's model node whose relation is `relation`, or none (e.g. a source or a table
-    dbt does not build). -#}
+{#- The project's node whose relation is `relation`: a model, snapshot or seed, else a source
+    table (its policy is its meta.iceberg_maint too); none for a table the project does not know. -#}
 {% macro _iceberg_maint_node_for_relation(relation) %}
   {%- if not execute or graph is not defined -%}{{ return(none) }}{%- endif -%}
   {%- set parts = dbt_iceberg_maint._iceberg_maint_relation_parts(relation) -%}
   {%- for node in graph.nodes.values() -%}
     {%- if node.resource_type in ['model', 'snapshot', 'seed']
           and (node.alias or node.name) | lower == parts.identifier | lower
+          and (node.schema or '') | lower == parts.schema | lower -%}
+      {{ return(node) }}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for node in graph.sources.values() -%}
+    {%- if (node.identifier or node.name) | lower == parts.identifier | lower
           and (node.schema or '') | lower == parts.schema | lower -%}
       {{ return(node) }}
     {%- endif -%}

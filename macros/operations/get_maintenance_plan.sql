@@ -19,6 +19,14 @@
 {% endmacro %}
 
 {% macro spark__get_maintenance_plan(relation, operations, force, policy, as_of, required=true) %}
+  {{ return(dbt_iceberg_maint._iceberg_maint_plan_table(relation, operations, force, policy, as_of, required).steps) }}
+{% endmacro %}
+
+{#- get_maintenance_plan's steps, and the table's current snapshot when the plan read it (none
+    when it read none): maintain() and iceberg_maintenance record it as the snapshot each
+    operation was checked at. exists: whether the table exists, when the caller knows (none:
+    ask the catalog). -#}
+{% macro _iceberg_maint_plan_table(relation, operations, force, policy, as_of, required=true, exists=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set requested = dbt_iceberg_maint._iceberg_maint_requested_operations(operations) -%}
   {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('get_maintenance_plan', 'as_of', as_of) -%}
@@ -33,25 +41,29 @@
         + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy, 'maintain: argument `policy`')) -%}
   {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
-  {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- if not execute -%}{{ return({'steps': [], 'snapshot_id': none}) }}{%- endif -%}
   {%- set facts = {'project_enabled': var('dbt_iceberg_maint_enabled', true), 'exists': false,
         'required': required} -%}
   {%- if facts.project_enabled and resolved.enabled -%}
-    {%- do facts.update({'exists': dbt_iceberg_maint._iceberg_maint_table_exists(relation)}) -%}
+    {%- do facts.update({'exists': exists if exists is not none
+          else dbt_iceberg_maint._iceberg_maint_table_exists(relation)}) -%}
   {%- endif -%}
   {%- if facts.exists -%}
     {%- do facts.update(dbt_iceberg_maint._iceberg_maint_plan_facts(relation, requested, resolved, force,
           instant.value)) -%}
   {%- endif -%}
-  {{ return(dbt_iceberg_maint._iceberg_maint_plan_steps(table, requested, resolved, facts, force, instant.value)) }}
+  {{ return({'steps': dbt_iceberg_maint._iceberg_maint_plan_steps(table, requested, resolved, facts, force,
+      instant.value), 'snapshot_id': facts.get('snapshot_id')}) }}
 {% endmacro %}
 
 
 {#- What the plan reads about an existing table, tier by tier, each at most once (its Python twin
     is metadata/planner.py's _LazyTable):
     - its properties: gc.enabled for expire_snapshots and remove_orphan_files, when each operation
-      with an interval_hours was last checked, the target file size when small files are counted
-      and the policy sets none (a compaction-only plan without an interval sends no SHOW TBLPROPERTIES);
+      with an interval_hours was last checked and at which snapshot the operations only new data
+      can change were, the target file size when small files are counted and the policy sets none
+      (a forced compaction, or one scoped to cold partitions, without an interval sends no SHOW
+      TBLPROPERTIES);
     - the snapshot summary (metadata only: the snapshot count and oldest age, the current
       snapshot's data and delete file counts) when an operation other than orphan removal is to be
       decided, i.e. requested, enabled and outside its interval (a post-hook in steady state reads
@@ -67,7 +79,10 @@
   {%- set section_of = dbt_iceberg_maint._iceberg_maint_policy_section -%}
   {%- set needs_properties = namespace(value='expire_snapshots' in requested or 'remove_orphan_files' in requested) -%}
   {%- for operation in requested -%}
-    {%- if resolved[section_of(operation)].interval_hours -%}{%- set needs_properties.value = true -%}{%- endif -%}
+    {%- if resolved[section_of(operation)].interval_hours
+          or (not force and dbt_iceberg_maint._iceberg_maint_skipped_when_unchanged(operation, resolved)) -%}
+      {%- set needs_properties.value = true -%}
+    {%- endif -%}
   {%- endfor -%}
   {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) if needs_properties.value else none -%}
   {%- set checked = dbt_iceberg_maint._iceberg_maint_checked_hours_ago(properties or {}) -%}
@@ -86,6 +101,10 @@
   {%- if not force and deciding | reject('equalto', 'remove_orphan_files') | list -%}
     {%- set health = dbt_iceberg_maint._iceberg_maint_summary_figures(table, as_of_text) -%}
   {%- endif -%}
+  {#- Operations nothing was written for since their last check skip before any deeper read. -#}
+  {%- set unchanged = dbt_iceberg_maint._iceberg_maint_unchanged_operations(table, [] if force else deciding,
+        resolved, properties or {}, health.snapshot_id if health is not none else none) -%}
+  {%- set deciding = deciding | reject('in', unchanged.keys() | list) | list -%}
   {%- set data_files = health.data_files if health is not none else none -%}
   {%- set compacting = 'rewrite_data_files' in deciding and (force or dbt_iceberg_maint._iceberg_maint_too_few_data_files(
         compaction, data_files) is none) -%}
@@ -112,25 +131,28 @@
   {%- set snapshots = dbt_iceberg_maint._iceberg_maint_gate_snapshots(relation, as_of) if gated
         else {'rows': [], 'now_ms': none} -%}
   {{ return({'gc_enabled': ((properties or {}).get('gc.enabled', 'true') | lower) != 'false', 'health': health,
-      'data_files': data_files, 'cold_scope': scope,
+      'data_files': data_files, 'cold_scope': scope, 'unchanged_since_checked': unchanged,
+      'snapshot_id': health.snapshot_id if health is not none else none,
       'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked}) }}
 {% endmacro %}
 
 
 {#- The plan's first tier, from metadata only (no manifest is read): the snapshot count and the
-    oldest snapshot's age (at as_of, UTC text, else now), and the current snapshot's summary counts
-    of data and delete files (none when its summary has none; 0 for a table without snapshots). -#}
+    oldest snapshot's age (at as_of, UTC text, else now), the current snapshot's id and its summary
+    counts of data and delete files (none when its summary has none; 0 for a table without
+    snapshots). -#}
 {% macro _iceberg_maint_summary_figures(table, as_of=none) %}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
   {%- set row = run_query("select count(*) as snapshots, (unix_micros(" ~ reference
         ~ ") - unix_micros(min(s.committed_at))) / 3600000000.0 as oldest_snapshot_age_hours, "
         ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-data-files'] as bigint), null)) as data_files, "
-        ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-delete-files'] as bigint), null)) as delete_files"
-        ~ " from " ~ table ~ ".snapshots s cross join (select max(snapshot_id) as snapshot_id from " ~ table
-        ~ ".refs where name = 'main') m").rows[0] -%}
+        ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-delete-files'] as bigint), null)) as delete_files, "
+        ~ "max(m.snapshot_id) as snapshot_id from " ~ table ~ ".snapshots s cross join (select max(snapshot_id) as "
+        ~ "snapshot_id from " ~ table ~ ".refs where name = 'main') m").rows[0] -%}
   {%- set snapshots = row['snapshots'] | int -%}
   {%- set age = row['oldest_snapshot_age_hours'] -%}
-  {%- set figures = {'snapshots': snapshots, 'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3))} -%}
+  {%- set figures = {'snapshots': snapshots, 'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),
+        'snapshot_id': none if row['snapshot_id'] is none else row['snapshot_id'] | int} -%}
   {%- for name in ['data_files', 'delete_files'] -%}
     {%- do figures.update({name: 0 if snapshots == 0 else (none if row[name] is none else row[name] | int)}) -%}
   {%- endfor -%}
@@ -163,6 +185,31 @@
 {% endmacro %}
 
 
+{#- {operation: the snapshot it was last checked at} for the `deciding` operations whose answer
+    only new data can change, when nothing was written since that check (the twin of metadata/
+    planner.py's _LazyTable.unchanged_since_check): one query of the snapshot lineage, only when
+    such an operation has a recorded check. -#}
+{% macro _iceberg_maint_unchanged_operations(table, deciding, resolved, properties, current) %}
+  {%- set recorded = {} -%}
+  {%- for operation in deciding if dbt_iceberg_maint._iceberg_maint_skipped_when_unchanged(operation, resolved) -%}
+    {%- set text = properties.get(dbt_iceberg_maint._iceberg_maint_checked_snapshot_property(operation)) -%}
+    {%- if text is string and text.isdigit() -%}{%- do recorded.update({operation: text | int}) -%}{%- endif -%}
+  {%- endfor -%}
+  {%- if not recorded or current is none -%}{{ return({}) }}{%- endif -%}
+  {%- set lineage = {} -%}
+  {%- for row in run_query('select snapshot_id, parent_id, operation from ' ~ table ~ '.snapshots') -%}
+    {%- do lineage.update({row['snapshot_id'] | int: {'parent': none if row['parent_id'] is none
+          else row['parent_id'] | int, 'operation': row['operation']}}) -%}
+  {%- endfor -%}
+  {%- set unchanged = {} -%}
+  {%- for operation, snapshot_id in recorded.items()
+        if dbt_iceberg_maint._iceberg_maint_unchanged_since(snapshot_id, current, lineage) -%}
+    {%- do unchanged.update({operation: snapshot_id}) -%}
+  {%- endfor -%}
+  {{ return(unchanged) }}
+{% endmacro %}
+
+
 {#- The table property recording when maintain() or iceberg_maintenance last checked `operation`
     on the table (it ran successfully, or was found not due), in UTC; only for operations with an
     interval_hours. -#}
@@ -188,12 +235,14 @@
 {% endmacro %}
 
 {#- After a table's steps ran: record in one ALTER TABLE when each operation with an interval_hours
-    was checked, i.e. it ran successfully or its due rule found nothing to do. Not for a dry run or
+    was checked, i.e. it ran successfully or its due rule found nothing to do, and for the
+    operations only new data can change, `snapshot_id`: the table's current snapshot when the plan
+    read it (the next plan skips them while only compactions and rewrites follow it). Not for a dry run or
     a forced run (force neither reads nor writes the intervals), a failure, or a skip that decided
     nothing (a kill switch, disabled, within its interval, the cost gate): those operations are
     checked again next time. The skip reasons that decide nothing are matched by their first words,
     which _iceberg_maint_plan_steps writes. -#}
-{% macro _iceberg_maint_record_checks(table, resolved, steps, results) %}
+{% macro _iceberg_maint_record_checks(table, resolved, steps, results, snapshot_id=none) %}
   {%- set undecided = ['maintenance disabled by', 'table does not exist', 'disabled by meta.', 'last checked ',
         'cost gate:'] -%}
   {%- set now = dbt_iceberg_maint._iceberg_maint_now().strftime('%Y-%m-%dT%H:%M:%SZ') -%}
@@ -210,12 +259,57 @@
       {%- do recorded.append(dbt_iceberg_maint._iceberg_maint_string_literal(
             dbt_iceberg_maint._iceberg_maint_checked_property(step.operation)) ~ " = '" ~ now ~ "'") -%}
     {%- endif -%}
+    {#- A skip for nothing written since keeps its record: the snapshot it names is still the one checked. -#}
+    {%- if snapshot_id is not none and decided.value and not (step.reason or '').startswith('nothing written since')
+          and dbt_iceberg_maint._iceberg_maint_skipped_when_unchanged(step.operation, resolved) -%}
+      {%- do recorded.append(dbt_iceberg_maint._iceberg_maint_string_literal(
+            dbt_iceberg_maint._iceberg_maint_checked_snapshot_property(step.operation)) ~ " = '" ~ snapshot_id ~ "'") -%}
+    {%- endif -%}
   {%- endfor -%}
   {%- if recorded -%}
     {%- call statement('iceberg_maint_record_checks', fetch_result=False) -%}
       alter table {{ table }} set tblproperties ({{ recorded | join(', ') }})
     {%- endcall -%}
   {%- endif -%}
+{% endmacro %}
+
+{#- The table property recording the table's current snapshot when the plan that last checked
+    `operation` read it (only for operations _iceberg_maint_skipped_when_unchanged names). -#}
+{% macro _iceberg_maint_checked_snapshot_property(operation) %}
+  {{ return('dbt-iceberg-maint.checked-snapshot.' ~ operation) }}
+{% endmacro %}
+
+{#- Pure: whether only new data can change the operation's answer, so that it skips a table
+    nothing was written to since its last check. Not a compaction scoped to cold partitions
+    (time alone makes partitions cold), nor expiry (snapshots age) or orphan removal (a failed
+    write leaves files without a snapshot). Twin: policy/engine.py `skipped_when_unchanged`. -#}
+{% macro _iceberg_maint_skipped_when_unchanged(operation, resolved) %}
+  {%- if operation == 'rewrite_data_files' -%}{{ return(not resolved.compaction.cold_partitions_hours) }}{%- endif -%}
+  {{ return(operation in ['rewrite_position_delete_files', 'rewrite_manifests']) }}
+{% endmacro %}
+
+{#- Pure: whether snapshot `checked` is the `current` one or its ancestor through snapshots that
+    change no row ('replace': compactions, rewrites); `lineage`: {id: {parent, operation}}. A
+    rollback past it, an expired snapshot or any write since make it false. Twin: policy/engine.py
+    `unchanged_since`. -#}
+{% macro _iceberg_maint_unchanged_since(checked, current, lineage) %}
+  {%- set walk = namespace(snapshot=current, answer=none) -%}
+  {%- for _ in range(lineage | length + 1) if walk.answer is none -%}
+    {%- if walk.snapshot is none or walk.snapshot not in lineage -%}
+      {%- set walk.answer = false -%}
+    {%- elif walk.snapshot == checked -%}
+      {%- set walk.answer = true -%}
+    {%- elif lineage[walk.snapshot].operation != 'replace' -%}
+      {%- set walk.answer = false -%}
+    {%- else -%}
+      {%- set walk.snapshot = lineage[walk.snapshot].parent -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(walk.answer is true) }}
+{% endmacro %}
+
+{% macro _iceberg_maint_unchanged_reason(snapshot_id) %}
+  {{ return('nothing written since its last check (snapshot ' ~ snapshot_id ~ '): only compactions and rewrites since') }}
 {% endmacro %}
 
 {#- Pure: why `section`'s operation is not checked now (last checked `hours_ago` h ago, less than
@@ -266,14 +360,19 @@
     {%- set section = resolved[section_name] -%}
     {%- set interval = none if force or not section.enabled else dbt_iceberg_maint._iceberg_maint_interval_reason(
           section, (facts.checked_hours_ago or {}).get(operation)) -%}
-    {%- set gated = none if force or not section.enabled or interval else dbt_iceberg_maint._iceberg_maint_cost_gate_decision(
+    {%- set since = (facts.unchanged_since_checked or {}).get(operation) if not force and section.enabled
+          and not interval and dbt_iceberg_maint._iceberg_maint_skipped_when_unchanged(operation, resolved) else none -%}
+    {#- Within its interval, or nothing written since its last check: skipped before the gate. -#}
+    {%- set not_now = interval or (dbt_iceberg_maint._iceberg_maint_unchanged_reason(since) if since is not none
+          else none) -%}
+    {%- set gated = none if force or not section.enabled or not_now else dbt_iceberg_maint._iceberg_maint_cost_gate_decision(
           operation, resolved.cost_gate, facts.snapshots, facts.now_ms, cold_hours) -%}
     {%- set few = dbt_iceberg_maint._iceberg_maint_too_few_data_files(section, facts.data_files)
-          if operation == 'rewrite_data_files' and not force and section.enabled and not interval and not gated
+          if operation == 'rewrite_data_files' and not force and section.enabled and not not_now and not gated
           else none -%}
     {%- set scope = facts.cold_scope if operation == 'rewrite_data_files' and cold_hours else none -%}
     {%- set decision = {'due': true, 'reason': 'forced (thresholds ignored)'} -%}
-    {%- if not force and section.enabled and not interval and not gated and not few -%}
+    {%- if not force and section.enabled and not not_now and not gated and not few -%}
       {#- No health when orphan removal, which reads none, is the only operation decided. -#}
       {%- set checked = (facts.health or {}).copy() -%}
       {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
@@ -288,8 +387,8 @@
     {%- if not section.enabled -%}
       {%- do steps.append(step(table, operation, 'skipped', 'disabled by meta.iceberg_maint.' ~ section_name
             ~ '.enabled: false')) -%}
-    {%- elif interval -%}
-      {%- do steps.append(step(table, operation, 'skipped', interval)) -%}
+    {%- elif not_now -%}
+      {%- do steps.append(step(table, operation, 'skipped', not_now)) -%}
     {%- elif gated -%}
       {%- do steps.append(step(table, operation, 'skipped', gated)) -%}
     {%- elif few -%}

@@ -22,14 +22,14 @@
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(
         dbt_iceberg_maint._iceberg_maint_check_boolean('maintain', 'dry_run', dry_run)
         + dbt_iceberg_maint._iceberg_maint_check_boolean('maintain', 'force', force)) -%}
-  {%- set steps = dbt_iceberg_maint.get_maintenance_plan(relation=relation, operations=operations, force=force,
-        policy=policy, as_of=as_of) -%}
+  {%- set plan = dbt_iceberg_maint._iceberg_maint_plan_table(relation, operations, force, policy, as_of) -%}
+  {%- set steps = plan.steps -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false, path='maintain') -%}
   {%- if not dry_run and not force and steps -%}
     {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
     {%- do dbt_iceberg_maint._iceberg_maint_record_checks(steps[0].table, dbt_iceberg_maint._iceberg_maint_resolved_policy(
-          dbt_iceberg_maint._iceberg_maint_model_policy(node), policy), steps, results) -%}
+          dbt_iceberg_maint._iceberg_maint_model_policy(node), policy), steps, results, plan.snapshot_id) -%}
   {%- endif -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
   {#- As the run-operation itself, a failed operation fails the invocation (its exit code says

@@ -51,7 +51,7 @@ def main() -> None:
         (state / f"result-{number}.json").write_text(json.dumps({
             "success": invocation.success, "exception": invocation.exception,
             "messages": [m for m in invocation.log_messages if m.startswith(MARKER_PREFIXES)],
-            "queries": invocation.queries}))
+            "queries": invocation.sql_statements}))
         number += 1
 
 

@@ -268,7 +268,7 @@ def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: La
     jobs = {"iceberg_maintenance": workers[0].result(fleet), "post_hooks": workers[1].result(hooks),
             "python_maintain": {"success": report.exit_code == 0,
                                 "messages": [m for i in invocations for m in i.log_messages],
-                                "queries": [list(q) for i in invocations for q in i.queries]}}
+                                "queries": [list(q) for i in invocations for q in i.sql_statements]}}
     assert all(job["success"] for job in jobs.values()), {name: job.get("exception") for name, job in jobs.items()}
 
     results = {name: parse_result_lines(job["messages"]) for name, job in jobs.items()}

@@ -70,7 +70,11 @@ def test_dry_run_prints_the_plan_and_changes_nothing(spark: SparkSession, built:
     invocation, results = maintenance(built, dry_run=True, force=True)
 
     log = invocation.log_messages
-    assert any(m.startswith("iceberg_maintenance: 3 Iceberg model(s)") for m in log)  # user_summary too
+    assert any(m.startswith("iceberg_maintenance: 3 Iceberg table(s)") for m in log)  # user_summary too
+    # Whether each table exists: one listing of their schema, not two statements per table.
+    sent = [e.msg.lower() for e in invocation.events if e.name == "SQLQuery"]
+    assert sum(f"show namespaces like '{built.schema}'" in s for s in sent) == 1, sent
+    assert sum(f"show tables in {built.schema}" in s for s in sent) == 1, sent
     event_log = by_table(results, "event_log")
     assert list(event_log) == ORDER
     assert {r.status for r in event_log.values()} == {"dry_run"}
@@ -257,7 +261,7 @@ def test_a_model_not_built_yet_fails_when_named_and_is_skipped_by_default(built:
 def test_run_operation_checks_one_table_without_listing_its_schema(built: DbtProject) -> None:
     """Outside a node dbt's relation cache is empty: adapter.get_relation would list the schema
     and, on Iceberg's v2 catalogs, describe every table in it. Two SHOW statements instead, and
-    a compaction plan reads no table properties."""
+    a forced compaction plan reads no table properties."""
     invocation, results = maintenance(built, select="event_log", operations=["rewrite_data_files"], force=True,
                                       dry_run=True)
     assert [(r.operation, r.status) for r in results] == [("rewrite_data_files", "dry_run")]
@@ -607,12 +611,15 @@ def test_interval_hours_checks_each_operation_at_most_that_often(spark: SparkSes
         ("rewrite_data_files", "skipped"), ("remove_orphan_files", "skipped"), ("rewrite_manifests", "skipped")]
     assert re.fullmatch(r"last checked 0\.\d+ h ago, within interval_hours 6", results[0].reason), results[0].reason
     assert re.fullmatch(r"last checked 0\.\d+ h ago, within interval_hours 12", results[1].reason), results[1].reason
-    assert results[2].reason == "only 3 data manifests, below threshold of 50"
-    # Only rewrite_manifests was decided: the snapshot summary and its manifest count were read,
-    # no file list, no CALL and no ALTER.
+    # rewrite_manifests has no interval: decided again, from the snapshot it was checked at, which
+    # nothing followed (docs/macros.md, "Nothing written since").
+    assert results[2].reason == (f"nothing written since its last check (snapshot {snapshot}): only compactions "
+                                 "and rewrites since")
+    # The snapshot summary and lineage were read: no manifest count, no file list, no CALL, no ALTER.
     sent = " ".join(e.msg.lower() for e in second.events if e.name == "SQLQuery")
-    assert ".snapshots" in sent and ".manifests" in sent, sent
-    assert ".data_files" not in sent and "call " not in sent and "alter table" not in sent, sent
+    assert ".snapshots" in sent, sent
+    assert ".manifests" not in sent and ".data_files" not in sent, sent
+    assert "call " not in sent and "alter table" not in sent, sent
     assert checked_at() == recorded and current_snapshot(spark, table) == snapshot
 
     # Orphan removal alone (it reads no health) with its interval switched off: decided and run.
@@ -623,3 +630,43 @@ def test_interval_hours_checks_each_operation_at_most_that_often(spark: SparkSes
     forced = parse_result_lines(maintain(force=True, operations=["remove_orphan_files"]).log_messages)
     assert [(r.operation, r.status) for r in forced] == [("remove_orphan_files", "success")]
     assert checked_at() == recorded
+
+
+def test_maintenance_is_a_fixed_point_on_a_table_nothing_wrote_to(spark: SparkSession, built: DbtProject) -> None:
+    """Compaction (not cold-scoped) and rewrite_manifests, whose answers only new data can change,
+    record the snapshot they were checked at; while only their own rewrites follow it, the next
+    run plans no CALL for them and reads no file list. A write makes them decide again."""
+    table = built.table("fixed_point")
+    spark.sql(f"create table {table} (id bigint, part string) using iceberg partitioned by (part)")
+    for batch in range(4):
+        spark.sql(f"insert into {table} values ({batch}, 'a')")
+    # min_manifests 1: by its count alone rewrite_manifests would be due on every run.
+    policy = {"compaction": {"min_input_files": 2}, "rewrite_manifests": {"min_manifests": 1}}
+
+    def maintain() -> DbtInvocation:
+        return built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(
+            {"relation": f"{built.schema}.fixed_point", "operations": ["compaction", "rewrite_manifests"],
+             "policy": policy}))
+
+    checked_at = current_snapshot(spark, table)
+    first_run = parse_result_lines(maintain().log_messages)
+    assert [(r.operation, r.status) for r in first_run] == [
+        ("rewrite_data_files", "success"), ("rewrite_manifests", "success")], first_run
+    properties = dict(spark.sql(f"show tblproperties {table}").collect())
+    assert {k: v for k, v in properties.items() if k.startswith("dbt-iceberg-maint.checked-snapshot.")} == {
+        "dbt-iceberg-maint.checked-snapshot.rewrite_data_files": str(checked_at),
+        "dbt-iceberg-maint.checked-snapshot.rewrite_manifests": str(checked_at)}
+
+    second = maintain()
+    unchanged = (f"nothing written since its last check (snapshot {checked_at}): only compactions and rewrites "
+                 "since")
+    assert [(r.operation, r.status, r.reason) for r in parse_result_lines(second.log_messages)] == [
+        ("rewrite_data_files", "skipped", unchanged), ("rewrite_manifests", "skipped", unchanged)]
+    sent = " ".join(e.msg.lower() for e in second.events if e.name == "SQLQuery")
+    assert "call " not in sent and ".data_files" not in sent and ".manifests" not in sent, sent
+
+    spark.sql(f"insert into {table} values (9, 'a')")
+    third = parse_result_lines(maintain().log_messages)
+    assert [(r.operation, r.status) for r in third] == [
+        ("rewrite_data_files", "success"), ("rewrite_manifests", "success")], third
+    assert sorted(r[0] for r in spark.sql(f"select id from {table}").collect()) == [0, 1, 2, 3, 9]

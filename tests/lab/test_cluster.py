@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.thrift_server import group_alive
+from dbt_iceberg_maint.processes import group_alive
 from lab.cluster import JdbcCatalog, SparkCluster, start_cluster_thrift_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
@@ -40,7 +40,7 @@ def test_thrift_server_runs_on_the_cluster_with_the_jdbc_catalog(spark_cluster: 
         server.stop()
     assert not group_alive(server.pid)
     # The same rows, read without Spark through pyiceberg's SqlCatalog on the same database.
-    table = jdbc_catalog.pyiceberg().load_table(("lab_cluster", "days"))
+    table = jdbc_catalog.metadata().load("lab_cluster.days")
     assert table.scan().to_arrow().num_rows == 30
     # The insert ran in an executor the worker launched for this application, with the JDBC jar.
     executors = list((spark_cluster.state_dir / "work").glob("app-*/*/postgresql.jar"))

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.processes import group_alive
 from dbt_iceberg_maint.thrift_server import (
     STATE_FILE,
     ThriftServer,
     accepts_connections,
-    group_alive,
     start_thrift_server,
 )
 

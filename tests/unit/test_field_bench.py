@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from benchmarks.effect import file_figures, latency_figures, trapezoid_mean
-from benchmarks.field import TimedDbt, add_lake_arguments, catalog_properties, git_state, provenance, run_start
+from benchmarks.field import TimedDbt, add_lake_arguments, catalog_properties
+from benchmarks.harness import git_state, provenance, run_start
 from benchmarks.merge_conflicts import barrier_function, barrier_met, round_outcome
 from benchmarks.overhead import _masked, changed_keys, comparable, comparable_output
 

@@ -422,3 +422,25 @@ def test_model_projection_reads_the_first_build_and_gives_up_on_the_unknown() ->
     assert isinstance(model_projection("select {{ dbt_utils.star(ref('x')) }} from {{ ref('x') }}"), Unreadable)
     assert isinstance(model_projection("select a.* from {{ ref('x') }} a"), Unreadable)
     assert isinstance(model_projection("select count(*) from t"), Projection)
+
+
+def test_a_source_that_declares_an_invalid_policy_is_an_error_finding() -> None:
+    """iceberg_maintenance maintains the source tables that declare meta.iceberg_maint and refuses
+    to start on an invalid policy: the lint says so before the nightly job fails. A valid one, or a
+    source that declares none, gives nothing; lint_ignore works as for a model."""
+    def source(name: str, policy: Any) -> dict[str, Any]:
+        return {"unique_id": f"source.proj.raw.{name}", "resource_type": "source", "source_name": "raw",
+                "name": name, "schema": "landing", "meta": {} if policy is None else {"iceberg_maint": policy},
+                "config": {"enabled": True}}
+
+    document = manifest()
+    document["sources"] = {s["unique_id"]: s for s in (
+        source("events", {"compaction": {"min_input_files": 0}}),
+        source("users", {"compaction": {"min_input_files": 2}}), source("plain", None),
+        source("muted", {"compactoin": {}, "lint_ignore": {"invalid_policy": "fixed upstream next week"}}))}
+    result = lint_manifest(document)
+    assert [(f.rule, f.severity, f.node, f.message.split(";")[0]) for f in result.findings] == [
+        ("invalid_policy", "error", "source.proj.raw.events",
+         "policy compaction: argument `min_input_files` is 0")]
+    assert "iceberg_maintenance maintains this source" in result.findings[0].message
+    assert [s.finding.node for s in result.silenced] == ["source.proj.raw.muted"]

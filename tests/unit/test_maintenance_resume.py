@@ -77,7 +77,7 @@ class Recorder:
 
 
 def test_the_plan_line_is_read_back() -> None:
-    plan = MaintenancePlan.from_log(["iceberg_maintenance: 2 Iceberg model(s)", marker("PLAN", PLAN)])
+    plan = MaintenancePlan.from_log(["iceberg_maintenance: 2 Iceberg table(s)", marker("PLAN", PLAN)])
     assert plan is not None
     assert plan.tables == (
         SelectedTable("iceberg_maint_integration_tests.event_log", "analytics.event_log"),

@@ -23,6 +23,7 @@ from dbt_iceberg_maint.metadata.catalog import (
 from dbt_iceberg_maint.metadata.planner import ModelTarget, PlannedOperation, emit_args, iceberg_models, plan_table
 from dbt_iceberg_maint.policy.gate import GateSnapshot, gate_reason
 from dbt_iceberg_maint.policy.operations import ColdScope
+from dbt_iceberg_maint.policy.selection import Shard, shard_of
 from dbt_iceberg_maint.policy.sql import TableRef
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
@@ -181,5 +182,36 @@ def test_models_and_emitted_args() -> None:
     with pytest.raises(UsageError, match="--select 'v' is not an Iceberg model of the project; Iceberg models: a, b"):
         iceberg_models(manifest, ["v"])
     plan = [PlannedOperation("s.a", "rewrite_manifests", False, "skipped", "x", None, "p.a"),
-            PlannedOperation("s.b", "rewrite_manifests", True, "dry_run", "y", "CALL ...", "p.b")]
-    assert emit_args(plan) == {"select": ["b"]}
+            PlannedOperation("s.b", "rewrite_manifests", True, "dry_run", "y", "CALL ...", "p.b"),
+            PlannedOperation("raw.ev", "rewrite_manifests", True, "dry_run", "z", "CALL ...", "source:raw.events")]
+    assert emit_args(plan) == {"select": ["b", "source:raw.events"]}
+
+
+def test_sources_and_shards_in_the_selection() -> None:
+    """iceberg_maintenance's selection in Python: sources that declare meta.iceberg_maint join the
+    models by default; source:<source> takes those, source:<source>.<table> any table of it (named,
+    so it must exist); a shard keeps the tables of its share."""
+    def source(name: str, **meta: object) -> dict[str, object]:
+        return {"resource_type": "source", "source_name": "raw", "name": name, "identifier": f"{name}_v2",
+                "schema": "landing", "meta": meta, "config": {"enabled": True}}
+
+    manifest = {"nodes": {"model.p.m": {"resource_type": "model", "name": "m", "package_name": "p", "schema": "s",
+                                        "alias": None, "config": {"materialized": "table", "file_format": "iceberg"}}},
+                "sources": {"source.p.raw.events": source("events",
+                                                          iceberg_maint={"compaction": {"min_input_files": 2}}),
+                            "source.p.raw.users": source("users")}}
+    assert [(t.model, t.ref.name, t.raw_policy, t.named) for t in iceberg_models(manifest)] == [
+        ("p.m", "s.m", {}, False), ("source:raw.events", "landing.events_v2", {"compaction": {"min_input_files": 2}},
+                                    False)]
+    assert [(t.model, t.named) for t in iceberg_models(manifest, ["source:raw"])] == [("source:raw.events", False)]
+    assert [(t.model, t.raw_policy, t.named) for t in iceberg_models(manifest, ["source:raw.users"])] == [
+        ("source:raw.users", {}, True)]
+    with pytest.raises(UsageError, match="--select 'source:raw.nope' names no enabled source table; sources: raw"):
+        iceberg_models(manifest, ["source:raw.nope"])
+    with pytest.raises(UsageError, match="'source:web' names no enabled source table that declares meta.iceberg_maint"):
+        iceberg_models(manifest, ["source:web"])
+    everything = ["p.m", "source:raw.events", "source:raw.users"]
+    shards = [[t.model for t in iceberg_models(manifest, everything, Shard(k, 3))] for k in (1, 2, 3)]
+    assert sorted(sum(shards, [])) == everything  # disjoint, and together the whole selection
+    assert shards[0] == [t.model for t in iceberg_models(manifest, everything)
+                         if shard_of(*t.ref.name.split("."), 3) == 1]

@@ -71,6 +71,9 @@ class CaseFacts:
     def checked_hours_ago(self, operation: str) -> float | None:
         return (self.facts.get("checked_hours_ago") or {}).get(operation)
 
+    def unchanged_since_check(self, operation: str) -> int | None:
+        return (self.facts.get("unchanged_since_checked") or {}).get(operation)
+
 
 def python_outcome(case: Mapping[str, Any], now: dt.datetime) -> dict[str, Any]:
     errors = engine.shape_errors(case.get("policy")) + engine.shape_errors(case.get("overrides"),

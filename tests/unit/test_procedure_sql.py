@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
+from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.policy.engine import unchanged_since
+from dbt_iceberg_maint.policy.selection import Shard, shard_of
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 HEALTH = {
@@ -24,6 +27,23 @@ HEALTH = {
     "oldest_snapshot_age_hours": 200.5,
     "data_manifests": 3,
 }
+
+# iceberg_maintenance's shards: 40 table names, and shards it must refuse (K > N, 0, N = 0, not K/N).
+SHARD_TABLES = [f"Sales_{i}.orders_{i % 7}" for i in range(40)]
+REFUSED_SHARDS: list[Any] = ["5/4", "0/4", "1/0", "a/b", "2 of 4", 4]
+
+# Snapshot lineages (id, parent, operation) and whether snapshot `checked` is still what the table
+# holds (`current` reached from it through snapshots that change no row).
+LINEAGE = [[1, None, "append"], [2, 1, "replace"], [3, 2, "replace"], [4, 3, "overwrite"], [5, 2, "append"]]
+UNCHANGED_CASES = [
+    (1, 3, True),  # a compaction and a manifest rewrite since
+    (3, 3, True),  # the current snapshot itself
+    (1, 4, False),  # an overwrite since
+    (3, 2, False),  # rolled back past it
+    (2, 5, False),  # an append on another line of the lineage
+    (9, 3, False),  # expired: not in the metadata any more
+    (1, None, False),  # no current snapshot
+]
 
 CASES: list[dict[str, Any]] = [
     # --- SQL ---------------------------------------------------------------------------------
@@ -500,6 +520,13 @@ CASES: list[dict[str, Any]] = [
     {"id": "select_all", "kind": "selection"},
     {"id": "select_tag", "kind": "selection", "kwargs": {"select": "tag:maintained"}},
     {"id": "select_mixed", "kind": "selection", "kwargs": {"select": ["user_summary", "tag:maintained", "events"]}},
+    {"id": "select_source_table", "kind": "selection", "kwargs": {"select": ["source:landing.raw_events", "events"]}},
+    *({"id": f"unchanged_since_{i}", "kind": "unchanged_since",
+       "kwargs": {"checked": checked, "current": current, "lineage": LINEAGE}}
+      for i, (checked, current, _) in enumerate(UNCHANGED_CASES)),
+    {"id": "shard_of_tables", "kind": "shard", "kwargs": {"shard": " 2 / 4 ", "n": 4, "tables": SHARD_TABLES}},
+    *({"id": f"shard_refused_{i}", "kind": "shard", "kwargs": {"shard": shard, "n": 1}}
+      for i, shard in enumerate(REFUSED_SHARDS)),
     {"id": "context", "kind": "context"},
 ]
 
@@ -928,9 +955,35 @@ def test_policy_sections_carry_the_procedures_arguments(rendered: dict[str, dict
 
 
 def test_model_selection(rendered: dict[str, dict[str, Any]]) -> None:
+    # A source without meta.iceberg_maint is selected only when named.
     assert rendered["select_all"]["value"] == ["event_log", "events", "user_summary"]
     assert rendered["select_tag"]["value"] == ["event_log", "events"]
     assert rendered["select_mixed"]["value"] == ["user_summary", "event_log", "events"]
+    assert rendered["select_source_table"]["value"] == ["raw_events", "events"]
+
+
+def test_unchanged_since_walks_the_lineage_through_rewrites_only_in_both_engines(
+        rendered: dict[str, dict[str, Any]]) -> None:
+    lineage = {row[0]: (row[1], row[2]) for row in LINEAGE}
+    for i, (checked, current, expected) in enumerate(UNCHANGED_CASES):
+        assert unchanged_since(checked, current, lineage) is expected, (checked, current)
+        assert rendered[f"unchanged_since_{i}"]["value"] is expected, (checked, current)
+
+
+def test_shards_are_the_python_twins_and_bad_shards_are_refused(rendered: dict[str, dict[str, Any]]) -> None:
+    outcome = rendered["shard_of_tables"]
+    assert outcome["errors"] == [] and outcome["value"]["parsed"] == {"k": 2, "n": 4}
+    expected = [shard_of(*table.split("."), 4) for table in SHARD_TABLES]
+    assert outcome["value"]["shards"] == expected
+    assert set(expected) == {1, 2, 3, 4}  # 40 names reach every shard
+    assert Shard.parse(" 2 / 4 ") == Shard(2, 4)
+    for i, shard in enumerate(REFUSED_SHARDS):
+        assert rendered[f"shard_refused_{i}"]["errors"] == [
+            f"iceberg_maintenance: argument `shard` is {json.dumps(shard)}; expected 'K/N' with whole numbers "
+            "1 <= K <= N, e.g. '2/4'"], shard
+        if isinstance(shard, str):
+            with pytest.raises(UsageError, match=r"expected 'K/N' with whole numbers 1 <= K <= N"):
+                Shard.parse(shard)
 
 
 def test_run_operation_context_is_a_macro(rendered: dict[str, dict[str, Any]]) -> None:

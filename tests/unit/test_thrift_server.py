@@ -10,17 +10,16 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.processes import group_alive, tail
 from dbt_iceberg_maint.spark import CatalogSpec, IcebergRuntime
 from dbt_iceberg_maint.thrift_server import (
     THRIFT_SERVER_CLASS,
     ThriftServer,
     ThriftServerSpec,
     find_spark_submit,
-    group_alive,
     prepare_default_namespace,
     server_catalog,
     stop_recorded_server,
-    tail,
 )
 
 RUNTIME = IcebergRuntime("argument", jars=("/jars/iceberg-spark-runtime.jar",))

@@ -7,7 +7,7 @@ import time
 
 from lab.fuzz import call_is_intact, judge, names_an_argument, operation_error, properties_sql_is_intact
 from lab.ledger import TableCheck
-from lab.torture import (
+from lab.torture_judging import (
     FaultScope,
     cut_tables,
     describe_outcome,

@@ -2,15 +2,15 @@
 
 Each process gets a work directory of its own (profiles.yml, target/, logs/, output.log), so
 concurrent dbt invocations on one project never share dbt's artifacts. Commands are values
-(`DbtCommand`); `start()` is the thin shell that runs one in its own process group under a
-parent-death signal, and `Running.wait()` returns what it did.
+(`DbtCommand`); `start()` runs one through the product's process shell
+(`dbt_iceberg_maint.processes`: its own process group, a parent-death signal), and
+`Running.wait()` returns what it did.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import IcebergMaintError
-from dbt_iceberg_maint.thrift_server import terminated_with_parent
 
 BIN = Path(sys.executable).parent
 
@@ -90,13 +90,6 @@ def runner_run(name: str, project_dir: Path, work: Path, select: str, env: Mappi
     return DbtCommand(name, argv, work, dict(env or {}))
 
 
-def run_operation(name: str, project_dir: Path, work: Path, args: Mapping[str, Any],
-                  env: Mapping[str, str] | None = None, macro: str = "iceberg_maintenance") -> DbtCommand:
-    """`dbt run-operation iceberg_maintenance --args ...`: the maintenance job as dbt Cloud runs it."""
-    argv = (str(BIN / "dbt"), "run-operation", macro, "--project-dir", str(project_dir), "--args", json.dumps(args))
-    return DbtCommand(name, argv, work, dict(env or {}))
-
-
 def maintain(name: str, project_dir: Path, work: Path, select: Sequence[str], operations: Sequence[str],
              env: Mapping[str, str] | None = None) -> DbtCommand:
     """`dbt-iceberg-maint maintain`: the maintenance job with a JSON report of every operation."""
@@ -126,10 +119,11 @@ class Finished:
 class Running:
     """A started lab process (its own process group); `wait()` or `kill()` it."""
 
-    def __init__(self, command: DbtCommand, process: subprocess.Popen[bytes], started: float) -> None:
+    def __init__(self, command: DbtCommand, started: processes.Started, started_at: float) -> None:
         self.command = command
-        self.process = process
-        self.started = started
+        self.process = started.process
+        self.started = started_at
+        self._output = started
         self._monotonic = time.monotonic()
 
     def wait(self, timeout_s: float) -> Finished:
@@ -139,54 +133,25 @@ class Running:
             self.kill()
             raise LabProcessError(f"{self.command.name} did not finish within {timeout_s:.0f} s; output in "
                                   f"{self.command.output_path}") from exc
-        return self.finished(time.monotonic())
-
-    def finished(self, ended_monotonic: float) -> Finished:
+        ended = time.monotonic()
         code = self.process.wait(timeout=30)
-        output = self.command.output_path.read_text(errors="replace")
-        return Finished(self.command.name, code, self.started, ended_monotonic - self._monotonic, output)
+        return Finished(self.command.name, code, self.started, ended - self._monotonic, self._output.output())
 
     def kill(self) -> None:
         if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process.wait(timeout=30)
+            processes.kill(self.process)
 
 
 def start(command: DbtCommand) -> Running:
     """Start `command` in its own process group; it dies with the process that started it."""
     command.workdir.mkdir(parents=True, exist_ok=True)
     command.report_path.unlink(missing_ok=True)
-    with command.output_path.open("wb") as out:
-        started = time.time()
-        try:
-            process = subprocess.Popen(terminated_with_parent(list(command.argv)), env=command.environment(),
-                                       cwd=command.workdir, stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
-        except OSError as exc:
-            raise LabProcessError(f"cannot start {command.name}: {exc}") from exc
-    return Running(command, process, started)
+    command.output_path.unlink(missing_ok=True)  # output.log holds the last run only
+    started_at = time.time()
+    started = processes.start(command.argv, command.output_path, env=command.environment(), cwd=command.workdir,
+                              with_parent=True)
+    return Running(command, started, started_at)
 
 
 def run(command: DbtCommand, timeout_s: float) -> Finished:
     return start(command).wait(timeout_s)
-
-
-def wait_all(running: Sequence[Running], timeout_s: float, poll_s: float = 0.1) -> list[Finished]:
-    """Wait for every process; each one's seconds end when it exited, not when it was waited for."""
-    deadline = time.monotonic() + timeout_s
-    ended: dict[int, float] = {}
-    while len(ended) < len(running):
-        for index, item in enumerate(running):
-            if index not in ended and item.process.poll() is not None:
-                ended[index] = time.monotonic()
-        if len(ended) < len(running):
-            if time.monotonic() > deadline:
-                for item in running:
-                    item.kill()
-                raise LabProcessError(f"{[r.command.name for r in running]} did not all finish within "
-                                      f"{timeout_s:.0f} s")
-            time.sleep(poll_s)
-    return [item.finished(ended[index]) for index, item in enumerate(running)]

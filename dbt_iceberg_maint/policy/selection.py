@@ -1,0 +1,121 @@
+"""Which tables a maintenance run takes: the Python twin of iceberg_maintenance's selection
+(`_iceberg_maint_selected_models`, `_iceberg_maint_parse_shard`, `_iceberg_maint_shard_of` in
+macros/operations/iceberg_maintenance.sql). Pure: a manifest's nodes in, targets out."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dbt_iceberg_maint.errors import UsageError
+
+_SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `k` of `n` (1 <= k <= n): the tables whose shard_of is k."""
+
+    k: int
+    n: int
+
+    @classmethod
+    def parse(cls, text: str, owner: str = "--shard") -> Shard:
+        match = _SHARD.fullmatch(text)
+        if match is None or not 1 <= int(match.group(1)) <= int(match.group(2)):
+            raise UsageError(f"{owner} {text!r}: expected 'K/N' with whole numbers 1 <= K <= N, e.g. '2/4'")
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    def holds(self, schema: str, identifier: str) -> bool:
+        return shard_of(schema, identifier, self.n) == self.k
+
+
+def shard_of(schema: str, identifier: str, n: int) -> int:
+    """1..n from the md5 of the lower-case `schema.table`: every job that names the table agrees,
+    whatever catalog prefix it uses."""
+    digest = hashlib.md5(f"{schema}.{identifier}".lower().encode(), usedforsecurity=False).hexdigest()
+    return int(digest[:8], 16) % n + 1
+
+
+@dataclass(frozen=True)
+class SelectedNode:
+    """A model or source table to maintain. `label` is the selector naming exactly it
+    (package.name, or source:<source>.<table>); `named`: the selection named it directly, so its
+    table must exist."""
+
+    label: str
+    schema: str
+    identifier: str
+    raw_policy: Any
+    named: bool = False
+
+
+def declared_policy(node: Mapping[str, Any]) -> Any:
+    """`_iceberg_maint_model_policy`: meta.iceberg_maint from the node's config, else its meta; None
+    when it declares none."""
+    config_meta = (node.get("config") or {}).get("meta") or {}
+    meta = node.get("meta") or {}
+    return config_meta.get("iceberg_maint") if config_meta.get("iceberg_maint") is not None \
+        else meta.get("iceberg_maint")
+
+
+def _is_iceberg_model(node: Mapping[str, Any]) -> bool:
+    config = node.get("config") or {}
+    return (node.get("resource_type") == "model" and config.get("enabled", True)
+            and str(config.get("file_format") or "").lower() == "iceberg"
+            and config.get("materialized") in ("table", "incremental"))
+
+
+def _label(node: Mapping[str, Any]) -> str:
+    if node.get("resource_type") == "source":
+        return f"source:{node['source_name']}.{node['name']}"
+    return f"{node['package_name']}.{node['name']}"
+
+
+def select_nodes(manifest: Mapping[str, Any], select: Sequence[str] | None = None,
+                 shard: Shard | None = None) -> list[SelectedNode]:
+    """The Iceberg models and the sources declaring meta.iceberg_maint, or what `select` names:
+    model names, package.name, tag:<tag>, source:<source> (its tables declaring a policy),
+    source:<source>.<table>; then only `shard`'s tables. A selector naming nothing is an error."""
+    models = [manifest["nodes"][uid] for uid in sorted(manifest.get("nodes") or {})
+              if _is_iceberg_model(manifest["nodes"][uid])]
+    sources = [manifest["sources"][uid] for uid in sorted(manifest.get("sources") or {})
+               if (manifest["sources"][uid].get("config") or {}).get("enabled", True)]
+    named: set[str] = set()
+    if not select:
+        chosen = models + [s for s in sources if declared_policy(s) is not None]
+    else:
+        chosen = []
+        for selector in (s.strip() for s in select):
+            if selector.startswith("source:"):
+                source_name, dot, table_name = selector[len("source:"):].partition(".")
+                matched = [s for s in sources if s.get("source_name") == source_name
+                           and (s["name"] == table_name if dot else declared_policy(s) is not None)]
+                if not matched:
+                    names = ", ".join(sorted({str(s.get("source_name")) for s in sources}))
+                    raise UsageError(f"--select {selector!r} names no enabled source table"
+                                     f"{'' if dot else ' that declares meta.iceberg_maint'}; sources: {names}")
+                if dot:
+                    named.update(_label(s) for s in matched)
+            else:
+                matched = [n for n in models if (selector.startswith("tag:") and selector[4:] in (n.get("tags") or []))
+                           or selector in (n["name"], f"{n['package_name']}.{n['name']}")]
+                if not matched and not selector.startswith("tag:"):
+                    raise UsageError(f"--select {selector!r} is not an Iceberg model of the project; Iceberg models: "
+                                     f"{', '.join(n['name'] for n in models)}")
+                if not selector.startswith("tag:"):
+                    named.update(_label(n) for n in matched)
+            chosen.extend(n for n in matched if n not in chosen)
+    selected = []
+    for node in chosen:
+        source = node.get("resource_type") == "source"
+        identifier = (node.get("identifier") if source else node.get("alias")) or node["name"]
+        schema = node.get("schema") or ""
+        if shard is None or shard.holds(schema, identifier):
+            declared = declared_policy(node)
+            selected.append(SelectedNode(_label(node), schema, identifier, {} if declared is None else declared,
+                                         named=_label(node) in named))
+    return selected
