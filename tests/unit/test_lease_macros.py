@@ -61,6 +61,7 @@ CASES: list[dict[str, Any]] = [
     {"id": "sql", "kind": "sql", "kwargs": {"table": "analytics.Events"}},
     {"id": "sql_catalog", "kind": "sql", "kwargs": {"table": "local.analytics.events"}},
     {"id": "namespaces", "kind": "namespaces", "kwargs": {"schemas": ["analytics", "local.raw", "analytics"]}},
+    {"id": "namespaces_default", "kind": "namespaces", "kwargs": {}},
 ]
 
 
@@ -140,3 +141,4 @@ def test_sql(rendered: dict[str, Any]) -> None:
         "and e.data_file.partition.table_name = 'events'")
     assert value["all_rows"].endswith("where e.status < 2")
     assert rendered["namespaces"] == ["analytics", "local.raw"]
+    assert "analytics" in rendered["namespaces_default"]  # the schemas of the project's Iceberg models
