@@ -16,37 +16,26 @@
 {% endmacro %}
 
 
-{#- SHOW NAMESPACES, then SHOW TABLES (which fails on a missing namespace), in `catalog` or the
-    current one (none). LIKE takes a pattern: names are compared exactly; temporary views do not
-    count. -#}
+{#- Whether `schema`.`identifier` is a table in `catalog` (none: the current one): the names
+    SHOW TABLES ... LIKE gives (LIKE takes a pattern: names are compared exactly). -#}
 {% macro _iceberg_maint_show_table_exists(catalog, schema, identifier) %}
-  {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
-  {%- set in_catalog = (' in ' ~ catalog) if catalog else '' -%}
-  {%- if run_query('show namespaces' ~ in_catalog ~ ' like ' ~ literal(schema)).rows | length == 0 -%}
-    {{ return(false) }}
-  {%- endif -%}
-  {%- set namespace = (catalog ~ '.' ~ schema) if catalog else schema -%}
-  {%- for row in run_query('show tables in ' ~ namespace ~ ' like ' ~ literal(identifier)) -%}
-    {%- if (row['tableName'] | lower) == (identifier | lower) and not row['isTemporary'] -%}
-      {{ return(true) }}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ return(false) }}
+  {{ return((identifier | lower) in dbt_iceberg_maint._iceberg_maint_schema_tables(catalog, schema, identifier)) }}
 {% endmacro %}
 
 
 {#- The lower-case names of the tables (not temporary views) in `schema` of `catalog` (none: the
-    current one), [] when the namespace does not exist: iceberg_maintenance's existence checks,
-    two statements per schema instead of two per table. -#}
-{% macro _iceberg_maint_schema_tables(catalog, schema) %}
+    current one), those matching the pattern `like` when given; [] when the namespace does not
+    exist (SHOW NAMESPACES first: SHOW TABLES fails on a missing one). iceberg_maintenance lists a
+    schema holding several selected tables once: two statements per schema, not two per table. -#}
+{% macro _iceberg_maint_schema_tables(catalog, schema, like=none) %}
+  {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
   {%- set in_catalog = (' in ' ~ catalog) if catalog else '' -%}
-  {%- if run_query('show namespaces' ~ in_catalog ~ ' like '
-        ~ dbt_iceberg_maint._iceberg_maint_string_literal(schema)).rows | length == 0 -%}
+  {%- if run_query('show namespaces' ~ in_catalog ~ ' like ' ~ literal(schema)).rows | length == 0 -%}
     {{ return([]) }}
   {%- endif -%}
   {%- set names = [] -%}
-  {%- for row in run_query('show tables in ' ~ ((catalog ~ '.' ~ schema) if catalog else schema))
-        if not row['isTemporary'] -%}
+  {%- for row in run_query('show tables in ' ~ ((catalog ~ '.' ~ schema) if catalog else schema)
+        ~ ((' like ' ~ literal(like)) if like is not none else '')) if not row['isTemporary'] -%}
     {%- do names.append(row['tableName'] | lower) -%}
   {%- endfor -%}
   {{ return(names) }}
