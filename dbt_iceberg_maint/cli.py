@@ -206,6 +206,22 @@ MAINTENANCE_OPERATIONS = ("compaction", "rewrite_data_files", "rewrite_position_
 @click.option("--dry-run", is_flag=True, help="Render the SQL, execute nothing.")
 @click.option("--force", is_flag=True, help="Ignore the thresholds (never the cold-partition scope).")
 @click.option("--as-of", "as_of", default=None, help="Reference time (UTC 'YYYY-MM-DD HH:MM:SS'). Default: now.")
+@click.option("--concurrency", default=None, metavar="N",
+              help="Fleet engine: plan from metadata, then run steps on N tables at once (docs/python-cli.md).")
+@click.option("--budget", default=None, metavar="DURATION",
+              help="Fleet engine: start no step after this long (e.g. 90s, 30m, 2h); the rest is backlog.")
+@click.option("--step-timeout", "step_timeout", default=None, metavar="DURATION",
+              help="Fleet engine: stop a step running longer than this (reported failed, kind timeout).")
+@click.option("--max-files-per-table", "max_files_per_table", default=None, metavar="N",
+              help="Fleet engine: a compaction rewrites at most N files (max-files-to-rewrite) unless the "
+                   "policy's options set a cap.")
+@click.option("--resume", "resume", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Fleet engine: a previous run's JSON report; the steps it settled are not taken up again.")
+@click.option("--warehouse", default=None, help="Fleet engine: the catalog to plan from (as for `plan`); default: "
+                                                 "the profile's server_side_parameters.")
+@click.option("--catalog-property", "catalog_properties", multiple=True, metavar="KEY=VALUE",
+              help="Fleet engine: a spark.sql.catalog.<name>.* setting of the catalog to plan from (repeatable).")
+@click.option("--catalog-name", default=None, help="Fleet engine: the Spark catalog name (default: local).")
 @_dbt_wrapper_options
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
 @handle_errors
@@ -216,6 +232,14 @@ def maintain_command(
     dry_run: bool,
     force: bool,
     as_of: str | None,
+    concurrency: str | None,
+    budget: str | None,
+    step_timeout: str | None,
+    max_files_per_table: str | None,
+    resume: Path | None,
+    warehouse: str | None,
+    catalog_properties: tuple[str, ...],
+    catalog_name: str | None,
     report_path: Path | None,
     output: str,
     project_dir: Path,
@@ -225,6 +249,10 @@ def maintain_command(
     """Run the iceberg_maintenance run-operation; when Spark rejects a statement at run time,
     record that operation as failed and carry on with the rest.
 
+    With --concurrency, --budget, --step-timeout, --max-files-per-table, --resume or a catalog
+    option, the fleet engine runs instead: it plans from metadata, orders tables worst-first and
+    runs each table's due steps (execute_maintenance_steps) on N workers.
+
     DBT_ARGS are passed to dbt (e.g. `--target prod --vars '{...}'`), after this command's own
     options. Exit 0 when no operation failed, 1 when one did, 2 on usage errors.
     """
@@ -233,6 +261,12 @@ def maintain_command(
     _refuse_misplaced_options(dbt_args)
     if shard is not None:
         Shard.parse(shard)  # a usage error before dbt starts
+    fleet_options = (concurrency, budget, step_timeout, max_files_per_table, resume, warehouse, catalog_name)
+    if any(value is not None for value in fleet_options) or catalog_properties:
+        _maintain_fleet(select, shard, operations, dry_run, force, as_of, concurrency, budget, step_timeout,
+                        max_files_per_table, resume, warehouse, catalog_properties, catalog_name, report_path,
+                        output, project_dir, profiles_dir, dbt_args)
+        return
     report = run_maintenance(select, operations, dry_run=dry_run, force=force, as_of=as_of, shard=shard,
                              dbt_args=dbt_args, project_dir=project_dir, profiles_dir=profiles_dir)
 
@@ -243,6 +277,42 @@ def maintain_command(
         out.print(f"{verdict}; {len(report.results)} operation(s) in {report.invocations} dbt invocation(s)")
 
     render_report(output, report.to_json(), text, report_path)
+    sys.exit(report.exit_code)
+
+
+def _whole_number(option: str, value: str | None) -> int | None:
+    from dbt_iceberg_maint.errors import UsageError
+
+    if value is None:
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise UsageError(f"{option} is {value!r}; expected a whole number >= 1") from None
+
+
+def _maintain_fleet(select: tuple[str, ...], shard: str | None, operations: tuple[str, ...], dry_run: bool,
+                    force: bool, as_of: str | None, concurrency: str | None, budget: str | None,
+                    step_timeout: str | None, max_files_per_table: str | None, resume: Path | None,
+                    warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
+                    report_path: Path | None, output: str, project_dir: Path, profiles_dir: Path | None,
+                    dbt_args: tuple[str, ...]) -> None:
+    """`maintain` through the fleet engine (dbt_iceberg_maint/fleet/): a progress line on stderr
+    while it runs, then the report."""
+    from dbt_iceberg_maint.fleet import run_fleet
+    from dbt_iceberg_maint.fleet.render import fleet_table, progress_display
+    from dbt_iceberg_maint.metadata.catalog import config_from_options
+
+    workers = _whole_number("--concurrency", concurrency)
+    cap = _whole_number("--max-files-per-table", max_files_per_table)
+    catalog = (config_from_options(warehouse, catalog_properties, catalog_name or "local")
+               if warehouse is not None or catalog_properties else None)
+    with progress_display(enabled=output != "json") as progress:
+        report = run_fleet(select or None, operations or None, concurrency=1 if workers is None else workers,
+                           budget_s=budget, step_timeout_s=step_timeout, shard=shard, dry_run=dry_run, force=force,
+                           as_of=as_of, project_dir=project_dir, profiles_dir=profiles_dir, dbt_args=dbt_args,
+                           catalog=catalog, max_files_per_table=cap, resume=resume, progress=progress)
+    render_report(output, report.to_json(), fleet_table(report), report_path)
     sys.exit(report.exit_code)
 
 

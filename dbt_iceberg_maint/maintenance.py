@@ -178,7 +178,7 @@ def marker_messages(invocation: DbtInvocation) -> tuple[str, ...]:
     return tuple(event.msg for event in invocation.events if event.name in _MACRO_LOG_EVENTS)
 
 
-def _error_text(invocation: DbtInvocation) -> str:
+def error_text(invocation: DbtInvocation) -> str:
     """Spark's error for the statement that stopped the invocation: dbt's message for it (what
     came after the last result line when dbt said nothing of the kind)."""
     messages = list(invocation.log_messages)
@@ -199,7 +199,7 @@ def _refusal_text(invocation: DbtInvocation) -> str:
     """Why the macro refused before planning (arguments, policies, selection): dbt's message for
     the error alone, without the Python traceback and housekeeping lines dbt logs after it."""
     refusal = next((event.msg for event in invocation.events if event.name in _OPERATION_ERROR_EVENTS), None)
-    return refusal.strip() if refusal else _error_text(invocation)
+    return refusal.strip() if refusal else error_text(invocation)
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ def run_maintenance(
         planning = [table for table, operation in started(logged) if operation is None]
         if selection is None or not planning:  # refused before anything ran: arguments, policies, selection
             raise UsageError(f"iceberg_maintenance stopped before planning: {_refusal_text(invocation)}")
-        results.extend(planning_failed(planning[-1], selection.operations, _error_text(invocation)))
+        results.extend(planning_failed(planning[-1], selection.operations, error_text(invocation)))
         rest = [t.model for t in selection.tables if t.table != planning[-1]]
         if not rest:
             return MaintenanceReport(tuple(results), invocations)
@@ -278,7 +278,7 @@ def run_maintenance(
             raise IcebergMaintError(f"dbt succeeded but reported no result for {pending[0].table} "
                                     f"{pending[0].operation}; is the package version current?")
         if pending:  # the invocation stopped inside a step
-            failed = interrupted_step(pending, started(marker_messages(invocation)), _error_text(invocation))
+            failed = interrupted_step(pending, started(marker_messages(invocation)), error_text(invocation))
             if failed.operation == "rewrite_data_files" and classify(str(failed.metrics["error"])).undecided:
                 failed = _probed(failed, run(probe_args(failed.table, as_of)))
                 invocations += 1
@@ -295,9 +295,9 @@ def _probed(failed: MaintenanceResult, probe: DbtInvocation) -> MaintenanceResul
     reported = [r for r in parse_result_lines(marker_messages(probe)) if r.operation == "rewrite_data_files"]
     result = reported[0] if reported else None
     verdict = judge_probe(result.status if result else None, result.metrics if result else {},
-                          None if result else _error_text(probe))
+                          None if result else error_text(probe))
     metrics = {**failed.metrics, "kind": verdict.kind, "retryable": verdict.retryable,
-               "probe": result.to_dict() if result else {"error": _error_text(probe)[:ERROR_DETAIL_CHARS]}}
+               "probe": result.to_dict() if result else {"error": error_text(probe)[:ERROR_DETAIL_CHARS]}}
     if result is not None and verdict.status == "success":
         metrics.update({k: v for k, v in result.metrics.items() if k not in metrics})
     reason = f"stopped the run-operation at run time ({failed.metrics['kind']}, undecided): {verdict.reason}"

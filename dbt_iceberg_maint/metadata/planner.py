@@ -208,6 +208,30 @@ class _LazyTable:
             figures["data_manifests"] = read_manifest_tier(self.manifests()).data_manifests
         return figures
 
+    def figures(self, compacting: bool) -> dict[str, Any]:
+        """What was read (None: that tier was not), plus the eligible files of a compaction."""
+        summary = self.summary
+        oldest = summary.oldest_snapshot_ms
+        entries = self._entries.get((self.threshold, False)) or self._entries.get((self.threshold, True))
+        if entries is None and compacting:
+            entries = self.entries(data_only=True)
+        manifests = read_manifest_tier(self._manifests) if self._manifests is not None else None
+        return {
+            "snapshots": len(summary.snapshots),
+            "oldest_snapshot_age_hours": None if oldest is None
+            else round((self.reference_ms - oldest) / 3600000.0, 3),
+            "data_files": summary.data_files, "delete_files": summary.delete_files,
+            "data_bytes": summary.total_bytes,
+            "small_files": None if entries is None else entries.small_files,
+            "small_bytes": None if entries is None else entries.small_bytes,
+            "max_small_files_in_partition": None if entries is None else entries.max_small_files_in_partition,
+            "manifests": None if manifests is None else manifests.manifests,
+            "data_manifests": None if manifests is None else manifests.data_manifests,
+            "eligible_files": entries.small_files if compacting and entries is not None else None,
+            "eligible_bytes": entries.small_bytes if compacting and entries is not None else None,
+            "tiers": sorted(self.tiers),
+        }
+
     def cold_scope(self, hours: float) -> ColdScope:
         entries = self.entries(data_only=False)
         fields, columns = layout(self.table)
@@ -220,6 +244,24 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
                force: bool = False) -> tuple[list[PlannedOperation], set[str]]:
     """spark__maintain(dry_run=true), decided from metadata by the policy engine. Returns the plan
     and the tiers read. `at`: the plan's as_of (default now); the orphan window always uses now."""
+    plan, facts = _plan_with_facts(target, table, operations, project_enabled, overrides, at, force)
+    return plan, facts.tiers if facts is not None else set()
+
+
+def plan_table_figures(target: ModelTarget, table: Table | None, operations: Sequence[str] | None = None,
+                       project_enabled: bool = True, overrides: Any = None, at: dt.datetime | None = None,
+                       force: bool = False) -> tuple[list[PlannedOperation], dict[str, Any]]:
+    """plan_table, with the table's figures the plan read (table_health's names, None when that
+    tier was not read) and, when a compaction is planned, its eligible files and bytes: the
+    files below the small-file threshold (read for it when the plan did not need them)."""
+    plan, facts = _plan_with_facts(target, table, operations, project_enabled, overrides, at, force)
+    return plan, ({} if facts is None else facts.figures(compacting=any(
+        p.operation == "rewrite_data_files" and p.status == "dry_run" for p in plan)))
+
+
+def _plan_with_facts(target: ModelTarget, table: Table | None, operations: Sequence[str] | None,
+                     project_enabled: bool, overrides: Any, at: dt.datetime | None,
+                     force: bool) -> tuple[list[PlannedOperation], _LazyTable | None]:
     now = dt.datetime.now(dt.timezone.utc)
     reference_ms = int((at or now).timestamp() * 1000)
     name = target.ref.qualified
@@ -228,7 +270,7 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
         raise_if_errors(target.ref.errors())
         policy = engine.checked(target.raw_policy, overrides)
     except PolicyError as exc:
-        return [PlannedOperation(name, op, False, "failed", str(exc), None, target.model) for op in requested], set()
+        return [PlannedOperation(name, op, False, "failed", str(exc), None, target.model) for op in requested], None
     facts = None
     if table is not None and project_enabled and policy["enabled"]:
         mb = policy["compaction"]["target_file_size_mb"]
@@ -239,7 +281,7 @@ def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[st
     plan = [PlannedOperation(step.table, step.operation, step.status != "skipped" and facts is not None,
                              "dry_run" if step.status == "planned" else step.status, step.reason or "", step.sql,
                              target.model) for step in steps]
-    return plan, facts.tiers if facts is not None else set()
+    return plan, facts
 
 
 def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = None,

@@ -85,6 +85,7 @@ class EntryTier:
     partition_states: tuple[PartitionState, ...]
     file_sizes: tuple[int, ...]
     small_files_by_partition: tuple[tuple[str, int], ...]
+    small_bytes: int = 0  # the small files' bytes (what a compaction of the whole table rewrites)
 
 
 def _int(summary: Mapping[str, str], key: str) -> int | None:
@@ -185,7 +186,7 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
     union_ids = sorted(union)
     snapshot_ms = {s.snapshot_id: s.timestamp_ms for s in metadata.snapshots}
 
-    data_files = small = data_bytes = records = delete_files = 0
+    data_files = small = small_bytes = data_bytes = records = delete_files = 0
     sizes: list[int] = []
     partitions: dict[tuple[Any, ...], list[Any]] = {}  # key -> [last_ms, spec_id, newest_ms, small]
     # table_health groups small files by (spec_id, partition), the partitions table by partition.
@@ -218,6 +219,7 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
                 sizes.append(file.file_size_in_bytes)
                 if file.file_size_in_bytes < threshold:
                     small += 1
+                    small_bytes += file.file_size_in_bytes
                     state[3] += 1
                     spec_key = (file.spec_id, key)
                     small_by_spec[spec_key] = small_by_spec.get(spec_key, 0) + 1
@@ -240,6 +242,7 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
         partition_states=tuple(states), file_sizes=tuple(sizes),
         small_files_by_partition=tuple(sorted(((_key_text(k), v[3]) for k, v in partitions.items() if v[3]),
                                               key=lambda kv: -kv[1])),
+        small_bytes=small_bytes,
     )
 
 

@@ -1,0 +1,57 @@
+"""A fleet worker process: `python -m dbt_iceberg_maint.fleet.worker`.
+
+dbtRunner is not safe for concurrent use in one process, so each of the engine's concurrent
+workers is a process of its own that runs dbt invocations one after the other (dbt, and with
+dbt-spark `method: session` its Spark application, start once per worker). It reads one job per
+line on stdin, `{"args": [...], "project_dir": ..., "profiles_dir": ..., "out": PATH}`, runs
+invoke_dbt, and writes the DbtInvocation as JSON to PATH (written whole, then renamed). Its own
+stdout and stderr are dbt's console noise: the engine sends them to a log file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from dbt_iceberg_maint.invoke import DbtInvocation, LoggedEvent
+
+
+def invocation_to_dict(invocation: DbtInvocation) -> dict[str, Any]:
+    return {"args": list(invocation.args), "success": invocation.success, "exception": invocation.exception,
+            "usage_error": invocation.usage_error, "log_messages": list(invocation.log_messages),
+            "events": [[e.name, e.msg, e.node_id] for e in invocation.events],
+            "sql_statements": [list(s) for s in invocation.sql_statements]}
+
+
+def invocation_from_dict(data: dict[str, Any]) -> DbtInvocation:
+    return DbtInvocation(
+        args=tuple(data["args"]), success=bool(data["success"]), nodes=(),
+        log_messages=tuple(data["log_messages"]), exception=data.get("exception"),
+        usage_error=bool(data.get("usage_error")),
+        events=tuple(LoggedEvent(name, msg, node) for name, msg, node in data.get("events") or ()),
+        sql_statements=tuple((sql, int(start), None if end is None else int(end))
+                             for sql, start, end in data.get("sql_statements") or ()))
+
+
+def serve() -> None:
+    from dbt_iceberg_maint.invoke import invoke_dbt
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        try:
+            invocation = invoke_dbt(job["args"], job["project_dir"], job.get("profiles_dir"))
+        except Exception as exc:  # reported as the invocation's failure; the worker serves on
+            invocation = DbtInvocation(tuple(job["args"]), False, (), (), exception=f"{type(exc).__name__}: {exc}")
+        out = Path(job["out"])
+        partial = out.with_suffix(".partial")
+        partial.write_text(json.dumps(invocation_to_dict(invocation)))
+        os.replace(partial, out)
+
+
+if __name__ == "__main__":
+    serve()
