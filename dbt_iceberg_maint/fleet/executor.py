@@ -40,6 +40,7 @@ from dbt_iceberg_maint.results import parse_result_lines
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 POLL_S = 0.05
+WORKER_START_TIMEOUT_S = 120.0
 # What the progress callback receives after every change: counts and the ETA in seconds.
 Progress = Callable[[Mapping[str, Any]], None]
 
@@ -128,6 +129,9 @@ class InProcessWorker:
     def run(self, args: Sequence[str], timeout_s: float | None) -> Ran:
         return Ran(invoke_dbt(list(args), self.project_dir, self.profiles_dir, self.env))
 
+    def start(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -141,20 +145,34 @@ class SubprocessWorker:
     def __init__(self, index: int, env: Mapping[str, str], project_dir: Path, profiles_dir: Path,
                  work_dir: Path) -> None:
         self.index, self.project_dir, self.profiles_dir, self.work_dir = index, project_dir, profiles_dir, work_dir
-        self.env = {**os.environ, **env,
+        # Its own dbt target and log folders: concurrent dbt processes must not write one
+        # partial_parse.msgpack or manifest.json at once.
+        self.env = {**os.environ, **env, "DBT_TARGET_PATH": str(work_dir / f"target-{index}"),
+                    "DBT_LOG_PATH": str(work_dir / f"logs-{index}"),
                     "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
         self.process: subprocess.Popen[str] | None = None
         self.log: IO[str] | None = None
         self.jobs = 0
+        self.starts = 0
 
     def _start(self) -> subprocess.Popen[str]:
+        """The worker process, started (and waited for: dbt imported) when there is none."""
         if self.process is None or self.process.poll() is not None:
-            self.log = open(self.work_dir / f"worker-{self.index}.log", "a")  # noqa: SIM115 (closed in close())
-            self.process = subprocess.Popen([sys.executable, "-m", "dbt_iceberg_maint.fleet.worker"],
+            if self.log is None:
+                self.log = open(self.work_dir / f"worker-{self.index}.log", "a")  # noqa: SIM115 (closed in close())
+            self.starts += 1
+            ready = self.work_dir / f"ready-{self.index}-{self.starts}"
+            self.process = subprocess.Popen([sys.executable, "-m", "dbt_iceberg_maint.fleet.worker", str(ready)],
                                             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
                                             env=self.env, cwd=str(self.project_dir), text=True,
                                             start_new_session=True)
+            deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+            while not ready.exists() and self.process.poll() is None and time.monotonic() < deadline:
+                time.sleep(POLL_S)
         return self.process
+
+    def start(self) -> None:
+        self._start()
 
     def run(self, args: Sequence[str], timeout_s: float | None) -> Ran:
         process = self._start()
@@ -199,6 +217,14 @@ class SubprocessWorker:
             self.log.close()
 
 
+def _is_call(sql: str) -> bool:
+    """A procedure CALL, behind dbt's query comment if any."""
+    text = sql.lstrip()
+    while text.startswith("/*") and "*/" in text:
+        text = text.split("*/", 1)[1].lstrip()
+    return text[:5].upper() == "CALL "
+
+
 def _outcome(step: Step, ran: Ran, started: float, finished: float, worker: int,
              timeout_s: float | None) -> StepOutcome:
     """The step's result from its invocation: the macros' RESULT line, else the error that
@@ -213,7 +239,7 @@ def _outcome(step: Step, ran: Ran, started: float, finished: float, worker: int,
         return replace(base, kind="worker_died", reason=ran.error)
     invocation = ran.invocation
     statements = invocation.sql_statements
-    calls = tuple((start, end) for sql, start, end in statements if sql.lstrip().upper().startswith("CALL "))
+    calls = tuple((start, end) for sql, start, end in statements if _is_call(sql))
     base = replace(base, statements=len(statements), calls=calls)
     reported = [r for r in parse_result_lines(marker_messages(invocation)) if (r.table, r.operation) == step.key]
     if reported:
@@ -390,6 +416,7 @@ def run_fleet(
 
     def work(worker: InProcessWorker | SubprocessWorker) -> None:
         try:
+            worker.start()
             while (step := state.take()) is not None:
                 started = time.time()
                 ran = worker.run(step_args(step, worker_args), timeout)

@@ -36,9 +36,15 @@ def invocation_from_dict(data: dict[str, Any]) -> DbtInvocation:
                              for sql, start, end in data.get("sql_statements") or ()))
 
 
-def serve() -> None:
+def serve(ready: Path | None = None) -> None:
+    """Serve jobs until stdin closes; `ready` is created once dbt is imported (the engine's step
+    timeout does not count a worker's start)."""
+    import dbt.cli.main  # noqa: F401 (the slow import, before the first job)
+
     from dbt_iceberg_maint.invoke import invoke_dbt
 
+    if ready is not None:
+        ready.touch()
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -54,4 +60,4 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(Path(sys.argv[1]) if len(sys.argv) > 1 else None)

@@ -1,0 +1,204 @@
+"""The fleet engine (`maintain --concurrency/--budget/--step-timeout`, dbt_iceberg_maint/fleet/)
+over the suite's real Spark Thrift Server: N dbt worker processes = N client sessions of one Spark
+application. The lake is a few dbt sources with `meta.iceberg_maint` that the test writes itself
+through its own PyHive session; the engine plans them from metadata (pyiceberg on the server's
+catalog) and runs every step through execute_maintenance_steps.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from click.testing import CliRunner
+
+from dbt_iceberg_maint.cli import main
+from dbt_iceberg_maint.fleet import FleetReport, run_fleet
+from dbt_iceberg_maint.invoke import invoke_dbt
+from dbt_iceberg_maint.metadata.catalog import CatalogConfig, config_from_options, open_catalog
+from dbt_iceberg_maint.metadata.planner import read_health
+from dbt_iceberg_maint.protocol import OPERATIONS
+
+if TYPE_CHECKING:
+    from dbt_iceberg_maint.thrift_server import ThriftServer
+    from tests.thrift.conftest import ThriftSql
+
+pytestmark = pytest.mark.integration
+
+LAKE = "fleet_lake"
+POLICY = "{compaction: {min_input_files: 2}, expire_snapshots: {older_than_hours: 0, retain_last: 1}}"
+# The slow table's compaction rewrites every file as a group of its own, one commit each: real
+# Spark work that lasts far longer than the step timeout below.
+SLOW_POLICY = ("{compaction: {min_input_files: 1, options: {max-file-group-size-bytes: '1', rewrite-all: 'true'}}, "
+               "expire_snapshots: {older_than_hours: 0, retain_last: 1}}")
+TABLES = ("t0", "t1", "t2")
+OTHERS = ("u0", "u1")
+SLOW_FILES = 60
+OPERATIONS_RUN = ["compaction", "expire_snapshots"]
+
+
+@pytest.fixture(scope="module")
+def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fleet_project")
+    (root / "models").mkdir()
+    (root / "dbt_project.yml").write_text("name: fleet\nversion: '1.0'\nconfig-version: 2\nprofile: fleet\n")
+    (root / "profiles.yml").write_text(
+        f"fleet:\n  target: thrift\n  outputs:\n    thrift: {{type: spark, method: thrift, host: {thrift_server.host}, "
+        f"port: {thrift_server.port}, user: dbt, schema: fleet_models, threads: 1, connect_retries: 3, "
+        "connect_timeout: 10}\n")
+    (root / "packages.yml").write_text(f"packages:\n  - local: {Path(__file__).resolve().parents[2]}\n")
+    tables = "".join(f"      - name: {name}\n        meta: {{iceberg_maint: {POLICY}}}\n" for name in TABLES + OTHERS)
+    (root / "models" / "sources.yml").write_text(
+        f"sources:\n  - name: lake\n    schema: {LAKE}\n    tables:\n{tables}"
+        f"      - name: slow\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n")
+    assert invoke_dbt(["deps", "--quiet"], root, root).success
+    thrift_sql.execute(f"create namespace if not exists {LAKE}")
+    for name in TABLES + OTHERS:
+        thrift_sql.execute(f"create or replace table {LAKE}.{name} (id bigint, kind string) using iceberg")
+        for batch in range(3):  # an ingestion job's small appends
+            thrift_sql.execute(f"insert into {LAKE}.{name} values ({batch}, 'a')")  # one file each
+    thrift_sql.execute(f"create or replace table {LAKE}.slow (id bigint, kind string) using iceberg")
+    thrift_sql.execute(f"insert into {LAKE}.slow select /*+ REPARTITION({SLOW_FILES}) */ id, cast(id as string) "
+                       f"from range({SLOW_FILES * 50})")
+    return root
+
+
+@pytest.fixture(scope="module")
+def catalog(thrift_server: ThriftServer) -> CatalogConfig:
+    return config_from_options(str(thrift_server.spec.catalog.warehouse), [], "local")
+
+
+def fleet(lake: Path, catalog: CatalogConfig, tables: tuple[str, ...], **options: Any) -> FleetReport:
+    return run_fleet([f"source:lake.{name}" for name in tables], OPERATIONS_RUN, project_dir=lake,
+                     profiles_dir=lake, catalog=catalog, **options)
+
+
+def state(sql: ThriftSql, name: str) -> tuple[Any, ...]:
+    """What maintenance changes: the current snapshot, the snapshots and the data files."""
+    return (tuple(sql.rows(f"select snapshot_id from {LAKE}.{name}.snapshots order by committed_at")),
+            sql.scalar(f"select count(*) from {LAKE}.{name}.data_files"))
+
+
+def moment(text: str | None) -> float:
+    assert text is not None
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def spark_calls(server: ThriftServer) -> list[tuple[str, float, float | None]]:
+    """Every CALL the Spark application executed, from its own UI REST API: (table, start, end) in epoch s."""
+    assert server.ui_url is not None
+    with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications", timeout=10) as response:
+        app = json.load(response)[0]["id"]
+    with urllib.request.urlopen(f"{server.ui_url}/api/v1/applications/{app}/sql?details=false&length=100000",
+                                timeout=10) as response:
+        executions = json.load(response)
+    calls = []
+    for e in executions:
+        match = re.search(r"CALL [\w.]+\(table => '([^']+)'", e.get("description") or "", re.IGNORECASE)
+        if match:
+            start = moment(e["submissionTime"].replace("GMT", "Z"))
+            calls.append((match.group(1), start, None if e.get("status") == "RUNNING" else start + e["duration"] / 1000))
+    return calls
+
+
+def test_bad_input_exits_2_and_changes_nothing(lake: Path, thrift_sql: ThriftSql,
+                                               thrift_server: ThriftServer) -> None:
+    before = {name: state(thrift_sql, name) for name in TABLES}
+    warehouse = str(thrift_server.spec.catalog.warehouse)
+    for option, value, said in (("--concurrency", "0", "--concurrency is 0; expected a whole number of workers"),
+                                ("--budget", "abc", "--budget is 'abc'; expected a positive duration"),
+                                ("--step-timeout", "5x", "--step-timeout is '5x'; expected a positive duration")):
+        result = CliRunner().invoke(main, ["maintain", option, value, "--warehouse", warehouse,
+                                           "--project-dir", str(lake), "--profiles-dir", str(lake)])
+        assert result.exit_code == 2, result.output
+        assert said in result.output
+    assert {name: state(thrift_sql, name) for name in TABLES} == before
+
+
+def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_workers(
+        lake: Path, catalog: CatalogConfig, thrift_sql: ThriftSql, thrift_server: ThriftServer,
+        tmp_path: Path) -> None:
+    # Planned from metadata, worst first: every table is due a compaction (3 small files) and expiry.
+    planned = fleet(lake, catalog, TABLES, dry_run=True)
+    assert [(r.operation, r.status) for r in planned.outcomes if r.table == f"{LAKE}.t0"] == [
+        ("rewrite_data_files", "dry_run"), ("expire_snapshots", "dry_run")]
+    assert [(t.figures["small_files"], t.components["small_files"]) for t in planned.tables] == [(3, 3.0)] * 3
+
+    # A window that closes after the first step started: the rest is backlog, counted.
+    begun = time.time()
+    budget = planned.planning_s + 4.0
+    cut = fleet(lake, catalog, TABLES, budget_s=budget)
+    started = [r for r in cut.outcomes if r.started_at is not None]
+    assert started and all(moment(r.started_at) <= begun + budget + 0.5 for r in started)
+    backlog = [r for r in cut.outcomes if r.status == "backlog"]
+    assert backlog, cut.to_json()
+    document = json.loads(cut.to_json())
+    assert document["totals"]["backlog"] == {
+        "steps": len(backlog), "tables": len({r.table for r in backlog}),
+        "eligible_files": 3 * sum(r.operation == "rewrite_data_files" for r in backlog),
+        "eligible_bytes": sum(r.eligible_bytes or 0 for r in backlog)}
+    assert [(b["table"], b["operation"]) for b in document["backlog"]] == [(r.table, r.operation) for r in backlog]
+    untouched = {r.table for r in backlog} - {r.table for r in started}
+    for table in untouched:  # nothing ran on a table whose steps are all backlog
+        assert thrift_sql.scalar(f"select count(*) from {table}.data_files") == 3
+    report = tmp_path / "cut.json"
+    report.write_text(cut.to_json())
+
+    # The next run resumes from that report, on two workers: every table ends healthy.
+    window_start = time.time()
+    done = fleet(lake, catalog, TABLES, concurrency=2, resume=report)
+    assert done.exit_code == 0, done.to_json()
+    assert done.run_id == cut.run_id  # the same run: it re-enters its own leases
+    settled = {(r.table, r.operation) for r in cut.outcomes if r.status == "success"}
+    ran = {(r.table, r.operation) for r in done.outcomes if r.status == "success"}
+    assert not settled & ran and settled | ran == {(f"{LAKE}.{t}", op) for t in TABLES
+                                                   for op in ("rewrite_data_files", "expire_snapshots")}
+    assert {r.worker for r in done.outcomes if r.worker is not None} == {1, 2}
+    assert done.to_dict()["totals"]["calls"] == len(ran)
+    for record in read_health(open_catalog(catalog), [f"{LAKE}.{t}" for t in TABLES]):
+        assert record.figures is not None and (record.figures["data_files"], record.figures["snapshots"]) == (1, 1)
+    # Each table's steps in canonical order, and never two CALLs on one table at once (Spark's own record).
+    for table in TABLES:
+        mine = sorted((r for r in cut.outcomes + done.outcomes if r.table == f"{LAKE}.{table}" and r.started_at),
+                      key=lambda r: moment(r.started_at))
+        assert [r.operation for r in mine] == sorted((r.operation for r in mine), key=OPERATIONS.index)
+    calls = [c for c in spark_calls(thrift_server) if c[1] >= begun - 1]
+    assert len(calls) >= len(settled | ran)
+    for table in TABLES:
+        spans = sorted((start, end) for name, start, end in calls if name == f"{LAKE}.{table}")
+        assert all(end is not None for _, end in spans)
+        assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1)), spans  # type: ignore[operator]
+    assert any(start >= window_start for _, start, _ in calls)
+
+
+def test_a_step_past_its_timeout_is_stopped_and_the_other_tables_are_still_maintained(
+        lake: Path, catalog: CatalogConfig, thrift_sql: ThriftSql, thrift_server: ThriftServer) -> None:
+    rows = thrift_sql.scalar(f"select count(*) from {LAKE}.slow")
+    begun = time.monotonic()
+    report = fleet(lake, catalog, ("slow", *OTHERS), concurrency=2, step_timeout_s="10s")
+    took = time.monotonic() - begun
+    by_key = {(r.table, r.operation): r for r in report.outcomes}
+    stopped = by_key[(f"{LAKE}.slow", "rewrite_data_files")]
+    assert (stopped.status, stopped.kind) == ("failed", "timeout"), report.to_json()
+    assert 10 <= stopped.duration_s < 20  # type: ignore[operator]
+    later = by_key[(f"{LAKE}.slow", "expire_snapshots")]
+    assert later.status == "skipped" and "timed out" in (later.reason or "")
+    for name in OTHERS:
+        assert [by_key[(f"{LAKE}.{name}", op)].status for op in ("rewrite_data_files", "expire_snapshots")] == [
+            "success", "success"], report.to_json()
+    assert report.exit_code == 1
+    # What the kill leaves in the server: the CALL runs on there until it ends (wait for it, so
+    # the suite's server is idle again), and the table keeps every row.
+    deadline = time.monotonic() + 120
+    while any(name == f"{LAKE}.slow" and end is None for name, _, end in spark_calls(thrift_server)):
+        assert time.monotonic() < deadline, "the timed-out CALL still runs in the server after 120 s"
+        time.sleep(1)
+    print(f"\nfleet with a timeout: {took:.1f} s; the timed-out CALL ended in the server "
+          f"{time.monotonic() - begun:.1f} s after the run began")
+    assert thrift_sql.scalar(f"select count(*) from {LAKE}.slow") == rows
