@@ -59,10 +59,10 @@ def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: p
         f"      - name: slow\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n")
     assert invoke_dbt(["deps", "--quiet"], root, root).success
     thrift_sql.execute(f"create namespace if not exists {LAKE}")
-    for name in TABLES + OTHERS:
-        thrift_sql.execute(f"create or replace table {LAKE}.{name} (id bigint, kind string) using iceberg")
-        for batch in range(3):  # an ingestion job's small appends
-            thrift_sql.execute(f"insert into {LAKE}.{name} values ({batch}, 'a')")  # one file each
+    for name in TABLES + OTHERS:  # an ingestion job's small appends: 3 small files, 2 snapshots
+        thrift_sql.execute(f"create or replace table {LAKE}.{name} using iceberg as "
+                           "select /*+ REPARTITION(2) */ id, 'a' as kind from range(2)")
+        thrift_sql.execute(f"insert into {LAKE}.{name} values (2, 'a')")
     thrift_sql.execute(f"create or replace table {LAKE}.slow (id bigint, kind string) using iceberg")
     thrift_sql.execute(f"insert into {LAKE}.slow select /*+ REPARTITION({SLOW_FILES}) */ id, cast(id as string) "
                        f"from range({SLOW_FILES * 50})")
@@ -103,7 +103,8 @@ def spark_calls(server: ThriftServer) -> list[tuple[str, float, float | None]]:
         match = re.search(r"CALL [\w.]+\(table => '([^']+)'", e.get("description") or "", re.IGNORECASE)
         if match:
             start = moment(e["submissionTime"].replace("GMT", "Z"))
-            calls.append((match.group(1), start, None if e.get("status") == "RUNNING" else start + e["duration"] / 1000))
+            end = None if e.get("status") == "RUNNING" else start + e["duration"] / 1000
+            calls.append((match.group(1), start, end))
     return calls
 
 
