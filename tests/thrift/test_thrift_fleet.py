@@ -59,10 +59,10 @@ def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: p
         f"      - name: slow\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n")
     assert invoke_dbt(["deps", "--quiet"], root, root).success
     thrift_sql.execute(f"create namespace if not exists {LAKE}")
-    for name in TABLES + OTHERS:  # an ingestion job's small appends: 3 small files, 2 snapshots
-        thrift_sql.execute(f"create or replace table {LAKE}.{name} using iceberg as "
-                           "select /*+ REPARTITION(2) */ id, 'a' as kind from range(2)")
-        thrift_sql.execute(f"insert into {LAKE}.{name} values (2, 'a')")
+    for name in TABLES + OTHERS:  # an ingestion job's small appends: 3 small files, 3 snapshots
+        thrift_sql.execute(f"create or replace table {LAKE}.{name} using iceberg as select 0L as id, 'a' as kind")
+        for batch in (1, 2):
+            thrift_sql.execute(f"insert into {LAKE}.{name} values ({batch}, 'a')")
     thrift_sql.execute(f"create or replace table {LAKE}.slow (id bigint, kind string) using iceberg")
     thrift_sql.execute(f"insert into {LAKE}.slow select /*+ REPARTITION({SLOW_FILES}) */ id, cast(id as string) "
                        f"from range({SLOW_FILES * 50})")
