@@ -100,7 +100,9 @@ def plan_fleet(catalog: Any, targets: Sequence[Any], operations: Sequence[str] |
                                       if p.operation == "rewrite_data_files" and p.status == "dry_run"
                                       else (None, None)))
                       for p in plan)
-        return TableWork(name, target.model, steps, figures)
+        snapshot_id = figures.get("snapshot_id")
+        record = None if force else {"policy": target.raw_policy, "snapshot_id": snapshot_id}
+        return TableWork(name, target.model, steps, figures, record)
 
     def failed(target: Any, reason: str) -> list[planner.PlannedOperation]:
         return [planner.PlannedOperation(target.ref.qualified, op, False, "failed", reason, None, target.model)
@@ -262,9 +264,12 @@ def _plan_step(step: Step) -> Any:
     return PlanStep(step.table, step.operation, step.status, step.reason or None, step.sql)
 
 
-def step_args(step: Step, dbt_args: Sequence[str]) -> list[str]:
-    return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
-            json.dumps({"steps": [step.plan_step()]}), *dbt_args]
+def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[str]) -> list[str]:
+    """One step through execute_maintenance_steps; with `record`, the check it settles is recorded."""
+    args: dict[str, Any] = {"steps": [step.plan_step()]}
+    if record is not None:
+        args["record"] = dict(record)
+    return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args", json.dumps(args), *dbt_args]
 
 
 # ---- the run ----
@@ -410,6 +415,7 @@ def run_fleet(
         InProcessWorker(1, worker_env, project, profiles) if in_process
         else SubprocessWorker(i + 1, worker_env, project, profiles, work_dir) for i in range(concurrency)]
     state = _Run(ordered, concurrency, budget, timeout, begun, progress)
+    records = {t.table: t.record for t in ordered}
     statements = [0]
     invocations = [0]
     errors: list[BaseException] = []
@@ -419,7 +425,7 @@ def run_fleet(
             worker.start()
             while (step := state.take()) is not None:
                 started = time.time()
-                ran = worker.run(step_args(step, worker_args), timeout)
+                ran = worker.run(step_args(step, records.get(step.table), worker_args), timeout)
                 outcome = _outcome(step, ran, started, time.time(), worker.index, timeout)
                 with state.cond:
                     invocations[0] += 1

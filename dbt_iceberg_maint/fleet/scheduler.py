@@ -9,7 +9,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -115,6 +115,9 @@ class TableWork:
     model: str | None
     steps: tuple[Step, ...]
     figures: Mapping[str, Any] = field(default_factory=dict)
+    # execute_maintenance_steps' `record` ({policy, snapshot_id}): the checks its steps settle are
+    # recorded as iceberg_maintenance records them. None: nothing recorded (a forced run).
+    record: Mapping[str, Any] | None = None
 
     @property
     def components(self) -> dict[str, float]:
@@ -158,7 +161,7 @@ def without_settled(tables: Iterable[TableWork], settled: frozenset[tuple[str, s
     for work in tables:
         steps = tuple(s for s in work.steps if s.key not in settled)
         if steps:
-            kept.append(TableWork(work.table, work.model, steps, work.figures))
+            kept.append(replace(work, steps=steps))
     return tuple(kept)
 
 

@@ -217,6 +217,7 @@ class _LazyTable:
             entries = self.entries(data_only=True)
         manifests = read_manifest_tier(self._manifests) if self._manifests is not None else None
         return {
+            "snapshot_id": summary.snapshot_id,  # the snapshot the plan read (the fixed point's record)
             "snapshots": len(summary.snapshots),
             "oldest_snapshot_age_hours": None if oldest is None
             else round((self.reference_ms - oldest) / 3600000.0, 3),

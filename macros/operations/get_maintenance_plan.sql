@@ -490,18 +490,21 @@
     plan with it): planned steps run their recorded SQL, skipped and failed ones log their
     result line. Every step is checked before the first runs: known keys, statuses and
     operations, and for a planned step SQL that is one CALL of its operation's procedure on its
-    table. -#}
-{% macro execute_maintenance_steps(steps) %}
-  {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps)) }}
+    table. `record` ({policy, snapshot_id}: the tables' policy and the snapshot the plan read,
+    the fleet engine passes it) records the checks of the steps that ran as iceberg_maintenance
+    does, so the intervals and the fixed point hold for the engine's runs too. -#}
+{% macro execute_maintenance_steps(steps, record=none) %}
+  {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps, record=record)) }}
 {% endmacro %}
 
-{% macro default__execute_maintenance_steps(steps) %}
+{% macro default__execute_maintenance_steps(steps, record=none) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.execute_maintenance_steps is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__execute_maintenance_steps(steps) %}
-  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)) -%}
+{% macro spark__execute_maintenance_steps(steps, record=none) %}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)
+        + dbt_iceberg_maint._iceberg_maint_record_errors(record)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, path='execute_maintenance_steps') -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
@@ -509,7 +512,41 @@
     {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "
         ~ failed | map(attribute='operation') | join(', ')) }}
   {%- endif -%}
+  {%- if record is not none -%}
+    {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(record.policy) -%}
+    {%- for table in steps | map(attribute='table') | unique -%}
+      {%- set own = namespace(steps=[], results=[]) -%}
+      {%- for step in steps if step.table == table -%}
+        {%- set own.steps = own.steps + [step] -%}
+        {%- set own.results = own.results + [results[loop.index0]] -%}
+      {%- endfor -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_record_checks(table, resolved, own.steps, own.results,
+            record.snapshot_id) -%}
+    {%- endfor -%}
+  {%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(results)) }}
+{% endmacro %}
+
+
+{#- Problems of execute_maintenance_steps' `record`: none, or {policy, snapshot_id} with a policy the
+    policy checks accept and a snapshot id that is a whole number or none. -#}
+{% macro _iceberg_maint_record_errors(record) %}
+  {%- set owner = 'execute_maintenance_steps: argument `record`' -%}
+  {%- if record is none -%}{{ return([]) }}{%- endif -%}
+  {%- if record is not mapping or (record.keys() | reject('in', ['policy', 'snapshot_id']) | list) -%}
+    {{ return([owner ~ ' is ' ~ tojson(record) ~ '; expected none or a mapping with keys policy, snapshot_id']) }}
+  {%- endif -%}
+  {%- set errors = dbt_iceberg_maint._iceberg_maint_policy_shape_errors(record.get('policy'), owner ~ ' policy') -%}
+  {%- if not errors -%}
+    {%- set errors = dbt_iceberg_maint._iceberg_maint_policy_errors(
+          dbt_iceberg_maint._iceberg_maint_resolved_policy(record.get('policy'))) -%}
+  {%- endif -%}
+  {%- set snapshot_id = record.get('snapshot_id') -%}
+  {%- if snapshot_id is not none and (snapshot_id is not number or snapshot_id is boolean
+        or snapshot_id != snapshot_id | int) -%}
+    {%- do errors.append(owner ~ ' snapshot_id is ' ~ tojson(snapshot_id) ~ '; expected a whole number or none') -%}
+  {%- endif -%}
+  {{ return(errors) }}
 {% endmacro %}
 
 

@@ -495,5 +495,14 @@ def test_a_replayed_orphan_step_is_held_to_the_location_rule(spark: SparkSession
                            json.dumps({"steps": [step]}), expect_success=False)
     refused(replayed, "step 1", "argument `location`", "must be the table's location")
     assert parse_result_lines(replayed.log_messages) == ()
+    # The fleet engine's `record` is checked with the steps, before anything runs.
+    plain = dict(step, sql=step["sql"].rsplit(", location", 1)[0] + ")")
+    for record, said in (({"policy": {"compaction": 3}}, "argument `record` policy.compaction is 3"),
+                         ({"policy": {}, "snapshot_id": "x"}, 'argument `record` snapshot_id is "x"'),
+                         ({"when": 1}, "expected none or a mapping with keys policy, snapshot_id")):
+        bad = dbt_project("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                          json.dumps({"steps": [plain], "record": record}), expect_success=False)
+        refused(bad, said)
+        assert parse_result_lines(bad.log_messages) == ()
     assert Path(neighbour_file.removeprefix("file:")).exists()
     assert current_snapshot(spark, table) == snapshot

@@ -176,6 +176,16 @@ def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_wor
         assert all(end is not None for _, end in spans)
         assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1)), spans  # type: ignore[operator]
     assert any(start >= window_start for _, start, _ in calls)
+    # The engine records its checks as iceberg_maintenance does: each compaction recorded the
+    # snapshot its plan read, the parent of the compaction's own (the fixed point's evidence), so
+    # the next night decides these tables from their snapshot summary alone.
+    for table in TABLES:
+        properties = dict(thrift_sql.rows(f"show tblproperties {LAKE}.{table}"))
+        parent = thrift_sql.scalar(f"select parent_id from {LAKE}.{table}.snapshots")
+        assert properties.get("dbt-iceberg-maint.checked-snapshot.rewrite_data_files") == str(parent), properties
+    again = fleet(lake, catalog, TABLES, dry_run=True)
+    assert [r.status for r in again.outcomes] == ["skipped"] * 2 * len(TABLES), again.to_json()
+    assert all(t.figures["tiers"] == ["summary"] for t in again.tables), again.to_json()
 
 
 def test_a_step_past_its_timeout_is_stopped_and_the_other_tables_are_still_maintained(
