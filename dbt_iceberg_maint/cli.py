@@ -452,26 +452,45 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
 @output_option
 @click.option("--emit-args", is_flag=True,
               help="Print only the --args JSON for `dbt run-operation iceberg_maintenance` (tables with due work).")
+@click.option("--include-catalog", "catalog_patterns", multiple=True, metavar="PATTERN",
+              help="Also plan the catalog's tables matching 'namespace.table' (wildcards * ? [...], repeatable) "
+                   "that no dbt model or source declares, with the policy of the var "
+                   "dbt_iceberg_maint_catalog_policy (default: the package's defaults).")
 @handle_errors
 def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
                  workers: int, project_dir: Path, profiles_dir: Path | None, target: str | None,
                  select: tuple[str, ...], shard: str | None, operations: tuple[str, ...], parse: bool,
-                 vars_yaml: str | None, as_of: str | None, output: str, emit_args: bool) -> None:
+                 vars_yaml: str | None, as_of: str | None, output: str, emit_args: bool,
+                 catalog_patterns: tuple[str, ...]) -> None:
     """What maintain(dry_run=true) would decide for every Iceberg model, from metadata alone.
     Exit 0, 1 when a table could not be planned, 2 on usage errors."""
     from dbt_iceberg_maint.metadata import planner, report
+    from dbt_iceberg_maint.policy.selection import check_catalog_patterns
 
+    errors = check_catalog_patterns(catalog_patterns)
+    if errors:  # before the catalog or dbt is touched
+        fail("; ".join(errors), EXIT_USAGE)
+    shard_ = Shard.parse(shard) if shard else None
     catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
     manifest = planner.load_manifest(project_dir, profiles_dir, target, parse)
-    targets = planner.iceberg_models(manifest, list(select) or None, Shard.parse(shard) if shard else None)
+    targets = planner.iceberg_models(manifest, list(select) or None, shard_)
+    found = None
+    if catalog_patterns:
+        extra, found = planner.catalog_targets(catalog, manifest, catalog_patterns,  # type: ignore[arg-type]
+                                               planner.project_var(project_dir, vars_yaml, planner.CATALOG_POLICY_VAR),
+                                               shard_)
+        targets += extra
     plan = planner.plan_models(catalog, targets, list(operations) or None,  # type: ignore[arg-type]
                                project_enabled=planner.project_enabled(project_dir, vars_yaml),
                                workers=workers, at=planner.parse_as_of(as_of))
     if emit_args:
         print_text(json.dumps(planner.emit_args(plan, list(operations) or None)))
     else:
+        summary = report.plan_summary(plan) + (f"\n{report.catalog_summary(found)}" if found else "")
         render(output, report.plan_rows(plan), report.PLAN_COLUMNS, title="Maintenance plan",
-               empty="no Iceberg model", footer=report.plan_summary(plan))
+               empty="no Iceberg model", footer=summary)
+    if found is not None and output == "json":  # the list on stdout stays a list of decisions
+        click.echo(report.catalog_summary(found), err=True)
     # A table that could not be planned fails none of its operations' due rules: not due, failed.
     sys.exit(EXIT_FAILURES if any(p.status == "failed" and not p.due for p in plan) else 0)
 

@@ -32,7 +32,7 @@ from dbt_iceberg_maint.metadata.reader import (
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.gate import SnapshotLike
 from dbt_iceberg_maint.policy.operations import ColdScope
-from dbt_iceberg_maint.policy.selection import Shard, select_nodes
+from dbt_iceberg_maint.policy.selection import CatalogSelection, Shard, catalog_nodes, declared_relations, select_nodes
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
 if TYPE_CHECKING:
@@ -313,29 +313,52 @@ def load_manifest(project_dir: Path, profiles_dir: Path | None, target: str | No
     return document
 
 
-def project_enabled(project_dir: Path, vars_yaml: str | None) -> bool:
-    """The var kill switch `dbt_iceberg_maint_enabled` as dbt resolves it: --vars, then the
-    project's dbt_project.yml `vars:`, then true."""
+def project_var(project_dir: Path, vars_yaml: str | None, name: str) -> Any:
+    """A dbt var as dbt resolves it for a run-operation: --vars, then the project's
+    dbt_project.yml `vars:`; None when neither sets it."""
     import yaml  # type: ignore[import-untyped]
 
-    def enabled(document: Any, where: str) -> bool | None:
+    def lookup(document: Any, where: str) -> Any:
         if document is None:
             return None
         if not isinstance(document, Mapping):
             raise UsageError(f"{where} is not a mapping of variables: {document!r}")
-        value = document.get("dbt_iceberg_maint_enabled")
-        if value is not None and not isinstance(value, bool):
-            raise UsageError(f"{where}: dbt_iceberg_maint_enabled is {value!r}; expected true or false")
-        return value
+        return document.get(name)
 
     try:
-        given = enabled(yaml.safe_load(vars_yaml) if vars_yaml else None, "--vars")
+        given = lookup(yaml.safe_load(vars_yaml) if vars_yaml else None, "--vars")
         project = project_dir / "dbt_project.yml"
-        declared = enabled((yaml.safe_load(project.read_text()) or {}).get("vars") if project.is_file() else None,
-                           f"{project} vars")
+        declared = lookup((yaml.safe_load(project.read_text()) or {}).get("vars") if project.is_file() else None,
+                          f"{project} vars")
     except yaml.YAMLError as exc:
         raise UsageError(f"cannot read the dbt vars: {exc}") from exc
-    return next((value for value in (given, declared) if value is not None), True)
+    return given if given is not None else declared
+
+
+def project_enabled(project_dir: Path, vars_yaml: str | None) -> bool:
+    """The var kill switch `dbt_iceberg_maint_enabled` (default true)."""
+    value = project_var(project_dir, vars_yaml, "dbt_iceberg_maint_enabled")
+    if value is not None and not isinstance(value, bool):
+        raise UsageError(f"var dbt_iceberg_maint_enabled is {value!r}; expected true or false")
+    return True if value is None else value
+
+
+CATALOG_POLICY_VAR = "dbt_iceberg_maint_catalog_policy"
+
+
+def catalog_targets(catalog: MetadataCatalog, manifest: Mapping[str, Any], patterns: Sequence[str],
+                    raw_policy: Any = None, shard: Shard | None = None) -> tuple[list[ModelTarget], CatalogSelection]:
+    """--include-catalog: the catalog's tables matching `patterns` that no node of the project
+    declares, each with `raw_policy` (the var dbt_iceberg_maint_catalog_policy: the package's
+    defaults when unset). A policy the engine refuses is a usage error before anything is read."""
+    policy = {} if raw_policy is None else raw_policy
+    try:
+        engine.checked(policy)
+    except PolicyError as exc:
+        raise UsageError(f"var {CATALOG_POLICY_VAR}: {exc}") from exc
+    found = catalog_nodes(catalog.list_tables(), patterns, declared_relations(manifest), policy, shard)
+    return [ModelTarget(node.label, TableRef(node.schema, node.identifier), node.raw_policy)
+            for node in found.nodes], found
 
 
 def parse_as_of(as_of: str | None) -> dt.datetime | None:
@@ -377,9 +400,10 @@ def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operat
 
 def emit_args(plan: Sequence[PlannedOperation], operations: Sequence[str] | None = None) -> dict[str, Any]:
     """`--args` of `dbt run-operation iceberg_maintenance` for the models and sources with due work
-    (a model by its name, a source table by source:<source>.<table>)."""
+    (a model by its name, a source table by source:<source>.<table>). Catalog-only tables are no
+    dbt node: iceberg_maintenance cannot select them, only the Python engine maintains them."""
     models = sorted({p.model if p.model.startswith("source:") else p.model.rsplit(".", 1)[-1]
-                     for p in plan if p.status == "dry_run" and p.model})
+                     for p in plan if p.status == "dry_run" and p.model and not p.model.startswith("catalog:")})
     args: dict[str, Any] = {"select": models}
     if operations:
         args["operations"] = list(operations)

@@ -119,3 +119,78 @@ def select_nodes(manifest: Mapping[str, Any], select: Sequence[str] | None = Non
             selected.append(SelectedNode(_label(node), schema, identifier, {} if declared is None else declared,
                                          named=_label(node) in named))
     return selected
+
+
+# Tables of the package's own bookkeeping: never maintained as catalog-only tables (a compaction
+# of a lease log would merge the commits its arbitration reads: macros/internal/lease.sql).
+OWN_TABLES = ("iceberg_maint_leases",)
+_PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]!-]+(\.[A-Za-z0-9_*?\[\]!-]+)+")
+
+
+@dataclass(frozen=True)
+class CatalogSelection:
+    """Tables found in the catalog that no dbt node declares (`nodes`, labelled catalog:<ns>.<table>),
+    the patterns that matched no table at all, the matched tables left to their dbt node, and the
+    catalog's tables nothing covers (no dbt node, no pattern): nobody maintains those."""
+
+    nodes: tuple[SelectedNode, ...]
+    unmatched_patterns: tuple[str, ...]
+    declared_elsewhere: tuple[str, ...]
+    uncovered: tuple[str, ...]
+
+
+def check_catalog_patterns(patterns: Sequence[str], owner: str = "--include-catalog") -> list[str]:
+    """Each pattern is `namespace.table` with shell wildcards (* ? [...]) in either part."""
+    errors = []
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not _PATTERN.fullmatch(pattern.strip()):
+            errors.append(f"{owner} {pattern!r}: expected 'namespace.table' with wildcards * ? [...] "
+                          "(e.g. 'raw.*' or 'lake.events_*'), letters, digits and underscores")
+    return errors
+
+
+def declared_relations(manifest: Mapping[str, Any]) -> set[str]:
+    """Lower-case `schema.identifier` of every node that names a relation (models of any
+    materialisation, seeds, snapshots, sources, enabled or not): the project owns those tables."""
+    relations = set()
+    for section in ("nodes", "sources", "disabled"):
+        entries = manifest.get(section) or {}
+        for value in entries.values():
+            for node in value if isinstance(value, list) else [value]:
+                if not isinstance(node, Mapping) or not node.get("schema"):
+                    continue
+                identifier = node.get("identifier") or node.get("alias") or node.get("name")
+                if identifier:
+                    relations.add(f"{node['schema']}.{identifier}".lower())
+    return relations
+
+
+def catalog_nodes(tables: Sequence[str], patterns: Sequence[str], declared: set[str], raw_policy: Any,
+                  shard: Shard | None = None, own_tables: Sequence[str] = OWN_TABLES) -> CatalogSelection:
+    """The catalog's tables (`namespace.table`) matching `patterns` (case-insensitive) that no dbt
+    node declares, with `raw_policy` (the project's policy for them), narrowed to `shard`."""
+    from fnmatch import fnmatchcase
+
+    errors = check_catalog_patterns(patterns)
+    if errors:
+        raise UsageError("; ".join(errors))
+    lowered = [p.strip().lower() for p in patterns]
+    hits: dict[str, int] = dict.fromkeys(lowered, 0)
+    nodes, elsewhere, uncovered = [], [], []
+    for table in sorted(tables):
+        name = table.lower()
+        matching = [p for p in lowered if fnmatchcase(name, p)]
+        for pattern in matching:
+            hits[pattern] += 1
+        schema, _, identifier = table.rpartition(".")
+        if identifier.lower() in own_tables:
+            continue
+        if not matching:
+            if name not in declared:
+                uncovered.append(table)
+        elif name in declared:
+            elsewhere.append(table)
+        elif shard is None or shard.holds(schema, identifier):
+            nodes.append(SelectedNode(f"catalog:{table}", schema, identifier, raw_policy))
+    unmatched = tuple(p for p, pattern in zip(patterns, lowered, strict=True) if hits[pattern] == 0)
+    return CatalogSelection(tuple(nodes), unmatched, tuple(elsewhere), tuple(uncovered))

@@ -103,3 +103,48 @@ def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProje
         ("skipped", "maintenance disabled by var dbt_iceberg_maint_enabled: false")}
     bad = runner.invoke(main, [*args, "--as-of", "yesterday"], env=dbt_project.env)
     assert bad.exit_code == 2 and "--as-of is 'yesterday'" in bad.output
+
+
+def test_plan_includes_catalog_only_tables_by_pattern(lake: Path, dbt_project: DbtProject,
+                                                      spark: SparkSession) -> None:
+    """A table Spark wrote that no dbt node declares is planned with the var's policy; patterns that
+    match nothing, matched models left to their own policy and tables nobody covers are reported."""
+    schema = dbt_project.schema
+    raw = f"local.{schema}.raw_clicks"
+    spark.sql(f"create table {raw} (id bigint) using iceberg")
+    for i in range(6):
+        spark.sql(f"insert into {raw} values ({i})")
+    runner = CliRunner()
+    args = ["plan", "--warehouse", str(lake), "--project-dir", str(INTEGRATION_PROJECT), "--output", "json",
+            "--select", "events", "--operation", "compaction", "--operation", "expire_snapshots",
+            "--include-catalog", f"{schema}.raw_*", "--include-catalog", f"{schema}.event*",
+            "--include-catalog", "nowhere.*"]
+    policy = "{dbt_iceberg_maint_catalog_policy: {compaction: {min_input_files: 5}, expire_snapshots: false}}"
+    result = runner.invoke(main, [*args, "--vars", policy], env=dbt_project.env)
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    raw_rows = {p["operation"]: p for p in plan if p["model"] == f"catalog:{schema}.raw_clicks"}
+    assert raw_rows["rewrite_data_files"]["status"] == "dry_run", raw_rows
+    assert raw_rows["rewrite_data_files"]["sql"].startswith(
+        f"CALL system.rewrite_data_files(table => '{schema}.raw_clicks'")
+    assert raw_rows["expire_snapshots"]["status"] == "skipped", raw_rows  # the var's policy switched it off
+    # events and event_log are dbt models: left to their own policy (events is selected, event_log not).
+    models = {p["model"] for p in plan}
+    assert models - {f"catalog:{schema}.raw_clicks"} == {"iceberg_maint_integration_tests.events"}, models
+    note = result.stderr
+    assert "1 catalog-only table(s) taken" in note and "pattern(s) matching no table: nowhere.*" in note, note
+    # Every other matched table is a model or a seed of the project (events, event_log, raw_*).
+    modelled = sorted(f"{schema}.{d.name}" for d in (lake / schema).iterdir()
+                      if d.name.startswith(("event", "raw_")) and d.name != "raw_clicks" and (d / "metadata").is_dir())
+    assert {f"{schema}.events", f"{schema}.event_log"} < set(modelled), modelled
+    assert f"{len(modelled)} matched table(s) left to their dbt model or source: {', '.join(modelled)};" in note, note
+    assert f"{schema}.corrupt" in note.split("no pattern covers:")[1], note
+    # Catalog-only tables are no dbt node: --emit-args never names them.
+    emitted = runner.invoke(main, [*args[:-2], "--emit-args", "--vars", policy], env=dbt_project.env)
+    assert "raw_clicks" not in json.loads(emitted.stdout)["select"], emitted.output
+    # Bad input: a malformed pattern or policy is a usage error naming it.
+    bad = runner.invoke(main, [*args[:-1], "no_dot"], env=dbt_project.env)
+    assert bad.exit_code == 2 and "--include-catalog 'no_dot'" in bad.output, bad.output
+    refused = runner.invoke(main, [*args, "--vars", "{dbt_iceberg_maint_catalog_policy: {compaction: 3}}"],
+                            env=dbt_project.env)
+    assert refused.exit_code == 2 and "var dbt_iceberg_maint_catalog_policy" in refused.output, refused.output
