@@ -222,6 +222,9 @@ MAINTENANCE_OPERATIONS = ("compaction", "rewrite_data_files", "rewrite_position_
 @click.option("--catalog-property", "catalog_properties", multiple=True, metavar="KEY=VALUE",
               help="Fleet engine: a spark.sql.catalog.<name>.* setting of the catalog to plan from (repeatable).")
 @click.option("--catalog-name", default=None, help="Fleet engine: the Spark catalog name (default: local).")
+@click.option("--include-catalog", "catalog_patterns", multiple=True, metavar="PATTERN",
+              help="Fleet engine: also maintain the catalog's tables matching 'namespace.table' (wildcards, "
+                   "repeatable) that no dbt node declares, with the var dbt_iceberg_maint_catalog_policy.")
 @_dbt_wrapper_options
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
 @handle_errors
@@ -240,6 +243,7 @@ def maintain_command(
     warehouse: str | None,
     catalog_properties: tuple[str, ...],
     catalog_name: str | None,
+    catalog_patterns: tuple[str, ...],
     report_path: Path | None,
     output: str,
     project_dir: Path,
@@ -249,8 +253,8 @@ def maintain_command(
     """Run the iceberg_maintenance run-operation; when Spark rejects a statement at run time,
     record that operation as failed and carry on with the rest.
 
-    With --concurrency, --budget, --step-timeout, --max-files-per-table, --resume or a catalog
-    option, the fleet engine runs instead: it plans from metadata, orders tables worst-first and
+    With --concurrency, --budget, --step-timeout, --max-files-per-table, --resume, --include-catalog
+    or a catalog option, the fleet engine runs instead: it plans from metadata, orders tables worst-first and
     runs each table's due steps (execute_maintenance_steps) on N workers.
 
     DBT_ARGS are passed to dbt (e.g. `--target prod --vars '{...}'`), after this command's own
@@ -262,10 +266,10 @@ def maintain_command(
     if shard is not None:
         Shard.parse(shard)  # a usage error before dbt starts
     fleet_options = (concurrency, budget, step_timeout, max_files_per_table, resume, warehouse, catalog_name)
-    if any(value is not None for value in fleet_options) or catalog_properties:
+    if any(value is not None for value in fleet_options) or catalog_properties or catalog_patterns:
         _maintain_fleet(select, shard, operations, dry_run, force, as_of, concurrency, budget, step_timeout,
-                        max_files_per_table, resume, warehouse, catalog_properties, catalog_name, report_path,
-                        output, project_dir, profiles_dir, dbt_args)
+                        max_files_per_table, resume, warehouse, catalog_properties, catalog_name, catalog_patterns,
+                        report_path, output, project_dir, profiles_dir, dbt_args)
         return
     report = run_maintenance(select, operations, dry_run=dry_run, force=force, as_of=as_of, shard=shard,
                              dbt_args=dbt_args, project_dir=project_dir, profiles_dir=profiles_dir)
@@ -295,8 +299,8 @@ def _maintain_fleet(select: tuple[str, ...], shard: str | None, operations: tupl
                     force: bool, as_of: str | None, concurrency: str | None, budget: str | None,
                     step_timeout: str | None, max_files_per_table: str | None, resume: Path | None,
                     warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
-                    report_path: Path | None, output: str, project_dir: Path, profiles_dir: Path | None,
-                    dbt_args: tuple[str, ...]) -> None:
+                    catalog_patterns: tuple[str, ...], report_path: Path | None, output: str, project_dir: Path,
+                    profiles_dir: Path | None, dbt_args: tuple[str, ...]) -> None:
     """`maintain` through the fleet engine (dbt_iceberg_maint/fleet/): a progress line on stderr
     while it runs, then the report."""
     from dbt_iceberg_maint.fleet import run_fleet
@@ -311,7 +315,8 @@ def _maintain_fleet(select: tuple[str, ...], shard: str | None, operations: tupl
         report = run_fleet(select or None, operations or None, concurrency=1 if workers is None else workers,
                            budget_s=budget, step_timeout_s=step_timeout, shard=shard, dry_run=dry_run, force=force,
                            as_of=as_of, project_dir=project_dir, profiles_dir=profiles_dir, dbt_args=dbt_args,
-                           catalog=catalog, max_files_per_table=cap, resume=resume, progress=progress)
+                           catalog=catalog, max_files_per_table=cap, resume=resume, progress=progress,
+                           include_catalog=catalog_patterns)
     render_report(output, report.to_json(), fleet_table(report), report_path)
     sys.exit(report.exit_code)
 
@@ -486,11 +491,11 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
     if emit_args:
         print_text(json.dumps(planner.emit_args(plan, list(operations) or None)))
     else:
-        summary = report.plan_summary(plan) + (f"\n{report.catalog_summary(found)}" if found else "")
+        summary = report.plan_summary(plan) + (f"\n{report.catalog_summary(found.to_dict())}" if found else "")
         render(output, report.plan_rows(plan), report.PLAN_COLUMNS, title="Maintenance plan",
                empty="no Iceberg model", footer=summary)
     if found is not None and output == "json":  # the list on stdout stays a list of decisions
-        click.echo(report.catalog_summary(found), err=True)
+        click.echo(report.catalog_summary(found.to_dict()), err=True)
     # A table that could not be planned fails none of its operations' due rules: not due, failed.
     sys.exit(EXIT_FAILURES if any(p.status == "failed" and not p.due for p in plan) else 0)
 

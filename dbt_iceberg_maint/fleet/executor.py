@@ -35,7 +35,7 @@ from dbt_iceberg_maint.leases import RUN_ID_ENV
 from dbt_iceberg_maint.maintenance import error_text, interrupted_step, marker_messages
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig
 from dbt_iceberg_maint.policy import engine
-from dbt_iceberg_maint.policy.selection import Shard
+from dbt_iceberg_maint.policy.selection import Shard, check_catalog_patterns
 from dbt_iceberg_maint.results import parse_result_lines
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -351,12 +351,15 @@ def run_fleet(
     max_files_per_table: int | None = None,
     resume: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    include_catalog: Sequence[str] = (),
 ) -> FleetReport:
     """Plan the selection from metadata, then maintain it worst table first on `concurrency`
     workers; no step starts `budget_s` after the run began (the rest is backlog); a step running
     past `step_timeout_s` is stopped. `catalog`: the Iceberg catalog to plan from (default: the
     profile's server_side_parameters). `resume`: a previous report; the steps it settled are not
-    taken up again, and its run id is re-used (its leases are re-entered)."""
+    taken up again, and its run id is re-used (its leases are re-entered). `include_catalog`:
+    'namespace.table' patterns of catalog tables no dbt node declares, maintained too (with the
+    var dbt_iceberg_maint_catalog_policy)."""
     from dbt_iceberg_maint.metadata import planner
     from dbt_iceberg_maint.metadata.catalog import config_from_profile, open_catalog
 
@@ -366,6 +369,8 @@ def run_fleet(
     budget = scheduler.parse_duration("--budget", budget_s)
     timeout = scheduler.parse_duration("--step-timeout", step_timeout_s)
     max_files = scheduler.check_cap("--max-files-per-table", max_files_per_table)
+    if pattern_errors := check_catalog_patterns(include_catalog):
+        raise UsageError("; ".join(pattern_errors))
     shard_value = Shard.parse(shard) if shard else None
     at = planner.parse_as_of(as_of)
     try:
@@ -390,9 +395,17 @@ def run_fleet(
 
     manifest = planner.load_manifest(project, profiles, target, env=env)
     targets = planner.iceberg_models(manifest, list(select) if select else None, shard_value)
-    tables = plan_fleet(open_catalog(config), targets, requested, at=at, force=force,
-                        project_enabled=planner.project_enabled(project, _option_value(dbt_args, "--vars")),
-                        max_files_per_table=max_files)
+    metadata = open_catalog(config)
+    vars_yaml = _option_value(dbt_args, "--vars")
+    coverage = None
+    if include_catalog:
+        extra, found = planner.catalog_targets(metadata, manifest, include_catalog,
+                                               planner.project_var(project, vars_yaml, planner.CATALOG_POLICY_VAR),
+                                               shard_value)
+        targets += extra
+        coverage = found.to_dict()
+    tables = plan_fleet(metadata, targets, requested, at=at, force=force,
+                        project_enabled=planner.project_enabled(project, vars_yaml), max_files_per_table=max_files)
     if previous is not None:
         tables = list(scheduler.without_settled(tables, settled))
     ordered = scheduler.order_tables(tables)
@@ -406,7 +419,8 @@ def run_fleet(
         outcomes += [StepOutcome(s.table, s.operation, "dry_run", f"dry run: {s.reason}", s.sql,
                                  eligible_files=s.eligible_files, eligible_bytes=s.eligible_bytes) for s in due]
         return FleetReport(run_id, tuple(outcomes), ordered, concurrency, "none", budget, timeout, planning_s,
-                           0.0, dry_run=dry_run, resumed_from=None if resume is None else str(resume))
+                           0.0, dry_run=dry_run, resumed_from=None if resume is None else str(resume),
+                           catalog=coverage)
 
     worker_env = {**(env or {}), RUN_ID_ENV: run_id}
     in_process = concurrency == 1 and timeout is None
@@ -460,4 +474,4 @@ def run_fleet(
     every = sorted([*outcomes, *state.outcomes, *backlog], key=lambda o: order.get((o.table, o.operation), 0))
     return FleetReport(run_id, tuple(every), ordered, concurrency, workers[0].mode, budget, timeout, planning_s,
                        execution_s, invocations[0], statements[0],
-                       resumed_from=None if resume is None else str(resume))
+                       resumed_from=None if resume is None else str(resume), catalog=coverage)

@@ -58,6 +58,10 @@ def fleet_table(report: FleetReport) -> Callable[[Console], None]:
                           "" if o.worker is None else str(o.worker),
                           "" if o.duration_s is None else f"{o.duration_s:.1f}", details)
         out.print(table)
+        if report.catalog is not None:
+            from dbt_iceberg_maint.metadata.report import catalog_summary
+
+            out.print(catalog_summary(report.catalog))
         totals = report.to_dict()["totals"]
         backlog = totals["backlog"]
         out.print(f"planning {totals['planning_s']:.1f} s, execution {totals['execution_s']:.1f} s, "

@@ -258,6 +258,8 @@ class FleetReport:
     statements: int = 0
     dry_run: bool = False
     resumed_from: str | None = None
+    # --include-catalog: tables taken, patterns matching nothing, tables left to dbt, uncovered.
+    catalog: Mapping[str, Any] | None = None
 
     @property
     def failed(self) -> tuple[StepOutcome, ...]:
@@ -279,7 +281,7 @@ class FleetReport:
         return {
             "run_id": self.run_id, "engine": "fleet", "concurrency": self.concurrency,
             "worker_mode": self.worker_mode, "budget_s": self.budget_s, "step_timeout_s": self.step_timeout_s,
-            "dry_run": self.dry_run, "resumed_from": self.resumed_from,
+            "dry_run": self.dry_run, "resumed_from": self.resumed_from, "catalog": self.catalog,
             "invocations": self.invocations, "counts": self.counts(),
             "results": [o.to_dict() for o in self.outcomes],
             "backlog": backlog_entries(self.outcomes),

@@ -13,7 +13,6 @@ from typing import Any
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, HealthRecord, PlannedOperation
 from dbt_iceberg_maint.output import Column
-from dbt_iceberg_maint.policy.selection import CatalogSelection
 
 HEALTH_COLUMNS = (Column("table"), *(Column(key, key.replace("_", " "), justify="right") for key in (
     "data_files", "small_files", "delete_files", "snapshots", "manifests", "partitions",
@@ -37,17 +36,18 @@ def plan_summary(plan: Sequence[PlannedOperation]) -> str:
     return summary + (f"; {len(unplanned)} table(s) could not be planned: {', '.join(unplanned)}" if unplanned else "")
 
 
-def catalog_summary(found: CatalogSelection) -> str:
-    """What --include-catalog found: tables taken, patterns that matched nothing, tables nobody maintains."""
-    parts = [f"{len(found.nodes)} catalog-only table(s) taken"]
-    if found.declared_elsewhere:
-        parts.append(f"{len(found.declared_elsewhere)} matched table(s) left to their dbt model or source: "
-                     f"{', '.join(found.declared_elsewhere)}")
-    if found.unmatched_patterns:
-        parts.append(f"pattern(s) matching no table: {', '.join(found.unmatched_patterns)}")
-    if found.uncovered:
-        parts.append(f"{len(found.uncovered)} table(s) in the catalog that no dbt node and no pattern covers: "
-                     f"{', '.join(found.uncovered)}")
+def catalog_summary(found: Mapping[str, Sequence[str]]) -> str:
+    """What --include-catalog found (CatalogSelection.to_dict()): tables taken, patterns that matched
+    nothing, matched tables left to their dbt node, tables nobody maintains."""
+    parts = [f"{len(found['taken'])} catalog-only table(s) taken"]
+    if found["left_to_dbt"]:
+        parts.append(f"{len(found['left_to_dbt'])} matched table(s) left to their dbt model or source: "
+                     f"{', '.join(found['left_to_dbt'])}")
+    if found["unmatched_patterns"]:
+        parts.append(f"pattern(s) matching no table: {', '.join(found['unmatched_patterns'])}")
+    if found["uncovered"]:
+        parts.append(f"{len(found['uncovered'])} table(s) in those namespaces that no dbt node and no pattern covers: "
+                     f"{', '.join(found['uncovered'])}")
     return "; ".join(parts)
 
 

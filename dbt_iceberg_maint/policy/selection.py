@@ -131,12 +131,18 @@ _PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]!-]+(\.[A-Za-z0-9_*?\[\]!-]+)+")
 class CatalogSelection:
     """Tables found in the catalog that no dbt node declares (`nodes`, labelled catalog:<ns>.<table>),
     the patterns that matched no table at all, the matched tables left to their dbt node, and the
-    catalog's tables nothing covers (no dbt node, no pattern): nobody maintains those."""
+    tables of the patterns' namespaces that nothing covers (no dbt node, no pattern): nobody
+    maintains those."""
 
     nodes: tuple[SelectedNode, ...]
     unmatched_patterns: tuple[str, ...]
     declared_elsewhere: tuple[str, ...]
     uncovered: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"taken": [node.label.removeprefix("catalog:") for node in self.nodes],
+                "unmatched_patterns": list(self.unmatched_patterns),
+                "left_to_dbt": list(self.declared_elsewhere), "uncovered": list(self.uncovered)}
 
 
 def check_catalog_patterns(patterns: Sequence[str], owner: str = "--include-catalog") -> list[str]:
@@ -186,7 +192,7 @@ def catalog_nodes(tables: Sequence[str], patterns: Sequence[str], declared: set[
         if identifier.lower() in own_tables:
             continue
         if not matching:
-            if name not in declared:
+            if name not in declared and any(fnmatchcase(schema.lower(), p.rsplit(".", 1)[0]) for p in lowered):
                 uncovered.append(table)
         elif name in declared:
             elsewhere.append(table)

@@ -39,6 +39,7 @@ SLOW_POLICY = ("{compaction: {min_input_files: 1, options: {max-file-group-size-
                "expire_snapshots: {older_than_hours: 0, retain_last: 1}}")
 TABLES = ("t0", "t1", "t2")
 OTHERS = ("u0", "u1")
+RAW = "raw_feed"  # in the catalog, declared by no dbt node
 SLOW_FILES = 60
 OPERATIONS_RUN = ["compaction", "expire_snapshots"]
 
@@ -47,7 +48,9 @@ OPERATIONS_RUN = ["compaction", "expire_snapshots"]
 def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fleet_project")
     (root / "models").mkdir()
-    (root / "dbt_project.yml").write_text("name: fleet\nversion: '1.0'\nconfig-version: 2\nprofile: fleet\n")
+    # The policy of catalog tables no dbt node declares (--include-catalog).
+    (root / "dbt_project.yml").write_text("name: fleet\nversion: '1.0'\nconfig-version: 2\nprofile: fleet\n"
+                                          f"vars: {{dbt_iceberg_maint_catalog_policy: {POLICY}}}\n")
     (root / "profiles.yml").write_text(
         f"fleet:\n  target: thrift\n  outputs:\n    thrift: {{type: spark, method: thrift, host: {thrift_server.host}, "
         f"port: {thrift_server.port}, user: dbt, schema: fleet_models, threads: 1, connect_retries: 3, "
@@ -59,7 +62,7 @@ def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: p
         f"      - name: slow\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n")
     assert invoke_dbt(["deps", "--quiet"], root, root).success
     thrift_sql.execute(f"create namespace if not exists {LAKE}")
-    for name in TABLES + OTHERS:  # an ingestion job's small appends: 3 small files, 3 snapshots
+    for name in (*TABLES, *OTHERS, RAW):  # an ingestion job's small appends: 3 small files, 3 snapshots
         thrift_sql.execute(f"create or replace table {LAKE}.{name} using iceberg as select 0L as id, 'a' as kind")
         for batch in (1, 2):
             thrift_sql.execute(f"insert into {LAKE}.{name} values ({batch}, 'a')")
@@ -192,9 +195,16 @@ def test_a_step_past_its_timeout_is_stopped_and_the_other_tables_are_still_maint
         lake: Path, catalog: CatalogConfig, thrift_sql: ThriftSql, thrift_server: ThriftServer) -> None:
     rows = thrift_sql.scalar(f"select count(*) from {LAKE}.slow")
     begun = time.monotonic()
-    report = fleet(lake, catalog, ("slow", *OTHERS), concurrency=2, step_timeout_s="10s")
+    report = fleet(lake, catalog, ("slow", *OTHERS), concurrency=2, step_timeout_s="10s",
+                   include_catalog=[f"{LAKE}.raw_*", "nowhere.*"])
     took = time.monotonic() - begun
     by_key = {(r.table, r.operation): r for r in report.outcomes}
+    # The catalog-only table is maintained with the project's catalog policy, like the sources.
+    assert report.catalog == {"taken": [f"{LAKE}.{RAW}"], "unmatched_patterns": ["nowhere.*"], "left_to_dbt": [],
+                              "uncovered": []}, report.catalog
+    assert [by_key[(f"{LAKE}.{RAW}", op)].status for op in ("rewrite_data_files", "expire_snapshots")] == [
+        "success", "success"], report.to_json()
+    assert thrift_sql.scalar(f"select count(*) from {LAKE}.{RAW}.data_files") == 1
     stopped = by_key[(f"{LAKE}.slow", "rewrite_data_files")]
     assert (stopped.status, stopped.kind) == ("failed", "timeout"), report.to_json()
     assert 10 <= stopped.duration_s < 20  # type: ignore[operator]
