@@ -144,7 +144,7 @@ def test_every_check_passes_after_maintenance(spark: SparkSession, decayed: tupl
 def test_bad_arguments_are_a_compile_error_naming_each(decayed: tuple[DbtProject, str]) -> None:
     project, _ = decayed
     invocation = project("test", "--select", "health_bad_arguments", "health_no_threshold",
-                         "--vars", "{health_scenario: true, health_edge_cases: true}", expect_success=False)
+                         "--vars", VARS, expect_success=False)
     assert statuses(invocation) == {"health_bad_arguments": "error", "health_no_threshold": "error"}
     messages = {node.name: node.message or "" for node in invocation.nodes}
     bad = messages["health_bad_arguments"]
