@@ -140,19 +140,28 @@
 {#- The plan's first tier, from metadata only (no manifest is read): the snapshot count and the
     oldest snapshot's age (at as_of, UTC text, else now), the current snapshot's id and its summary
     counts of data and delete files (none when its summary has none; 0 for a table without
-    snapshots). -#}
-{% macro _iceberg_maint_summary_figures(table, as_of=none) %}
+    snapshots). rewrite_age: also `hours_since_rewrite_data_files`, the age of the newest `replace`
+    snapshot that removed data files (a rewrite_data_files commit; rewrite_manifests and
+    rewrite_position_delete_files remove none), none when the retained history has none. -#}
+{% macro _iceberg_maint_summary_figures(table, as_of=none, rewrite_age=false) %}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
+  {%- set rewrite_sql = (", (unix_micros(" ~ reference ~ ") - unix_micros(max(if(s.operation = 'replace' and "
+        ~ "cast(s.summary['deleted-data-files'] as bigint) > 0, s.committed_at, null)))) / 3600000000.0 "
+        ~ "as hours_since_rewrite_data_files") if rewrite_age else '' -%}
   {%- set row = run_query("select count(*) as snapshots, (unix_micros(" ~ reference
         ~ ") - unix_micros(min(s.committed_at))) / 3600000000.0 as oldest_snapshot_age_hours, "
         ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-data-files'] as bigint), null)) as data_files, "
         ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-delete-files'] as bigint), null)) as delete_files, "
-        ~ "max(m.snapshot_id) as snapshot_id from " ~ table ~ ".snapshots s cross join (select max(snapshot_id) as "
-        ~ "snapshot_id from " ~ table ~ ".refs where name = 'main') m").rows[0] -%}
+        ~ "max(m.snapshot_id) as snapshot_id" ~ rewrite_sql ~ " from " ~ table ~ ".snapshots s cross join (select "
+        ~ "max(snapshot_id) as snapshot_id from " ~ table ~ ".refs where name = 'main') m").rows[0] -%}
   {%- set snapshots = row['snapshots'] | int -%}
   {%- set age = row['oldest_snapshot_age_hours'] -%}
   {%- set figures = {'snapshots': snapshots, 'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),
         'snapshot_id': none if row['snapshot_id'] is none else row['snapshot_id'] | int} -%}
+  {%- if rewrite_age -%}
+    {%- set rewrite = row['hours_since_rewrite_data_files'] -%}
+    {%- do figures.update({'hours_since_rewrite_data_files': none if rewrite is none else ((rewrite | float) | round(3))}) -%}
+  {%- endif -%}
   {%- for name in ['data_files', 'delete_files'] -%}
     {%- do figures.update({name: 0 if snapshots == 0 else (none if row[name] is none else row[name] | int)}) -%}
   {%- endfor -%}
@@ -160,9 +169,16 @@
 {% endmacro %}
 
 {#- The plan's deeper figures, in one query, only those asked for: the most small files (below
-    small_file_threshold_bytes) in one partition, the data manifests, the delete files. -#}
-{% macro _iceberg_maint_deep_figures(table, small_file_threshold_bytes, data_manifests, delete_files) %}
+    small_file_threshold_bytes) in one partition, the data manifests, the delete files; for the
+    iceberg_healthy test also the table's small files (below small_files_below bytes) and all its
+    manifests. -#}
+{% macro _iceberg_maint_deep_figures(table, small_file_threshold_bytes, data_manifests, delete_files,
+    small_files_below=none, manifests=false) %}
   {%- set columns = {} -%}
+  {%- if small_files_below is not none -%}
+    {%- do columns.update({'small_files': '(select count(*) from ' ~ table ~ '.data_files where file_size_in_bytes < '
+          ~ small_files_below ~ ')'}) -%}
+  {%- endif -%}
   {%- if small_file_threshold_bytes is not none -%}
     {%- set partitioned = dbt_iceberg_maint._iceberg_maint_table_layout(table).partition_fields | length > 0 -%}
     {%- do columns.update({'max_small_files_in_partition': dbt_iceberg_maint._iceberg_maint_max_small_files_sql(
@@ -170,6 +186,9 @@
   {%- endif -%}
   {%- if data_manifests -%}
     {%- do columns.update({'data_manifests': '(select count(*) from ' ~ table ~ '.manifests where content = 0)'}) -%}
+  {%- endif -%}
+  {%- if manifests -%}
+    {%- do columns.update({'manifests': '(select count(*) from ' ~ table ~ '.manifests)'}) -%}
   {%- endif -%}
   {%- if delete_files -%}
     {%- do columns.update({'delete_files': '(select count(*) from ' ~ table ~ '.delete_files)'}) -%}

@@ -271,3 +271,23 @@ def test_maintain_post_hook_compacts_the_model_it_follows(built: ThriftDbtProjec
     # First build, batch 2's append, then the post-hook's compaction and manifest rewrite.
     assert results[3].status == "success" and results[3].metrics["added_manifests_count"] == 1
     assert [operation for _, operation in snapshots(thrift_sql, table)][1:] == ["append", "replace", "replace"]
+
+
+def test_iceberg_healthy_generic_test_over_thrift(built: ThriftDbtProject, thrift_sql: ThriftSql) -> None:
+    """The generic test reads health with SQL over the dbt connection: dbt Cloud's path."""
+    scenario = "{health_scenario: true}"
+    built("run", "--select", "health_events", "--vars", scenario)
+    table = built.table("health_events")
+    for batch in (2, 3):
+        thrift_sql.execute(f"insert into {table} select /*+ COALESCE(1) */ id + {batch * 1000}, {batch} from range(20)")
+
+    tested = built("test", "--select", "health_deep", "health_source", "health_missing_table", "--vars", scenario,
+                   expect_success=False)
+
+    nodes = {node.name: node for node in tested.nodes}
+    assert {name: node.status for name, node in nodes.items()} == {
+        "health_deep": "fail", "health_source": "pass", "health_missing_table": "fail"}
+    # Three appends: three small files and three data manifests, each above its threshold of 2;
+    # the table is minutes old, so days since compaction passes.
+    assert nodes["health_deep"].message == "Got 2 results, configured to fail if != 0"
+    assert nodes["health_missing_table"].message == "Got 1 result, configured to fail if != 0"

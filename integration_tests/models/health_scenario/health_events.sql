@@ -1,0 +1,7 @@
+{#- A table the iceberg_healthy generic test checks (tests/integration/test_healthy_test.py): an
+    append per batch, so small files, snapshots and manifests pile up until maintenance runs.
+    Only built with --vars '{health_scenario: true}'. -#}
+{{ config(enabled=var('health_scenario', false), materialized='incremental', incremental_strategy='append') }}
+
+select /*+ COALESCE(1) */ cast(id + {{ var('batch') }} * 1000 as bigint) as id, cast({{ var('batch') }} as int) as batch
+from range(20)
