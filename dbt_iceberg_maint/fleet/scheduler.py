@@ -18,9 +18,11 @@ from dbt_iceberg_maint.errors import UsageError
 # A step's final status in the report: the macros' four, and `backlog` (never started: the budget
 # closed first).
 REPORT_STATUSES = ("success", "skipped", "failed", "dry_run", "backlog")
-# What a previous report settled: a resumed run does not take these steps up again. A failed or
-# timed-out step, a dry run and the backlog are taken up again (re-planned from fresh metadata).
-SETTLED_STATUSES = frozenset({"success", "skipped"})
+# What a previous report settled: a resumed run does not take these steps up again. Everything
+# else is planned again from fresh metadata: a failed or timed-out step, a dry run, the backlog,
+# and a skip (another job's lease, a timed-out step before it; a step that was not due is decided
+# again from metadata at no cost).
+SETTLED_STATUSES = frozenset({"success"})
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

@@ -108,8 +108,11 @@ def test_resume_skips_what_the_previous_report_settled() -> None:
     previous = {"results": [
         {"table": "s.a", "operation": "rewrite_data_files", "status": "success"},
         {"table": "s.a", "operation": "expire_snapshots", "status": "failed"},  # taken up again
-        {"table": "s.b", "operation": "rewrite_data_files", "status": "skipped"},
+        {"table": "s.b", "operation": "rewrite_data_files", "status": "success"},
         {"table": "s.b", "operation": "expire_snapshots", "status": "backlog"},  # taken up again
+        # Skipped: another job's lease, or not due: planned again (from metadata, at no cost).
+        {"table": "s.c", "operation": "rewrite_data_files", "status": "skipped",
+         "reason": "lease held by nightly-2 since 2026-11-25T01:00:00Z (iceberg_maintenance, expires ...)"},
     ]}
     settled = settled_keys(previous)
     assert settled == {("s.a", "rewrite_data_files"), ("s.b", "rewrite_data_files")}
