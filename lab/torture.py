@@ -33,6 +33,7 @@ from typing import Any
 
 from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.leases import RUN_ID_ENV
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
 from lab import audit
 from lab import torture_judging as judging
@@ -140,7 +141,11 @@ class Run:
                 "TORTURE_JARS": ",".join(jars), "TORTURE_DRIVER_MEMORY": self.settings.driver_memory,
                 "TORTURE_JDBC_URI": f"jdbc:postgresql://127.0.0.1:{proxy_port}/{self.pg.database}?prepareThreshold=0",
                 "DBT_TARGET_PATH": str(logs / "target"), "DBT_LOG_PATH": str(logs / "logs"),
-                "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1"}
+                "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1",
+                # The maintenance processes are one job, restarted after each crash: it re-enters
+                # the table lease a killed process left (another job waits for its TTL).
+                **({RUN_ID_ENV: f"torture-maintenance-{self.workdir.name}"} if name.startswith("maintenance")
+                   else {})}
 
     def start(self, name: str, role: str, *args: str) -> Proc:
         proxy = CommitCutProxy(self.pg.port).start()

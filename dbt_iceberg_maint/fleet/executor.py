@@ -434,9 +434,14 @@ def run_fleet(
     invocations = [0]
     errors: list[BaseException] = []
 
+    # Steps start once every worker is ready (dbt imported): a worker that is ready first would
+    # otherwise take a short queue alone while the others still start.
+    ready = threading.Barrier(len(workers))
+
     def work(worker: InProcessWorker | SubprocessWorker) -> None:
         try:
             worker.start()
+            ready.wait()
             while (step := state.take()) is not None:
                 started = time.time()
                 ran = worker.run(step_args(step, records.get(step.table), worker_args), timeout)
@@ -446,7 +451,9 @@ def run_fleet(
                     statements[0] += outcome.statements
                 state.settle(step, outcome)
         except BaseException as exc:  # re-raised on the main thread once every worker stopped
-            errors.append(exc)
+            if not isinstance(exc, threading.BrokenBarrierError):  # another worker's failure broke it
+                errors.append(exc)
+            ready.abort()
             with state.cond:
                 state.queues.clear()
                 state.cond.notify_all()

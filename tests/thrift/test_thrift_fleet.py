@@ -163,7 +163,11 @@ def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_wor
     ran = {(r.table, r.operation) for r in done.outcomes if r.status == "success"}
     assert not settled & ran and settled | ran == {(f"{LAKE}.{t}", op) for t in TABLES
                                                    for op in ("rewrite_data_files", "expire_snapshots")}
-    assert {r.worker for r in done.outcomes if r.worker is not None} == {1, 2}
+    # Both workers take steps when two tables have work left (one table's steps never run at once;
+    # the steps start once both workers are ready).
+    left_tables = {r.table for r in backlog}
+    workers = {r.worker for r in done.outcomes if r.worker is not None}
+    assert workers <= {1, 2} and len(workers) == min(2, len(left_tables)), (left_tables, done.to_json())
     assert done.to_dict()["totals"]["calls"] == len(ran)
     for record in read_health(open_catalog(catalog), [f"{LAKE}.{t}" for t in TABLES]):
         assert record.figures is not None and (record.figures["data_files"], record.figures["snapshots"]) == (1, 1)
