@@ -277,6 +277,13 @@ class MetadataCatalog:
     def warehouse(self) -> Path:
         return Path(self.config.properties["warehouse"].removeprefix("file:"))
 
+    @property
+    def catalog(self) -> Catalog:
+        """The pyiceberg catalog (for writers such as the benchmarks' lake builders)."""
+        if self._catalog is None:
+            raise CatalogError(f"catalog {self.config.name} is a Hadoop warehouse: pyiceberg has no catalog for it")
+        return self._catalog
+
     def list_tables(self) -> list[str]:
         """Every table as `namespace.table` (nested namespaces dotted), sorted."""
         if self._catalog is None:

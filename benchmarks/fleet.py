@@ -1,0 +1,319 @@
+"""P6 fleet: a lake, not a table. One maintenance night over a lake of Iceberg tables on the
+PostgreSQL JDBC catalog, through a Spark Thrift Server running as an application of the
+standalone cluster (dbt Cloud's path), by three variants from the same starting state:
+
+  (a) `iceberg_maintenance` as the package had it when fleet work began (commit LEGACY_COMMIT:
+      one table after another, table_health's whole query per table, no fixed point), the
+      package checked out from git at that commit;
+  (b) `iceberg_maintenance` now (tiered planning, the cost gate, the fixed point, leases);
+  (c) the fleet engine (`run_fleet`: metadata planning, worst first) at concurrency 1, 2 and 4.
+
+The lake (built with pyiceberg appends, no Spark): every table is a dbt model of a generated
+project; a first night (the fleet engine, concurrency 4) maintains all of it, then the night's
+changes: about 10 % of the tables get fresh small files, 3 % old orphan files, 2 % are large;
+the rest is unchanged since its last maintenance. The warehouse and the catalog's pointers are
+saved then, and restored before each variant. Measured per variant: wall time, statements sent,
+CALLs run, and the end health of every table (data files, small files, delete files, data
+manifests), compared table by table with variant (b)'s. Scales: --tables (default 100,300,1000);
+(a) runs up to --legacy-max-tables. Writes benchmarks/results/fleet.{json,png}."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks import harness
+
+NAME = "fleet"
+LEGACY_COMMIT = "a146bb7"
+# Orphan removal keeps its default interval (12 h): the measured night comes within it of night 0,
+# so where a variant removes the orphans planted after night 0 is reported (orphans_left).
+POLICY = ("{compaction: {min_input_files: 5}, expire_snapshots: {older_than_hours: 168, retain_last: 5}, "
+          "remove_orphan_files: {older_than_hours: 72}, rewrite_manifests: {min_manifests: 5}}")
+MIX = (("small_files", 0.10), ("orphans", 0.03), ("large", 0.02))
+HEALTH_KEYS = ("data_files", "small_files", "delete_files", "data_manifests")
+FULL_SCALES = (100, 300, 1000)
+QUICK_SCALES = (12,)
+CONCURRENCY = (1, 2, 4)
+
+
+# ---- the lake -----------------------------------------------------------------------------------
+
+def table_kinds(tables: int) -> dict[str, str]:
+    """name -> kind ('unchanged' for the rest of the mix), deterministic."""
+    counts = {kind: max(1, round(share * tables)) for kind, share in MIX}
+    kinds = [kind for kind, _ in MIX for _ in range(counts[kind])]
+    kinds += ["unchanged"] * (tables - len(kinds))
+    return {f"t{i:04d}": kind for i, kind in enumerate(kinds)}
+
+
+def _append(table: Any, first_id: int, rows: int) -> None:
+    import pyarrow as pa
+
+    table.append(pa.table({"id": pa.array(range(first_id, first_id + rows), pa.int64()),
+                           "kind": pa.array(["x"] * rows, pa.string())}))
+
+
+def build_lake(catalog: Any, namespace: str, kinds: Mapping[str, str]) -> None:
+    """Two small appends per table (a large table: 6 appends of 20,000 rows)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    schema = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "kind", StringType(),
+                                                                               required=False))
+    catalog.create_namespace_if_not_exists(namespace)
+    for name, kind in kinds.items():
+        table = catalog.create_table((namespace, name), schema, properties={"format-version": "2"})
+        for batch in range(6 if kind == "large" else 2):
+            _append(table, batch * 20000, 20000 if kind == "large" else 3)
+
+
+def table_dir(catalog: Any, namespace: str, name: str) -> Path:
+    return Path(str(catalog.load_table((namespace, name)).location()).removeprefix("file:"))
+
+
+def night_changes(catalog: Any, namespace: str, kinds: Mapping[str, str]) -> None:
+    """What a day of writers leaves: fresh small files, and files of failed writes 4 days old."""
+    for name, kind in kinds.items():
+        if kind == "small_files":
+            table = catalog.load_table((namespace, name))
+            for batch in range(6):
+                _append(table, 1000 + batch, 2)
+        elif kind == "orphans":
+            data = table_dir(catalog, namespace, name) / "data"
+            data.mkdir(parents=True, exist_ok=True)
+            old = time.time() - 96 * 3600
+            for i in range(3):
+                orphan = data / f"orphan-{i}.parquet"
+                orphan.write_bytes(b"left by a failed write")
+                os.utime(orphan, (old, old))
+
+
+def write_project(root: Path, namespace: str, names: Sequence[str], package: Path, host: str, port: int) -> Path:
+    """A dbt project whose models are the lake's tables (never run: the tables exist), with the policy."""
+    (root / "models").mkdir(parents=True)
+    (root / "macros").mkdir()
+    for name in names:
+        (root / "models" / f"{name}.sql").write_text("select 1 as id\n")
+    (root / "macros" / "schema.sql").write_text(
+        "{% macro generate_schema_name(custom, node) %}{{ custom or target.schema }}{% endmacro %}\n")
+    (root / "dbt_project.yml").write_text(
+        "name: lake\nversion: '1.0'\nconfig-version: 2\nprofile: lake\n"
+        f"models:\n  lake:\n    +materialized: table\n    +file_format: iceberg\n    +schema: {namespace}\n"
+        f"    +meta:\n      iceberg_maint: {POLICY}\n")
+    (root / "profiles.yml").write_text(
+        f"lake:\n  target: thrift\n  outputs:\n    thrift: {{type: spark, method: thrift, host: {host}, port: {port}, "
+        f"user: dbt, schema: {namespace}, threads: 1, connect_retries: 3, connect_timeout: 10}}\n")
+    (root / "packages.yml").write_text(f"packages:\n  - local: {package}\n")
+    from dbt_iceberg_maint.invoke import invoke_dbt
+
+    for args in (["deps", "--quiet"], ["parse", "--quiet"]):
+        outcome = invoke_dbt(args, root, root)
+        if not outcome.success:
+            raise RuntimeError(f"dbt {args[0]} failed in {root}: {outcome.exception}")
+    return root
+
+
+def legacy_package(work: Path) -> Path:
+    """The package as it was at LEGACY_COMMIT (git archive: no worktree left behind)."""
+    target = work / f"package-{LEGACY_COMMIT}"
+    target.mkdir()
+    archive = subprocess.run(["git", "archive", LEGACY_COMMIT], cwd=harness.REPO, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
+
+
+class Snapshot:
+    """The lake's state: its tables' files (one folder holds the namespace's tables) and each
+    table's metadata pointer in the catalog."""
+
+    def __init__(self, catalog: Any, namespace: str, root: Path, backup: Path) -> None:
+        self.catalog, self.namespace, self.root, self.backup = catalog, namespace, root, backup
+        shutil.copytree(root, backup, symlinks=True)
+        self.pointers = self._pointers()
+
+    def _pointers(self) -> dict[str, str]:
+        return {name: self.catalog.load_table((self.namespace, name)).metadata_location
+                for (_, name) in self.catalog.list_tables(self.namespace)}
+
+    def restore(self) -> None:
+        from sqlalchemy import text
+
+        shutil.rmtree(self.root)
+        shutil.copytree(self.backup, self.root, symlinks=True)
+        with self.catalog.engine.begin() as connection:
+            for name, location in self.pointers.items():
+                connection.execute(text("update iceberg_tables set metadata_location = :location where "
+                                        "table_namespace = :namespace and table_name = :name"),
+                                   {"location": location, "namespace": self.namespace, "name": name})
+        if self._pointers() != self.pointers:
+            raise RuntimeError("the lake was not restored")
+
+
+def end_health(metadata: Any, namespace: str, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    from dbt_iceberg_maint.metadata.planner import read_health
+
+    records = read_health(metadata, [f"{namespace}.{name}" for name in names])
+    return {r.table: ({k: r.figures[k] for k in HEALTH_KEYS} if r.figures else {"error": r.error}) for r in records}
+
+
+def orphans_left(root: Path) -> int:
+    return sum(1 for _ in root.glob("*/data/orphan-*.parquet"))
+
+
+# ---- the variants -------------------------------------------------------------------------------
+
+def macro_night(project: Path) -> dict[str, Any]:
+    from dbt_iceberg_maint.invoke import invoke_dbt
+    from dbt_iceberg_maint.results import parse_result_lines
+
+    started = time.perf_counter()
+    outcome = invoke_dbt(["run-operation", "dbt_iceberg_maint.iceberg_maintenance"], project, project)
+    wall = time.perf_counter() - started
+    statements = outcome.sql_statements
+    results = parse_result_lines(outcome.log_messages)
+    return {"ok": outcome.success, "error": outcome.exception, "wall_s": round(wall, 2),
+            "statements": len(statements), "calls": sum(_is_call(sql) for sql, _, _ in statements),
+            "results": {s: sum(r.status == s for r in results) for s in ("success", "skipped", "failed")}}
+
+
+def fleet_night(project: Path, catalog_config: Any, concurrency: int) -> dict[str, Any]:
+    from dbt_iceberg_maint.fleet import run_fleet
+
+    started = time.perf_counter()
+    report = run_fleet(project_dir=project, profiles_dir=project, catalog=catalog_config, concurrency=concurrency)
+    wall = time.perf_counter() - started
+    document = report.to_dict()
+    return {"ok": report.exit_code == 0, "wall_s": round(wall, 2), "statements": document["totals"]["statements"],
+            "calls": document["totals"]["calls"], "planning_s": document["totals"]["planning_s"],
+            "results": {s: document["counts"][s] for s in ("success", "skipped", "failed")},
+            "failed": [(r["table"], r["operation"], (r["reason"] or "")[:300]) for r in document["results"]
+                       if r["status"] == "failed"]}
+
+
+def _is_call(sql: str) -> bool:
+    text = sql.lstrip()
+    while text.startswith("/*") and "*/" in text:
+        text = text.split("*/", 1)[1].lstrip()
+    return text[:5].upper() == "CALL "
+
+
+def run_scale(tables: int, work: Path, catalog: Any, server: Any, legacy: Path | None,
+              concurrency: Sequence[int]) -> dict[str, Any]:
+    from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
+
+    namespace = f"lake_{tables}"
+    kinds = table_kinds(tables)
+    config = CatalogConfig("local", catalog.properties())
+    metadata = open_catalog(config)
+    iceberg = metadata.catalog
+    began = time.perf_counter()
+    build_lake(iceberg, namespace, kinds)
+    built_s = time.perf_counter() - began
+    current = write_project(work / f"project-{tables}", namespace, list(kinds), harness.REPO, server.host, server.port)
+    first = fleet_night(current, config, 4)  # night 0: everything maintained once
+    night_changes(iceberg, namespace, kinds)
+    root = table_dir(iceberg, namespace, next(iter(kinds))).parent
+    state = Snapshot(iceberg, namespace, root, work / f"backup-{tables}")
+    variants: dict[str, dict[str, Any]] = {}
+    healths: dict[str, dict[str, Any]] = {}
+    plan: list[tuple[str, Any]] = [("b_macros_now", lambda: macro_night(current))]
+    if legacy is not None:
+        old = write_project(work / f"legacy-{tables}", namespace, list(kinds), legacy, server.host, server.port)
+        plan.insert(0, ("a_macros_legacy", lambda: macro_night(old)))
+    plan += [(f"c_fleet_{n}", (lambda n=n: fleet_night(current, config, n))) for n in concurrency]
+    for name, night in plan:
+        state.restore()
+        variants[name] = night()
+        healths[name] = end_health(metadata, namespace, list(kinds))
+        variants[name]["orphans_left"] = orphans_left(root)
+        print(f"  {tables} tables, {name}: {variants[name]['wall_s']} s, {variants[name]['calls']} CALL(s), "
+              f"{variants[name]['statements']} statement(s)", flush=True)
+    reference = healths["b_macros_now"]
+    for name in variants:
+        differing = sorted(t for t in reference if healths[name].get(t) != reference[t])
+        variants[name]["health_differs_from_b"] = differing
+    unhealthy = {t: h for t, h in reference.items() if h.get("small_files", 0) >= 5 or "error" in h}
+    return {"tables": tables, "kinds": {k: sum(v == k for v in kinds.values()) for k in set(kinds.values())},
+            "build_s": round(built_s, 1), "first_night": first, "variants": variants,
+            "tables_left_unhealthy_by_b": sorted(unhealthy)}
+
+
+def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quick: bool) -> dict[str, Any]:
+    from lab.cluster import JdbcCatalog, start_cluster, start_cluster_thrift_server
+    from lab.postgres import start_server
+
+    start = harness.run_start()
+    work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    postgres = start_server()
+    cluster = server = None
+    try:
+        with harness.LoadSampler() as load:
+            catalog = JdbcCatalog(postgres, work / "warehouse")
+            cluster = start_cluster(work / "cluster")
+            # No table cache: the lake is restored under the server between variants. A 2 GB
+            # driver: at 768 MB (the lab's default) the legacy variant's 300-table night ran it
+            # out of heap (Task serialization failed: OutOfMemoryError).
+            server = start_cluster_thrift_server(cluster, catalog, work / "thrift", name="fleet", driver_memory="2g",
+                                                 extra_conf={"spark.sql.catalog.local.cache-enabled": "false"})
+            legacy = legacy_package(work)
+            figures = [run_scale(tables, work, catalog, server, legacy if tables <= legacy_max else None,
+                                 concurrency) for tables in scales]
+    finally:
+        for service in (server, cluster, postgres):
+            if service is not None:
+                service.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return {"benchmark": NAME, "quick": quick, "legacy_commit": LEGACY_COMMIT, "policy": POLICY,
+            "scales": figures, **harness.provenance(start, load)}
+
+
+def plot(figures: Mapping[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    names = sorted({name for scale in figures["scales"] for name in scale["variants"]})
+    for name in names:
+        points = [(s["tables"], s["variants"][name]["wall_s"]) for s in figures["scales"] if name in s["variants"]]
+        ax.plot(*zip(*points, strict=True), marker="o", label=name)
+    ax.set_xlabel("tables in the lake")
+    ax.set_ylabel("one night's wall time (s)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_title(f"P6 fleet: one maintenance night (commit {str(figures.get('commit'))[:8]})")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def summary(figures: Mapping[str, Any]) -> None:
+    for scale in figures["scales"]:
+        print(f"{scale['tables']} tables (built in {scale['build_s']} s): {scale['kinds']}")
+        for name, v in scale["variants"].items():
+            print(f"  {name:16} {v['wall_s']:8.1f} s  {v['calls']:5} CALLs  {v['statements']:6} statements  "
+                  f"ok={v['ok']}  health differs from b on {len(v['health_differs_from_b'])} table(s)")
+
+
+def main() -> None:
+    parser = harness.parser(NAME, __doc__, f"one lake of {QUICK_SCALES[0]} tables, every variant")
+    parser.add_argument("--tables", default=None, help="scales, comma separated (default 100,300,1000)")
+    parser.add_argument("--legacy-max-tables", type=int, default=300,
+                        help="run variant (a) only on lakes up to this size (default 300)")
+    args = parser.parse_args()
+    scales = tuple(int(t) for t in args.tables.split(",")) if args.tables else (
+        QUICK_SCALES if args.quick else FULL_SCALES)
+    figures = run(scales, args.legacy_max_tables, CONCURRENCY, args.quick)
+    harness.publish(NAME, figures, args.results, plot, summary)
+
+
+if __name__ == "__main__":
+    main()
