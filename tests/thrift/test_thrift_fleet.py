@@ -41,6 +41,9 @@ TABLES = ("t0", "t1", "t2")
 OTHERS = ("u0", "u1")
 RAW = "raw_feed"  # in the catalog, declared by no dbt node
 SLOW_FILES = 60
+# The budget test's worst table: its compaction (slow, one commit per file) outlasts the window,
+# so whatever the machine's speed the window closes while it runs and the rest is backlog.
+GATE_FILES = 30
 OPERATIONS_RUN = ["compaction", "expire_snapshots"]
 
 
@@ -59,16 +62,18 @@ def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: p
     tables = "".join(f"      - name: {name}\n        meta: {{iceberg_maint: {POLICY}}}\n" for name in TABLES + OTHERS)
     (root / "models" / "sources.yml").write_text(
         f"sources:\n  - name: lake\n    schema: {LAKE}\n    tables:\n{tables}"
-        f"      - name: slow\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n")
+        f"      - name: slow\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n"
+        f"      - name: gate\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n")
     assert invoke_dbt(["deps", "--quiet"], root, root).success
     thrift_sql.execute(f"create namespace if not exists {LAKE}")
     for name in (*TABLES, *OTHERS, RAW):  # an ingestion job's small appends: 3 small files, 3 snapshots
         thrift_sql.execute(f"create or replace table {LAKE}.{name} using iceberg as select 0L as id, 'a' as kind")
         for batch in (1, 2):
             thrift_sql.execute(f"insert into {LAKE}.{name} values ({batch}, 'a')")
-    thrift_sql.execute(f"create or replace table {LAKE}.slow (id bigint, kind string) using iceberg")
-    thrift_sql.execute(f"insert into {LAKE}.slow select /*+ REPARTITION({SLOW_FILES}) */ id, cast(id as string) "
-                       f"from range({SLOW_FILES * 50})")
+    for name, files in (("slow", SLOW_FILES), ("gate", GATE_FILES)):
+        thrift_sql.execute(f"create or replace table {LAKE}.{name} (id bigint, kind string) using iceberg")
+        thrift_sql.execute(f"insert into {LAKE}.{name} select /*+ REPARTITION({files}) */ id, cast(id as string) "
+                           f"from range({files * 50})")
     return root
 
 
@@ -128,18 +133,22 @@ def test_bad_input_exits_2_and_changes_nothing(lake: Path, thrift_sql: ThriftSql
 def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_workers(
         lake: Path, catalog: CatalogConfig, thrift_sql: ThriftSql, thrift_server: ThriftServer,
         tmp_path: Path) -> None:
-    # Planned from metadata, worst first: every table is due a compaction (3 small files) and expiry.
-    planned = fleet(lake, catalog, TABLES, dry_run=True)
+    # Planned from metadata, worst first (the gate table's 30 small files, then 3 each): every
+    # table is due a compaction and expiry.
+    planned = fleet(lake, catalog, ("gate", *TABLES), dry_run=True)
     assert [(r.operation, r.status) for r in planned.outcomes if r.table == f"{LAKE}.t0"] == [
         ("rewrite_data_files", "dry_run"), ("expire_snapshots", "dry_run")]
-    assert [(t.figures["small_files"], t.components["small_files"]) for t in planned.tables] == [(3, 3.0)] * 3
+    assert [(t.table, t.figures["small_files"], t.components["small_files"]) for t in planned.tables] == [
+        (f"{LAKE}.gate", GATE_FILES, float(GATE_FILES))] + [(f"{LAKE}.{t}", 3, 3.0) for t in TABLES]
 
-    # A window that closes after the first step started: the rest is backlog, counted.
+    # A window that closes while the first step (the gate table's slow compaction) runs: it
+    # finishes, and everything else is backlog, counted.
     begun = time.time()
-    budget = planned.planning_s + 4.0
-    cut = fleet(lake, catalog, TABLES, budget_s=budget)
+    budget = planned.planning_s + 3.0
+    cut = fleet(lake, catalog, ("gate", *TABLES), budget_s=budget)
     started = [r for r in cut.outcomes if r.started_at is not None]
-    assert started and all(moment(r.started_at) <= begun + budget + 0.5 for r in started)
+    assert [(r.table, r.operation, r.status) for r in started] == [(f"{LAKE}.gate", "rewrite_data_files", "success")]
+    assert all(moment(r.started_at) <= begun + budget + 0.5 for r in started)
     backlog = [r for r in cut.outcomes if r.status == "backlog"]
     assert backlog, cut.to_json()
     document = json.loads(cut.to_json())
@@ -156,12 +165,12 @@ def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_wor
 
     # The next run resumes from that report, on two workers: every table ends healthy.
     window_start = time.time()
-    done = fleet(lake, catalog, TABLES, concurrency=2, resume=report)
+    done = fleet(lake, catalog, ("gate", *TABLES), concurrency=2, resume=report)
     assert done.exit_code == 0, done.to_json()
     assert done.run_id == cut.run_id  # the same run: it re-enters its own leases
     settled = {(r.table, r.operation) for r in cut.outcomes if r.status == "success"}
     ran = {(r.table, r.operation) for r in done.outcomes if r.status == "success"}
-    assert not settled & ran and settled | ran == {(f"{LAKE}.{t}", op) for t in TABLES
+    assert not settled & ran and settled | ran == {(f"{LAKE}.{t}", op) for t in ("gate", *TABLES)
                                                    for op in ("rewrite_data_files", "expire_snapshots")}
     # Both workers take steps when two tables have work left (one table's steps never run at once;
     # the steps start once both workers are ready).
