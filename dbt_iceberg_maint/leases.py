@@ -22,6 +22,23 @@ from dbt_iceberg_maint.protocol import LEASES_MARKER, marker_payloads
 # The macros' holder identity: dbt-iceberg-maint maintain sets it for all of its invocations, so
 # a replay after a failure re-enters the leases its first invocation took.
 RUN_ID_ENV = "DBT_ICEBERG_MAINT_RUN_ID"
+# Added to a failed step's reason when giving its lease back failed too.
+LEASE_KEPT = "its lease could not be given back, so it is held until its TTL"
+
+
+def create_logs_args(namespaces: Iterable[str]) -> list[str]:
+    """The run-operation that creates the lease logs of `namespaces` if missing, before workers
+    start at one instant: a lost race to create a log fails a run on PostgreSQL's JDBC catalog."""
+    return ["run-operation", "dbt_iceberg_maint.create_lease_logs", "--args",
+            json.dumps({"schemas": sorted(set(namespaces))})]
+
+
+def give_back_args(table: str, run_id: str) -> list[str]:
+    """The run-operation that ends `table`'s lease only if run `run_id` holds it (break_lease with
+    `holder`). A step Spark rejected stopped its macro with the lease taken, since dbt's Jinja
+    cannot catch the error; without this, other jobs would skip the table until the TTL."""
+    return ["run-operation", "dbt_iceberg_maint.break_lease", "--args", json.dumps({"relation": table,
+                                                                                    "holder": run_id})]
 
 
 @dataclass(frozen=True)

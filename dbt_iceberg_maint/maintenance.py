@@ -21,7 +21,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
@@ -33,7 +33,7 @@ from dbt_iceberg_maint import guards, protocol
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, environment, invoke_dbt
-from dbt_iceberg_maint.leases import RUN_ID_ENV
+from dbt_iceberg_maint.leases import LEASE_KEPT, RUN_ID_ENV, give_back_args
 from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER, marker_payloads
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.rewrite_probe import judge_probe, probe_args
@@ -279,18 +279,31 @@ def run_maintenance(
                                     f"{pending[0].operation}; is the package version current?")
         if pending:  # the invocation stopped inside a step
             failed = interrupted_step(pending, started(marker_messages(invocation)), error_text(invocation))
-            if failed.operation == "rewrite_data_files" and classify(str(failed.metrics["error"])).undecided:
-                failed = _probed(failed, run(probe_args(failed.table, as_of)))
+            if needs_probe(failed.operation, failed.metrics):
+                failed = probed(failed, run(probe_args(failed.table, as_of)))
                 invocations += 1
-            results.append(failed)
             pending = settle(pending, [failed])
+            if failed.status == "failed" and not any(s.table == failed.table and s.status == "planned"
+                                                     for s in pending):
+                # No replay re-enters the table's lease, which the stopped invocation left taken.
+                released = run(give_back_args(failed.table, run_id))
+                invocations += 1
+                if not released.success:
+                    failed = replace(failed, reason=f"{failed.reason} ({LEASE_KEPT})")
+            results.append(failed)
         if not pending:
             return MaintenanceReport(tuple(results), invocations)
         invocation = run(replay(pending))
         invocations += 1
 
 
-def _probed(failed: MaintenanceResult, probe: DbtInvocation) -> MaintenanceResult:
+def needs_probe(operation: str, metrics: Mapping[str, Any]) -> bool:
+    """A compaction Spark stopped with a failure (`metrics` of interrupted_step) only a re-run can
+    decide (rewrite_probe.py)."""
+    return operation == "rewrite_data_files" and bool(classify(str(metrics.get("error", ""))).undecided)
+
+
+def probed(failed: MaintenanceResult, probe: DbtInvocation) -> MaintenanceResult:
     """The failed compaction's result once re-running it (`probe`) decided what its failure was."""
     reported = [r for r in parse_result_lines(marker_messages(probe)) if r.operation == "rewrite_data_files"]
     result = reported[0] if reported else None

@@ -42,10 +42,13 @@ class ProbeVerdict:
     reason: str
 
 
-def probe_args(table: str, as_of: str | None = None) -> list[str]:
-    """The run-operation that re-runs `table`'s compaction once, per its policy, failures tolerated."""
+def probe_args(table: str, as_of: str | None = None, policy: Mapping[str, Any] | None = None) -> list[str]:
+    """The run-operation that re-runs `table`'s compaction once, per its policy, failures tolerated.
+    `policy`: the table's own policy when its node does not carry it (the fleet engine's tables
+    from the catalog); maintain() merges it over the node's."""
+    compaction = {**((policy or {}).get("compaction") or {}), "max_failed_commits": TOLERATED_FAILED_COMMITS}
     args: dict[str, Any] = {"relation": table, "operations": ["compaction"], "force": True,
-                            "policy": {"compaction": {"max_failed_commits": TOLERATED_FAILED_COMMITS}}}
+                            "policy": {**(policy or {}), "compaction": compaction}}
     if as_of is not None:
         args["as_of"] = as_of
     return ["run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(args)]

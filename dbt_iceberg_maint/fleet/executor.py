@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any
 
 from dbt_iceberg_maint import processes
@@ -31,12 +32,13 @@ from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import FleetReport, Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.worker import invocation_from_dict
 from dbt_iceberg_maint.invoke import DbtInvocation, default_profiles_dir, invoke_dbt
-from dbt_iceberg_maint.leases import RUN_ID_ENV
-from dbt_iceberg_maint.maintenance import error_text, interrupted_step, marker_messages
+from dbt_iceberg_maint.leases import LEASE_KEPT, RUN_ID_ENV, create_logs_args, give_back_args
+from dbt_iceberg_maint.maintenance import error_text, interrupted_step, marker_messages, needs_probe, probed
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.selection import Shard, check_catalog_patterns
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.rewrite_probe import probe_args
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 POLL_S = 0.05
@@ -272,6 +274,46 @@ def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[s
     return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args", json.dumps(args), *dbt_args]
 
 
+def _probed_outcome(outcome: StepOutcome, probe: Ran) -> StepOutcome:
+    """The failed compaction's outcome once its re-run (`probe`, rewrite_probe.py) decided it; as it was
+    when the re-run itself did not finish (its timeout, its worker's death)."""
+    if probe.invocation is None:  # its CALL may still run in Spark, as after a step's own timeout
+        return replace(outcome, kind="timeout" if probe.timed_out else "worker_died",
+                       reason=f"{outcome.reason}; its re-run to decide the failure did not finish: "
+                              f"{'stopped after the step timeout' if probe.timed_out else probe.error}")
+    failed = MaintenanceResult(outcome.table, outcome.operation, "failed", outcome.reason, outcome.sql,
+                               MappingProxyType(dict(outcome.metrics)))
+    result = probed(failed, probe.invocation)
+    statements = probe.invocation.sql_statements
+    kind = result.metrics.get("kind") if result.status == "failed" else None
+    return replace(outcome, status=result.status, reason=result.reason, metrics=dict(result.metrics),
+                   kind=kind if isinstance(kind, str) else None, statements=outcome.statements + len(statements),
+                   calls=outcome.calls + tuple((start, end) for sql, start, end in statements if _is_call(sql)))
+
+
+def _after_failure(worker: InProcessWorker | SubprocessWorker, step: Step, outcome: StepOutcome,
+                   record: Mapping[str, Any] | None, run_id: str, dbt_args: Sequence[str],
+                   timeout_s: float | None) -> tuple[StepOutcome, int]:
+    """After a step Spark stopped (not a timeout or a dead worker: their CALL may still run): an
+    undecided compaction is re-run once to decide it, as `maintain` does, and a step still failed
+    gives back the table's lease its stopped macro left taken. Returns the outcome and the
+    invocations it took."""
+    if outcome.status != "failed" or outcome.kind in ("timeout", "worker_died"):
+        return outcome, 0
+    invocations = 0
+    if needs_probe(step.operation, outcome.metrics):
+        probe = worker.run([*probe_args(step.table, policy=(record or {}).get("policy")), *dbt_args], timeout_s)
+        outcome = replace(_probed_outcome(outcome, probe), finished_at=_utc(time.time()))
+        invocations += 1
+    if outcome.status == "failed" and outcome.kind not in ("timeout", "worker_died"):
+        released = worker.run([*give_back_args(step.table, run_id), *dbt_args], timeout_s).invocation
+        invocations += 1
+        outcome = replace(outcome, statements=outcome.statements + len(released.sql_statements if released else ()))
+        if released is None or not released.success:
+            outcome = replace(outcome, reason=f"{outcome.reason} ({LEASE_KEPT})")
+    return outcome, invocations
+
+
 # ---- the run ----
 
 class _Run:
@@ -438,16 +480,27 @@ def run_fleet(
     # otherwise take a short queue alone while the others still start.
     ready = threading.Barrier(len(workers))
 
+    # Workers that start together would race to create a namespace's lease log on its first lease.
+    namespaces = {t.table.rsplit(".", 1)[0] for t in ordered if t.due}
+    prepare = create_logs_args(namespaces) if len(workers) > 1 and namespaces else None
+
     def work(worker: InProcessWorker | SubprocessWorker) -> None:
         try:
             worker.start()
+            if prepare is not None and worker.index == 1:  # a failure here leaves it to the steps
+                prepared = worker.run([*prepare, *worker_args], None).invocation
+                with state.cond:
+                    invocations[0] += 1
+                    statements[0] += len(prepared.sql_statements) if prepared else 0
             ready.wait()
             while (step := state.take()) is not None:
                 started = time.time()
                 ran = worker.run(step_args(step, records.get(step.table), worker_args), timeout)
                 outcome = _outcome(step, ran, started, time.time(), worker.index, timeout)
+                outcome, extra = _after_failure(worker, step, outcome, records.get(step.table), run_id, worker_args,
+                                                timeout)
                 with state.cond:
-                    invocations[0] += 1
+                    invocations[0] += 1 + extra
                     statements[0] += outcome.statements
                 state.settle(step, outcome)
         except BaseException as exc:  # re-raised on the main thread once every worker stopped

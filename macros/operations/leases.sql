@@ -1,7 +1,8 @@
 {#- The lease admin: `dbt run-operation dbt_iceberg_maint.list_leases` logs the current leases
     (one ICEBERG_MAINT_LEASES line: [{table, holder, acquired_at, expires_at, path, claim_id}]) of
     the lease logs in `schemas` (default: the schemas of the project's Iceberg models);
-    `break_lease` ends the current lease of one table. `dbt-iceberg-maint leases` runs both. -#}
+    `break_lease` ends the current lease of one table. `dbt-iceberg-maint leases` runs both.
+    `create_lease_logs` creates the logs up front. -#}
 
 {% macro list_leases(schemas=none) %}
   {{ return(adapter.dispatch('list_leases', 'dbt_iceberg_maint')(schemas=schemas)) }}
@@ -32,32 +33,67 @@
 {% endmacro %}
 
 
-{#- End the current lease of `relation`'s table (a holder that still runs notices at its next
-    renewal and skips its remaining steps). Logs ICEBERG_MAINT_LEASES with the broken lease, or
-    an empty list when the table had none. -#}
-{% macro break_lease(relation) %}
-  {{ return(adapter.dispatch('break_lease', 'dbt_iceberg_maint')(relation=relation)) }}
+{#- Create the lease logs of `schemas` (default: the schemas of the project's Iceberg models)
+    before jobs that share a namespace start at once: creating a log is the one lease statement
+    that can fail a run when it races (Iceberg's JDBC catalog on PostgreSQL reports the lost
+    creation as an unknown failure, docs/leases.md). Nothing with leases disabled. Logs
+    ICEBERG_MAINT_LEASES with the logs' names. -#}
+{% macro create_lease_logs(schemas=none) %}
+  {{ return(adapter.dispatch('create_lease_logs', 'dbt_iceberg_maint')(schemas=schemas)) }}
 {% endmacro %}
 
-{% macro default__break_lease(relation) %}
+{% macro default__create_lease_logs(schemas) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.create_lease_logs is not implemented for adapter '"
+      ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% endmacro %}
+
+{% macro spark__create_lease_logs(schemas) %}
+  {%- set namespaces = dbt_iceberg_maint._iceberg_maint_lease_namespaces(schemas, 'create_lease_logs') -%}
+  {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set settings = dbt_iceberg_maint._iceberg_maint_lease_settings() -%}
+  {%- set logs = [] -%}
+  {%- for namespace in namespaces if settings.enabled -%}
+    {%- set log_table = dbt_iceberg_maint._iceberg_maint_lease_target(namespace ~ '.x', settings).log -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_lease_statement(
+          dbt_iceberg_maint._iceberg_maint_lease_create_sql(log_table)) -%}
+    {%- do logs.append(log_table) -%}
+  {%- endfor -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_log_marker('leases', logs) -%}
+  {{ return(logs) }}
+{% endmacro %}
+
+
+{#- End the current lease of `relation`'s table (a holder that still runs notices at its next
+    renewal and skips its remaining steps). With `holder` (a run id), only a lease that run holds
+    is ended: how a job gives back the lease a step Spark rejected left taken. Logs
+    ICEBERG_MAINT_LEASES with the broken lease, or an empty list when the table had none. -#}
+{% macro break_lease(relation, holder=none) %}
+  {{ return(adapter.dispatch('break_lease', 'dbt_iceberg_maint')(relation=relation, holder=holder)) }}
+{% endmacro %}
+
+{% macro default__break_lease(relation, holder=none) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.break_lease is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__break_lease(relation) %}
+{% macro spark__break_lease(relation, holder=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
+  {%- if holder is not none and (holder is not string or not holder) -%}
+    {{ exceptions.raise_compiler_error("break_lease: argument `holder` is " ~ tojson(holder)
+          ~ "; expected a run id (a non-empty string), or none for whoever holds the lease") }}
+  {%- endif -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set settings = dbt_iceberg_maint._iceberg_maint_lease_settings() -%}
   {%- set target = dbt_iceberg_maint._iceberg_maint_lease_target(table, settings) -%}
   {%- set now_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
-  {%- set holder = dbt_iceberg_maint._iceberg_maint_lease_state(
+  {%- set current = dbt_iceberg_maint._iceberg_maint_lease_state(
         dbt_iceberg_maint._iceberg_maint_lease_log_rows(target.log).get(target.key, [])).holder -%}
   {%- set broken = [] -%}
-  {%- if holder is not none and holder.expires_ms > now_ms -%}
+  {%- if current is not none and current.expires_ms > now_ms and holder in [none, current.holder] -%}
     {#- The break names the claim it ends: a lease taken since by someone else stays. -#}
     {%- do dbt_iceberg_maint._iceberg_maint_lease_append({'log': target.log, 'key': target.key,
-          'claim_id': holder.claim_id, 'holder': settings.run_id, 'path': 'break_lease'}, 'break', now_ms, now_ms) -%}
-    {%- do broken.append(dbt_iceberg_maint._iceberg_maint_lease_record(table, holder)) -%}
+          'claim_id': current.claim_id, 'holder': settings.run_id, 'path': 'break_lease'}, 'break', now_ms, now_ms) -%}
+    {%- do broken.append(dbt_iceberg_maint._iceberg_maint_lease_record(table, current)) -%}
   {%- endif -%}
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('leases', broken) -%}
   {{ return(broken) }}
@@ -66,7 +102,7 @@
 
 {#- The namespaces whose lease logs the admin reads: `schemas` (a name or a list, 'schema' or
     'catalog.schema'), else those of the project's Iceberg models (with the catalog var). -#}
-{% macro _iceberg_maint_lease_namespaces(schemas=none) %}
+{% macro _iceberg_maint_lease_namespaces(schemas=none, owner='list_leases') %}
   {%- set catalog = var('dbt_iceberg_maint_catalog', none) -%}
   {%- set names = [] -%}
   {%- if schemas is none -%}
@@ -83,7 +119,7 @@
       {%- set check.valid = false -%}
     {%- endfor -%}
     {%- if not check.valid -%}
-      {{ exceptions.raise_compiler_error("list_leases: argument `schemas` contains " ~ tojson(name)
+      {{ exceptions.raise_compiler_error(owner ~ ": argument `schemas` contains " ~ tojson(name)
             ~ "; expected 'schema' or 'catalog.schema' made of letters, digits and underscores") }}
     {%- endif -%}
     {%- set name = (catalog ~ '.' ~ name) if catalog and parts | length == 1 else name -%}

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
-from tests.expect import first
+from tests.expect import first, json_document
 from tests.integration.concurrency import HADOOP_CATALOG, RACE_CATALOG, join_all, lose_catalog_race, other_job
 
 if TYPE_CHECKING:
@@ -37,13 +37,6 @@ PROJECT = ["--project-dir", str(INTEGRATION_PROJECT)]
 def cli(dbt_project: DbtProject, *args: str) -> Result:
     return CliRunner().invoke(main, list(args), env=dict(dbt_project.env), catch_exceptions=False)
 
-
-def json_document(stdout: str) -> Any:
-    """The JSON the command printed. dbt's own console log (timestamped lines) comes first: in
-    process, dbt writes it to the same stdout."""
-    lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(("{", "[")))
-    return json.loads("\n".join(lines[start:]))
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ from dbt_iceberg_maint.leases import RUN_ID_ENV
 from dbt_iceberg_maint.maintenance import run_maintenance
 from dbt_iceberg_maint.results import parse_result_lines
 from dbt_iceberg_maint.spark import switch_warehouse
+from tests.expect import json_document
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -205,12 +206,6 @@ def test_contenders_at_one_instant_one_holds_a_killed_holder_expires(lake: Lake,
     assert result.status == "success", result
     workers.remove(holder)
 
-
-def json_document(stdout: str) -> Any:
-    """The JSON the command printed after dbt's own console lines (in process, the same stdout)."""
-    lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(("{", "[")))
-    return json.loads("\n".join(lines[start:]))
 
 
 def test_leases_command_lists_and_breaks(lake: Lake, spark: SparkSession) -> None:

@@ -12,6 +12,7 @@ import json
 import re
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +22,11 @@ from click.testing import CliRunner
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.fleet import FleetReport, run_fleet
 from dbt_iceberg_maint.invoke import invoke_dbt
+from dbt_iceberg_maint.maintenance import error_text
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.planner import read_health
 from dbt_iceberg_maint.protocol import OPERATIONS
+from tests.expect import json_document
 
 if TYPE_CHECKING:
     from dbt_iceberg_maint.thrift_server import ThriftServer
@@ -39,6 +42,7 @@ SLOW_POLICY = ("{compaction: {min_input_files: 1, options: {max-file-group-size-
                "expire_snapshots: {older_than_hours: 0, retain_last: 1}}")
 TABLES = ("t0", "t1", "t2")
 OTHERS = ("u0", "u1")
+BRITTLE = "brittle"  # its expiry is refused by Spark (gc.enabled turned off after planning)
 RAW = "raw_feed"  # in the catalog, declared by no dbt node
 SLOW_FILES = 60
 # The budget test's worst table: its compaction (slow, one commit per file) outlasts the window,
@@ -59,14 +63,15 @@ def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: p
         f"port: {thrift_server.port}, user: dbt, schema: fleet_models, threads: 1, connect_retries: 3, "
         "connect_timeout: 10}\n")
     (root / "packages.yml").write_text(f"packages:\n  - local: {Path(__file__).resolve().parents[2]}\n")
-    tables = "".join(f"      - name: {name}\n        meta: {{iceberg_maint: {POLICY}}}\n" for name in TABLES + OTHERS)
+    tables = "".join(f"      - name: {name}\n        meta: {{iceberg_maint: {POLICY}}}\n"
+                     for name in (*TABLES, *OTHERS, BRITTLE))
     (root / "models" / "sources.yml").write_text(
         f"sources:\n  - name: lake\n    schema: {LAKE}\n    tables:\n{tables}"
         f"      - name: slow\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n"
         f"      - name: gate\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n")
     assert invoke_dbt(["deps", "--quiet"], root, root).success
     thrift_sql.execute(f"create namespace if not exists {LAKE}")
-    for name in (*TABLES, *OTHERS, RAW):  # an ingestion job's small appends: 3 small files, 3 snapshots
+    for name in (*TABLES, *OTHERS, BRITTLE, RAW):  # an ingestion job's small appends: 3 small files, 3 snapshots
         thrift_sql.execute(f"create or replace table {LAKE}.{name} using iceberg as select 0L as id, 'a' as kind")
         for batch in (1, 2):
             thrift_sql.execute(f"insert into {LAKE}.{name} values ({batch}, 'a')")
@@ -236,3 +241,64 @@ def test_a_step_past_its_timeout_is_stopped_and_the_other_tables_are_still_maint
     print(f"\nfleet with a timeout: {took:.1f} s; the timed-out CALL ended in the server "
           f"{time.monotonic() - begun:.1f} s after the run began")
     assert thrift_sql.scalar(f"select count(*) from {LAKE}.slow") == rows
+
+
+def test_lease_logs_are_created_up_front_on_request(lake: Path, thrift_sql: ThriftSql) -> None:
+    thrift_sql.execute("create namespace if not exists fleet_fresh")
+    refused = invoke_dbt(["run-operation", "dbt_iceberg_maint.create_lease_logs", "--args",
+                          json.dumps({"schemas": ["fleet_fresh", "no such"]})], lake, lake)
+    assert not refused.success and 'create_lease_logs: argument `schemas` contains "no such"' in error_text(
+        refused), refused.log_messages
+    assert thrift_sql.rows("show tables in fleet_fresh") == []
+    created = invoke_dbt(["run-operation", "dbt_iceberg_maint.create_lease_logs", "--args",
+                          json.dumps({"schemas": ["fleet_fresh"]})], lake, lake)
+    assert created.success and any(m.endswith('ICEBERG_MAINT_LEASES ["fleet_fresh.iceberg_maint_leases"]')
+                                   for m in created.log_messages), created.log_messages
+    assert [row[1] for row in thrift_sql.rows("show tables in fleet_fresh")] == ["iceberg_maint_leases"]
+    assert thrift_sql.scalar("select count(*) from fleet_fresh.iceberg_maint_leases") == 0
+
+
+def test_steps_spark_rejects_are_decided_and_give_their_lease_back(lake: Path, catalog: CatalogConfig,
+                                                                    thrift_sql: ThriftSql) -> None:
+    """Spark rejects both steps of one table at run time: the compaction (a codec Parquet does not
+    know: undecided under partial progress until a re-run decides it) and the expiry (gc.enabled
+    turned off after planning). Each failure stops its macro with the lease taken; the engine
+    gives it back, so the next job maintains the table at once instead of after the TTL."""
+    table = f"{LAKE}.{BRITTLE}"
+    thrift_sql.execute(f"alter table {table} set tblproperties ('write.parquet.compression-codec'='no-such-codec')")
+    before = state(thrift_sql, BRITTLE)
+    turned_off: list[bool] = []
+
+    def turn_gc_off_after_planning(progress: Mapping[str, Any]) -> None:
+        # The first report comes when the first step is taken, before it runs.
+        if not turned_off:
+            thrift_sql.execute(f"alter table {table} set tblproperties ('gc.enabled'='false')")
+            turned_off.append(True)
+
+    report = run_fleet([f"source:lake.{BRITTLE}"], OPERATIONS_RUN, project_dir=lake, profiles_dir=lake,
+                       catalog=catalog, progress=turn_gc_off_after_planning)
+    compaction, expiry = report.outcomes
+    assert turned_off and [(o.operation, o.status) for o in report.outcomes] == [
+        ("rewrite_data_files", "failed"), ("expire_snapshots", "failed")], report.to_json()
+    # The compaction's re-run, failed commits tolerated, failed to rewrite the files again.
+    assert (compaction.kind, compaction.metrics["probe"]["metrics"]["failed_data_files_count"] > 0) == (
+        "not_iceberg_conflict", True), report.to_json()
+    assert "deterministic: re-run once with failed commits tolerated" in (compaction.reason or "")
+    assert len(compaction.calls) == 2 and report.invocations == 5  # 2 steps, the re-run, 2 give-backs
+    assert expiry.kind == "invalid_request" and "GC is disabled" in expiry.metrics["error"], expiry
+    assert "lease" not in (expiry.reason or ""), expiry.reason
+    assert report.exit_code == 1 and state(thrift_sql, BRITTLE) == before
+    log = thrift_sql.rows(f"select event, holder, path from {LAKE}.iceberg_maint_leases "
+                          f"where table_name = '{BRITTLE}' order by at_ms")
+    assert log[-2:] == [("claim", report.run_id, "execute_maintenance_steps"),
+                        ("break", report.run_id, "break_lease")], log
+    listed = CliRunner().invoke(main, ["leases", "--schema", LAKE, "--output", "json", "--project-dir", str(lake),
+                                       "--profiles-dir", str(lake)])
+    assert listed.exit_code == 0, listed.output
+    assert not [row for row in json_document(listed.stdout) if row["table"].endswith(f".{BRITTLE}")], listed.output
+    thrift_sql.execute(f"alter table {table} unset tblproperties ('gc.enabled', 'write.parquet.compression-codec')")
+    again = run_fleet([f"source:lake.{BRITTLE}"], OPERATIONS_RUN, project_dir=lake, profiles_dir=lake,
+                      catalog=catalog)
+    assert again.run_id != report.run_id
+    assert [o.status for o in again.outcomes] == ["success", "success"], again.to_json()
+    assert len(state(thrift_sql, BRITTLE)[0]) == 1

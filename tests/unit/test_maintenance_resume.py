@@ -196,11 +196,17 @@ def test_a_failure_of_the_last_step_ends_the_run() -> None:
             start_line("analytics.event_log", OPS[3]),
             CODEC_ERROR,
             success=False,
-        )
+        ),
+        invocation(marker("LEASES", []), success=False),
     )
     report = run_maintenance(invoke=dbt)
-    assert len(dbt.calls) == 1
+    # Nothing is left to replay: only the table's lease, which the stopped invocation left taken,
+    # is given back (break_lease with this run as holder). That failing too is said in the reason.
+    assert [call[0] for call in dbt.calls][1:] == ["dbt_iceberg_maint.break_lease"]
+    assert dbt.calls[1][1]["relation"] == "analytics.event_log"
+    assert dbt.calls[1][1]["holder"].startswith("dbt-iceberg-maint-")
     assert [r.status for r in report.results] == ["success", "success", "success", "failed"]
+    assert report.results[-1].reason.endswith("(its lease could not be given back, so it is held until its TTL)")
 
 
 def test_a_completed_run_is_not_resumed_even_when_operations_failed() -> None:

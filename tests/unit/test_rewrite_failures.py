@@ -96,6 +96,13 @@ def test_the_re_run_tolerates_every_failed_commit_under_the_models_policy() -> N
         "relation": "analytics.event_log", "operations": ["compaction"], "force": True, "as_of": "2026-11-20T00:00:00Z",
         "policy": {"compaction": {"max_failed_commits": TOLERATED_FAILED_COMMITS}},
     }
+    # The fleet engine's tables from the catalog carry their policy with them; only the failed
+    # commits tolerated change.
+    policy = {"compaction": {"min_input_files": 5, "max_failed_commits": 0}, "expire_snapshots": {"retain_last": 2}}
+    assert json.loads(probe_args("raw.feed", policy=policy)[3])["policy"] == {
+        "compaction": {"min_input_files": 5, "max_failed_commits": TOLERATED_FAILED_COMMITS},
+        "expire_snapshots": {"retain_last": 2}}
+    assert policy["compaction"]["max_failed_commits"] == 0
 
 
 @pytest.mark.parametrize(("status", "metrics", "error", "expected"), [
@@ -158,6 +165,7 @@ def test_the_maintain_command_re_runs_an_undecided_compaction_once(
                     "Encountered an error while running operation: Runtime Error\n  " + PARTIAL_PROGRESS,
                     success=False),
         _invocation(_result("success", probe_metrics), success=True),
+        _invocation("ICEBERG_MAINT_LEASES []", success=True),
     ]
 
     def invoke(args: Sequence[str]) -> DbtInvocation:
@@ -166,9 +174,12 @@ def test_the_maintain_command_re_runs_an_undecided_compaction_once(
 
     report = run_maintenance(invoke=invoke)
 
-    assert [c[1] for c in calls] == ["dbt_iceberg_maint.iceberg_maintenance", "dbt_iceberg_maint.maintain"]
+    # Still failed after the re-run: its lease is given back (the re-run's own may have ended it).
+    give_back = ["dbt_iceberg_maint.break_lease"] if status == "failed" else []
+    assert [c[1] for c in calls] == ["dbt_iceberg_maint.iceberg_maintenance", "dbt_iceberg_maint.maintain",
+                                     *give_back]
     [result] = report.results
     assert (result.status, result.metrics["kind"], report.exit_code, report.invocations) == (
-        status, kind, exit_code, 2)
+        status, kind, exit_code, 2 + len(give_back))
     assert result.reason is not None and "(rewrite_commit_conflict, undecided)" in result.reason
     assert result.metrics["probe"]["metrics"] == probe_metrics
