@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -262,8 +262,10 @@ def run_scale(tables: int, work: Path, catalog: Any, server: Any, legacy: Path |
 
 
 def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quick: bool,
-        postgres: PostgresServer | None = None, cluster: SparkCluster | None = None) -> dict[str, Any]:
-    """The benchmark; `postgres` and `cluster` given (the test suite's) are used and left running."""
+        postgres: PostgresServer | None = None, cluster: SparkCluster | None = None,
+        partial: Callable[[dict[str, Any]], object] | None = None) -> dict[str, Any]:
+    """The benchmark; `postgres` and `cluster` given (the test suite's) are used and left running;
+    `partial` gets the figures so far after each scale."""
     from lab.cluster import JdbcCatalog, start_cluster, start_cluster_thrift_server
     from lab.postgres import start_server
 
@@ -279,20 +281,24 @@ def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quic
             if cluster is None:
                 cluster = start_cluster(work / "cluster")
                 owned.append(cluster)
-            # No table cache: the lake is restored under the server between variants. A 2 GB
+            # No table cache: the lake is restored under the server between variants. A 4 GB
             # driver: at 768 MB (the lab's default) the legacy variant's 300-table night ran it
-            # out of heap (Task serialization failed: OutOfMemoryError).
-            server = start_cluster_thrift_server(cluster, catalog, work / "thrift", name="fleet", driver_memory="2g",
+            # out of heap (Task serialization failed: OutOfMemoryError); 1,000 tables hold more.
+            server = start_cluster_thrift_server(cluster, catalog, work / "thrift", name="fleet", driver_memory="4g",
                                                  extra_conf={"spark.sql.catalog.local.cache-enabled": "false"})
             owned.append(server)
             legacy = legacy_package(work)
-            figures = [run_scale(tables, work, catalog, server, legacy if tables <= legacy_max else None,
-                                 concurrency) for tables in scales]
+            figures: list[dict[str, Any]] = []
+            for tables in scales:
+                figures.append(run_scale(tables, work, catalog, server, legacy if tables <= legacy_max else None,
+                                         concurrency))
+                if partial is not None:  # a long run keeps what it measured if a later scale fails
+                    partial({"benchmark": NAME, "complete": False, "scales": figures})
     finally:
         for service in reversed(owned):
             service.stop()
         shutil.rmtree(work, ignore_errors=True)
-    return {"benchmark": NAME, "quick": quick, "legacy_commit": LEGACY_COMMIT, "policy": POLICY,
+    return {"benchmark": NAME, "complete": True, "quick": quick, "legacy_commit": LEGACY_COMMIT, "policy": POLICY,
             "scales": figures, **harness.provenance(start, load)}
 
 
@@ -323,13 +329,15 @@ def summary(figures: Mapping[str, Any]) -> None:
 def main() -> None:
     parser = harness.parser(NAME, __doc__, f"one lake of {QUICK_SCALES[0]} tables, every variant")
     parser.add_argument("--tables", default=None, help="scales, comma separated (default 100,300,1000)")
-    parser.add_argument("--legacy-max-tables", type=int, default=300,
-                        help="run variant (a) only on lakes up to this size (default 300)")
+    parser.add_argument("--legacy-max-tables", type=int, default=1000,
+                        help="run variant (a) only on lakes up to this size (default 1000)")
     args = parser.parse_args()
     scales = tuple(int(t) for t in args.tables.split(",")) if args.tables else (
         QUICK_SCALES if args.quick else FULL_SCALES)
-    figures = run(scales, args.legacy_max_tables, CONCURRENCY, args.quick)
+    figures = run(scales, args.legacy_max_tables, CONCURRENCY, args.quick,
+                  partial=lambda so_far: harness.write_results(f"{NAME}.partial", so_far, args.results))
     harness.publish(NAME, figures, args.results, plot, summary)
+    (args.results / f"{NAME}.partial.json").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def test_quick_fleet_night_gives_every_variant_the_same_lake(postgres_server: Po
     harness.publish(fleet.NAME, figures, tmp_path, fleet.plot, fleet.summary)
 
     written = json.loads((tmp_path / "fleet.json").read_text())
-    assert written["quick"] and (tmp_path / "fleet.png").is_file()
+    assert written["quick"] and written["complete"] and (tmp_path / "fleet.png").is_file()
     assert isinstance(written["commit"], str) and len(written["load_average"]["start"]) == 3
     [scale] = written["scales"]
     assert scale["tables"] == 12
