@@ -124,8 +124,17 @@ def macro_call(project: Path, procedure: str) -> dict[str, Any]:
     if not run.success or len(results) != 1 or results[0].status != "success":
         raise RuntimeError(f"iceberg_maintenance {procedure} did not succeed: {run.error} {results}")
     return {"end_to_end_s": run.wall_s, "sql_span_s": run.sql_span_s, "call_s": run.statement_s("call"),
+            "lease_s": sum((end - start) / 1000 for sql, start, end in run.statements
+                           if end is not None and is_lease_statement(sql)),
             "statements": len(run.statements), "sent": [statement_head(sql) for sql, _start, _end in run.statements],
             "sql": results[0].sql, "metrics": dict(results[0].metrics)}
+
+
+def is_lease_statement(sql: str) -> bool:
+    """The per-table lease's statements (docs/leases.md): its log's creation, appends and reads,
+    and the REFRESH TABLE of the maintained table after taking it."""
+    text = field.LEADING_COMMENTS.sub("", sql).lower()
+    return "iceberg_maint_leases" in text or text.startswith("refresh table")
 
 
 def statement_head(sql: str) -> str:
@@ -199,7 +208,10 @@ def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], rep
     for procedure, pairs in samples.items():
         raw = harness.median([p["raw"]["raw_s"] for p in pairs])
         medians = {key: harness.median([p["macro"][key] for p in pairs if p["macro"][key] is not None])
-                   for key in ("end_to_end_s", "sql_span_s", "call_s")}
+                   for key in ("end_to_end_s", "sql_span_s", "call_s", "lease_s")}
+        # The SQL span without the lease (its kill switch gives that cost back, docs/leases.md).
+        medians["sql_span_without_lease_s"] = harness.median(
+            [p["macro"]["sql_span_s"] - p["macro"]["lease_s"] for p in pairs if p["macro"]["sql_span_s"] is not None])
         ratios = {f"{key.removesuffix('_s')}_over_raw": (round(value / raw, 3) if value and raw else None)
                   for key, value in medians.items()}
         procedures[procedure] = {
@@ -216,6 +228,7 @@ def summarize(samples: dict[str, list[dict[str, Any]]], sql: dict[str, str], rep
             "identical_outputs": sum(p["same_output"] for p in pairs),
             "identical_sql": sum(p["same_sql"] for p in pairs),
             "goal_met_sql_span": (ratios["sql_span_over_raw"] or 99) <= GOAL_RATIO,
+            "goal_met_sql_span_without_lease": (ratios["sql_span_without_lease_over_raw"] or 99) <= GOAL_RATIO,
             "samples": pairs,
         }
     return {
@@ -236,13 +249,14 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     plt = harness.pyplot()
     procs = list(figures["procedures"])
     series = (("raw", "raw CALL", "#2e7d32"), ("macro_call_s", "macro: CALL statement", "#66bb6a"),
+              ("macro_sql_span_without_lease_s", "macro: its SQL but the lease", "#ffb74d"),
               ("macro_sql_span_s", "macro: all its SQL", "#fbc02d"), ("macro_end_to_end_s", "dbt run-operation",
                                                                       "#c62828"))
     fig, ax = plt.subplots(figsize=(9, 4))
-    width = 0.2
+    width = 0.16
     for i, (key, label, color) in enumerate(series):
-        values = [figures["procedures"][p]["median_s"][key] or 0 for p in procs]
-        ax.bar([x + (i - 1.5) * width for x in range(len(procs))], values, width, label=label, color=color)
+        values = [figures["procedures"][p]["median_s"].get(key) or 0 for p in procs]
+        ax.bar([x + (i - 2) * width for x in range(len(procs))], values, width, label=label, color=color)
     ax.set_xticks(range(len(procs)))
     ax.set_xticklabels([p.replace("_", "_\n", 1) for p in procs], fontsize=8)
     ax.set_ylabel("median seconds")
@@ -255,13 +269,14 @@ def print_summary(figures: dict[str, Any]) -> None:
     print(f"overhead benchmark: {figures['repetitions']} pairs per procedure, master {figures['master']}, "
           f"load {figures['machine']['load_average_1m']}, {figures['duration_s']} s")
     print(f"  {'procedure':<32}{'raw s':>8}{'call s':>8}{'sql s':>8}{'e2e s':>8}{'call x':>8}{'sql x':>8}"
-          f"{'e2e x':>8}  same end state/output")
+          f"{'-lease x':>9}{'e2e x':>8}  same end state/output")
     for name, p in figures["procedures"].items():
         m, r = p["median_s"], p["ratios"]
         print(f"  {name:<32}{m['raw']:>8.3f}{m['macro_call_s']:>8.3f}{m['macro_sql_span_s']:>8.3f}"
               f"{m['macro_end_to_end_s']:>8.3f}{r['call_over_raw']:>8.2f}{r['sql_span_over_raw']:>8.2f}"
-              f"{r['end_to_end_over_raw']:>8.2f}  {p['identical_end_states']}/{p['pairs']} {p['identical_outputs']}/"
-              f"{p['pairs']}  changed: {', '.join(p['changed_by_macro']) or 'nothing'}")
+              f"{r['sql_span_without_lease_over_raw']:>9.2f}{r['end_to_end_over_raw']:>8.2f}  "
+              f"{p['identical_end_states']}/{p['pairs']} {p['identical_outputs']}/{p['pairs']}  "
+              f"changed: {', '.join(p['changed_by_macro']) or 'nothing'}")
     dry = figures["dry_runs"]
     print(f"  dry runs that left the table unchanged (snapshot id included): {dry['unchanged']}/{dry['runs']}")
 

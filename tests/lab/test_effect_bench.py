@@ -66,6 +66,9 @@ def test_overhead_quick_compares_each_procedure_on_identical_states(
         assert all(medians[k] > 0 for k in ("raw", "macro_call_s", "macro_sql_span_s", "macro_end_to_end_s")), name
         # The CALL is one of the statements the macro sent, inside its invocation.
         assert medians["macro_call_s"] <= medians["macro_sql_span_s"] <= medians["macro_end_to_end_s"], (name, medians)
+        # The lease's statements are part of the span; without them, the CALL still is.
+        assert 0 < medians["macro_lease_s"] and medians["macro_call_s"] <= medians["macro_sql_span_without_lease_s"] \
+            < medians["macro_sql_span_s"], (name, medians)
         assert all(isinstance(r, float) for r in p["ratios"].values()), p["ratios"]
         # Existence by two SHOW statements: run-operation lists and describes no schema.
         assert p["macro_sent"][:2] == [f"show namespaces like '{SCHEMA}'",
