@@ -196,6 +196,7 @@ def orphans_left(root: Path) -> int:
 # ---- the variants -------------------------------------------------------------------------------
 
 def macro_night(project: Path) -> dict[str, Any]:
+    from dbt_iceberg_maint.fleet.executor import is_call
     from dbt_iceberg_maint.invoke import invoke_dbt
     from dbt_iceberg_maint.results import parse_result_lines
 
@@ -205,7 +206,7 @@ def macro_night(project: Path) -> dict[str, Any]:
     statements = outcome.sql_statements
     results = parse_result_lines(outcome.log_messages)
     return {"ok": outcome.success, "error": outcome.exception, "wall_s": round(wall, 2),
-            "statements": len(statements), "calls": sum(_is_call(sql) for sql, _, _ in statements),
+            "statements": len(statements), "calls": sum(is_call(sql) for sql, _, _ in statements),
             "results": {s: sum(r.status == s for r in results) for s in ("success", "skipped", "failed")},
             "steps_run": _steps_run((r.table, r.operation) for r in results if r.executed)}
 
@@ -229,13 +230,6 @@ def fleet_night(project: Path, catalog_config: Any, concurrency: int) -> dict[st
 def _steps_run(steps: Iterable[tuple[str, str]]) -> list[str]:
     """`<table> <operation>` of every step that ran, the table without its namespace."""
     return sorted(f"{table.rsplit('.', 1)[-1]} {operation}" for table, operation in steps)
-
-
-def _is_call(sql: str) -> bool:
-    text = sql.lstrip()
-    while text.startswith("/*") and "*/" in text:
-        text = text.split("*/", 1)[1].lstrip()
-    return text[:5].upper() == "CALL "
 
 
 def run_scale(tables: int, work: Path, catalog: Any, service: ThriftService, legacy: Path | None,

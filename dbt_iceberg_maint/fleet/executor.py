@@ -221,7 +221,7 @@ class SubprocessWorker:
             self.log.close()
 
 
-def _is_call(sql: str) -> bool:
+def is_call(sql: str) -> bool:
     """A procedure CALL, behind dbt's query comment if any."""
     text = sql.lstrip()
     while text.startswith("/*") and "*/" in text:
@@ -243,7 +243,7 @@ def _outcome(step: Step, ran: Ran, started: float, finished: float, worker: int,
         return replace(base, kind="worker_died", reason=ran.error)
     invocation = ran.invocation
     statements = invocation.sql_statements
-    calls = tuple((start, end) for sql, start, end in statements if _is_call(sql))
+    calls = tuple((start, end) for sql, start, end in statements if is_call(sql))
     base = replace(base, statements=len(statements), calls=calls)
     reported = [r for r in parse_result_lines(marker_messages(invocation)) if (r.table, r.operation) == step.key]
     if reported:
@@ -288,7 +288,7 @@ def _probed_outcome(outcome: StepOutcome, probe: Ran) -> StepOutcome:
     kind = result.metrics.get("kind") if result.status == "failed" else None
     return replace(outcome, status=result.status, reason=result.reason, metrics=dict(result.metrics),
                    kind=kind if isinstance(kind, str) else None, statements=outcome.statements + len(statements),
-                   calls=outcome.calls + tuple((start, end) for sql, start, end in statements if _is_call(sql)))
+                   calls=outcome.calls + tuple((start, end) for sql, start, end in statements if is_call(sql)))
 
 
 def _after_failure(worker: InProcessWorker | SubprocessWorker, step: Step, outcome: StepOutcome,

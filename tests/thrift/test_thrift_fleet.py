@@ -250,6 +250,10 @@ def test_lease_logs_are_created_up_front_on_request(lake: Path, thrift_sql: Thri
     assert not refused.success and 'create_lease_logs: argument `schemas` contains "no such"' in error_text(
         refused), refused.log_messages
     assert thrift_sql.rows("show tables in fleet_fresh") == []
+    bad_holder = invoke_dbt(["run-operation", "dbt_iceberg_maint.break_lease", "--args",
+                             json.dumps({"relation": f"{LAKE}.t0", "holder": 5})], lake, lake)
+    assert not bad_holder.success and "break_lease: argument `holder` is 5; expected a run id" in error_text(
+        bad_holder), bad_holder.log_messages
     created = invoke_dbt(["run-operation", "dbt_iceberg_maint.create_lease_logs", "--args",
                           json.dumps({"schemas": ["fleet_fresh"]})], lake, lake)
     assert created.success and any(m.endswith('ICEBERG_MAINT_LEASES ["fleet_fresh.iceberg_maint_leases"]')
