@@ -15,6 +15,8 @@ check records are removed and a hooks run decides every operation (reported apar
 goal). Each timed run must succeed and its maintenance results are counted by status, so a run
 whose hooks did nothing because they failed cannot pass for a cheap one. Goal: the median hooks
 run takes at most 1.2x the median plain run (wall time of the whole `dbt run`).
+The hooks write maintenance history (docs/history.md) as users get it by default; `--no-history`
+switches it off (var dbt_iceberg_maint_history_enabled: false) to measure what it costs.
 Writes benchmarks/results/post_hooks.{json,png}; prints a summary table."""
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ model-paths: ["models"]
 models:
   {name}:
     +file_format: iceberg
-{hooks}"""
+{hooks}{vars}"""
 
 BATCH = f"cast(${{{BATCH_SETTING}}} as int)"
 # A small shop's DAG: an incremental event log (each batch a new day, and corrections to the day
@@ -117,12 +119,15 @@ def models(shape: tuple[int, int, int] = FULL_SHAPE) -> dict[str, str]:
     return found
 
 
-def write_project(folder: Path, name: str, hooks: bool, shape: tuple[int, int, int]) -> Path:
-    """A dbt project in `folder` installing this checkout; `dbt deps` has run in it."""
+def write_project(folder: Path, name: str, hooks: bool, shape: tuple[int, int, int], history: bool = True) -> Path:
+    """A dbt project in `folder` installing this checkout; `dbt deps` has run in it. history:
+    false sets the var that switches the maintenance history off."""
     from dbt_iceberg_maint.invoke import invoke_dbt
 
     (folder / "models").mkdir(parents=True)
-    (folder / "dbt_project.yml").write_text(PROJECT.format(name=name, hooks=HOOKS_CONFIG if hooks else ""))
+    (folder / "dbt_project.yml").write_text(PROJECT.format(
+        name=name, hooks=HOOKS_CONFIG if hooks else "",
+        vars="" if history else "vars:\n  dbt_iceberg_maint_history_enabled: false\n"))
     (folder / "profiles.yml").write_text(field.PROFILE.format(name=name, schema=SCHEMA))
     (folder / "packages.yml").write_text(f"packages:\n  - local: {harness.REPO}\n")
     for model, sql in models(shape).items():
@@ -143,6 +148,7 @@ STATEMENT_KINDS = (
     ("alter table set tblproperties", re.compile(r"^alter table .* set tblproperties", re.I | re.S)),
     ("show tblproperties", re.compile(r"^show tblproperties", re.I)),
     ("merge into", re.compile(r"^merge into", re.I)),
+    ("history insert", re.compile(r"^insert into \S*iceberg_maint_history\b", re.I)),
     ("insert into", re.compile(r"^insert into", re.I)),
     ("create table", re.compile(r"^create (or replace )?table", re.I)),
     ("metadata table query",
@@ -196,12 +202,12 @@ def forget_checks(spark: SparkSession, shape: tuple[int, int, int]) -> None:
 
 
 def run(warehouse: Path, work: Path, start: harness.RunStart, pairs: int, full_check_runs: int,
-        quick: bool) -> dict[str, Any]:
+        quick: bool, history: bool = True) -> dict[str, Any]:
     from dbt_iceberg_maint.spark import start_session
 
     shape = QUICK_SHAPE if quick else FULL_SHAPE
     plain = write_project(work / "plain", "hooks_bench_plain", hooks=False, shape=shape)
-    hooked = write_project(work / "hooks", "hooks_bench_hooks", hooks=True, shape=shape)
+    hooked = write_project(work / "hooks", "hooks_bench_hooks", hooks=True, shape=shape, history=history)
     samples: list[dict[str, Any]] = []
     started = time.perf_counter()
     with harness.LoadSampler() as load:
@@ -227,7 +233,8 @@ def run(warehouse: Path, work: Path, start: harness.RunStart, pairs: int, full_c
                 full_checks.append(timed_run(spark, hooked, batch))
         finally:
             spark.stop()
-    return summarize(samples, warm_up, full_checks, shape, quick, load, time.perf_counter() - started, start)
+    figures = summarize(samples, warm_up, full_checks, shape, quick, load, time.perf_counter() - started, start)
+    return {**figures, "maintenance_history": history}
 
 
 def summarize(samples: list[dict[str, Any]], warm_up: list[dict[str, Any]], full_checks: list[dict[str, Any]],
@@ -300,12 +307,15 @@ def print_summary(figures: dict[str, Any]) -> None:
 def main() -> None:
     parser = harness.parser(NAME, __doc__, "6 models, 1 timed pair: for the test suite")
     parser.add_argument("--rounds", type=int, default=None, help="timed pairs (default 6; 1 with --quick)")
+    parser.add_argument("--no-history", action="store_true",
+                        help="the hooks write no maintenance history (var dbt_iceberg_maint_history_enabled: false)")
     args = parser.parse_args()
     pairs = harness.count(parser, "rounds", args.rounds, 6, 1, args)
     start = harness.run_start()
     work = Path(tempfile.mkdtemp(prefix=f"bench-{NAME}-"))
     try:
-        figures = run(work / "warehouse", work, start, pairs, 1 if args.quick else 2, args.quick)
+        figures = run(work / "warehouse", work, start, pairs, 1 if args.quick else 2, args.quick,
+                      history=not args.no_history)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     harness.publish(NAME, figures, args.results, plot, print_summary)

@@ -27,7 +27,11 @@ SELECTION_MARKER: Final = "ICEBERG_MAINT_SELECTION"
 SNAPSHOTS_MARKER: Final = "ICEBERG_MAINT_SNAPSHOTS"
 # The current leases list_leases found, or the one break_lease ended (leases.py).
 LEASES_MARKER: Final = "ICEBERG_MAINT_LEASES"
-MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER, SNAPSHOTS_MARKER, LEASES_MARKER)
+# One flush of maintenance history rows (macros/internal/history.sql): debug level when written,
+# info level when the history could not be written (`problem`), docs/history.md.
+HISTORY_MARKER: Final = "ICEBERG_MAINT_HISTORY"
+MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER, SNAPSHOTS_MARKER, LEASES_MARKER,
+                  HISTORY_MARKER)
 
 # Result statuses (the contract's result channel).
 SUCCESS: Final = "success"
@@ -92,7 +96,8 @@ def as_dict() -> dict[str, object]:
     """Everything the Jinja side must agree on, in the shape `_iceberg_maint_protocol()` returns."""
     return {
         "markers": {"result": RESULT_MARKER, "plan": PLAN_MARKER, "start": START_MARKER,
-                    "selection": SELECTION_MARKER, "snapshots": SNAPSHOTS_MARKER, "leases": LEASES_MARKER},
+                    "selection": SELECTION_MARKER, "snapshots": SNAPSHOTS_MARKER, "leases": LEASES_MARKER,
+                    "history": HISTORY_MARKER},
         "statuses": list(STATUSES),
         "step_statuses": list(STEP_STATUSES),
         "step_keys": list(STEP_KEYS),

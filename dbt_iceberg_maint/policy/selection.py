@@ -122,8 +122,9 @@ def select_nodes(manifest: Mapping[str, Any], select: Sequence[str] | None = Non
 
 
 # Tables of the package's own bookkeeping: never maintained as catalog-only tables (a compaction
-# of a lease log would merge the commits its arbitration reads: macros/internal/lease.sql).
-OWN_TABLES = ("iceberg_maint_leases",)
+# of a lease log would merge the commits its arbitration reads: macros/internal/lease.sql; the
+# history table is append-only: macros/internal/history.sql).
+OWN_TABLES = ("iceberg_maint_leases", "iceberg_maint_history")
 _PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]!-]+(\.[A-Za-z0-9_*?\[\]!-]+)+")
 
 

@@ -21,9 +21,8 @@
 
 
 {#- Lease settings from the vars: enabled (dbt_iceberg_maint_leases_enabled, default true), the
-    holder's run id (dbt_iceberg_maint_run_id, else env DBT_ICEBERG_MAINT_RUN_ID, else dbt's
-    invocation_id: dbt-iceberg-maint maintain sets the env so its replays re-enter their own
-    leases), ttl_ms (dbt_iceberg_maint_lease_minutes, default 120) and the log table's name. -#}
+    holder's run id (_iceberg_maint_run_id: dbt-iceberg-maint maintain sets it so its replays
+    re-enter their own leases), ttl_ms (dbt_iceberg_maint_lease_minutes, default 120) and the log table's name. -#}
 {% macro _iceberg_maint_lease_settings() %}
   {%- set minutes = var('dbt_iceberg_maint_lease_minutes', 120) -%}
   {%- set name = var('dbt_iceberg_maint_lease_table', 'iceberg_maint_leases') -%}
@@ -36,8 +35,7 @@
           ~ "; expected a table name made of letters, digits and underscores") -%}
   {%- endif -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(errors) -%}
-  {%- set run_id = var('dbt_iceberg_maint_run_id', none) or env_var('DBT_ICEBERG_MAINT_RUN_ID', '') or invocation_id -%}
-  {{ return({'enabled': enabled, 'run_id': run_id | string, 'ttl_ms': (minutes * 60000) | int, 'table': name}) }}
+  {{ return({'enabled': enabled, 'run_id': dbt_iceberg_maint._iceberg_maint_run_id(), 'ttl_ms': (minutes * 60000) | int, 'table': name}) }}
 {% endmacro %}
 
 
@@ -189,7 +187,8 @@
   {%- if not held -%}
     {%- set verdict = state.verdicts.get(lease.claim_id) or {} -%}
     {%- set blocker = holder if holder is not none and holder.claim_id != lease.claim_id else verdict.get('blocker') -%}
-    {%- do result.update({'reason': dbt_iceberg_maint._iceberg_maint_lease_reason(blocker,
+    {%- do result.update({'blocked_by': blocker.holder if blocker is not none else none,
+          'reason': dbt_iceberg_maint._iceberg_maint_lease_reason(blocker,
           'our own ' ~ event ~ ' is not visible in ' ~ lease.log if not own else none)}) -%}
     {%- if not own -%}
       {#- It may become visible later: make sure it never holds. -#}
@@ -202,7 +201,7 @@
 
 {#- Take the lease of `table` for `path` (maintain, iceberg_maintenance, execute_maintenance_steps
     or a procedure's name). Returns {held, reason, ...}: the caller runs its steps only when held,
-    else skips them with `reason`. With leases disabled it is held without a statement. -#}
+    else skips them with `reason` (`blocked_by`: the holder's run id, when known). With leases disabled it is held without a statement. -#}
 {% macro _iceberg_maint_lease_acquire(table, path) %}
   {%- set settings = dbt_iceberg_maint._iceberg_maint_lease_settings() -%}
   {%- if not settings.enabled -%}

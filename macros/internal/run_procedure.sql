@@ -4,7 +4,9 @@
     macro (dbt reports the error and the invocation fails). Everything predictable is
     therefore checked before the CALL runs (argument validation here, table state in
     maintain()). The CALL runs under the table's lease (macros/internal/lease.sql): when another
-    job holds it, the operation is skipped with the reason `lease held by ...`. -#}
+    job holds it, the operation is skipped with the reason `lease held by ...`. Executed and
+    skipped calls write their history row (macros/internal/history.sql; a dry run writes none)
+    with the table's summary figures before and after the CALL. -#}
 {% macro _iceberg_maint_run_procedure(relation, operation, sql, dry_run=false, row_per_file=false,
       executed_status='success', reason=none) %}
   {%- set record = dbt_iceberg_maint._iceberg_maint_execute_logged(relation, operation, sql, dry_run, row_per_file,
@@ -31,18 +33,35 @@
   {#- The table's lease, as for maintain(): another job's holds it → skipped, not run. A table
       that does not exist takes none (nothing is written for a mistyped name): the CALL fails
       with Iceberg's own error, as before. -#}
+  {#- remove_orphan_files' native dry run executes, but as a dry run it writes no history. -#}
+  {%- set history = dbt_iceberg_maint._iceberg_maint_history_open(operation) -%}
+  {%- do history.update({'enabled': history.enabled and executed_status != 'dry_run'}) -%}
+  {%- set exists = dbt_iceberg_maint._iceberg_maint_table_exists(relation) -%}
+  {%- set begun = dbt_iceberg_maint._iceberg_maint_now() -%}
   {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_acquire(table, operation)
-        if dbt_iceberg_maint._iceberg_maint_table_exists(relation) else {'held': true, 'enabled': false} -%}
+        if exists else {'held': true, 'enabled': false} -%}
+  {%- set node = dbt_iceberg_maint._iceberg_maint_history_node(table) if history.enabled else none -%}
+  {%- set before = dbt_iceberg_maint._iceberg_maint_history_health(history, table) if exists and lease.held else none -%}
   {%- if not lease.held -%}
-    {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'skipped', lease.reason, sql, {}, 0)) }}
+    {%- set record = dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'skipped', lease.reason, sql, {}, 0) -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_history_add(history, dbt_iceberg_maint._iceberg_maint_history_row(history,
+          record, begun, dbt_iceberg_maint._iceberg_maint_now(), none, none, lease.get('blocked_by'), node)) -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
+    {{ return(record) }}
   {%- endif -%}
   {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
   {%- set output = run_query(sql) -%}
   {%- set duration_ms = dbt_iceberg_maint._iceberg_maint_elapsed_ms(started) -%}
+  {%- set after = dbt_iceberg_maint._iceberg_maint_history_health(history, table) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_lease_release(lease) -%}
   {%- set metrics = dbt_iceberg_maint._iceberg_maint_output_metrics(output, row_per_file) -%}
-  {{ return(dbt_iceberg_maint._iceberg_maint_log_result(table, operation, executed_status, reason, sql, metrics,
-        duration_ms)) }}
+  {%- set record = dbt_iceberg_maint._iceberg_maint_log_result(table, operation, executed_status, reason, sql, metrics,
+        duration_ms) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_history_add(history, dbt_iceberg_maint._iceberg_maint_history_row(history,
+        record, begun, dbt_iceberg_maint._iceberg_maint_now(), before, after,
+        lease.holder if lease.enabled else none, node)) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
+  {{ return(record) }}
 {% endmacro %}
 
 

@@ -24,7 +24,8 @@
 
 {#- get_maintenance_plan's steps, and the table's current snapshot when the plan read it (none
     when it read none): maintain() and iceberg_maintenance record it as the snapshot each
-    operation was checked at. exists: whether the table exists, when the caller knows (none:
+    operation was checked at; `health`: the summary figures the plan read (none when it read
+    none), the history's health before. exists: whether the table exists, when the caller knows (none:
     ask the catalog). -#}
 {% macro _iceberg_maint_plan_table(relation, operations, force, policy, as_of, required=true, exists=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
@@ -41,7 +42,7 @@
         + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy, 'maintain: argument `policy`')) -%}
   {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
-  {%- if not execute -%}{{ return({'steps': [], 'snapshot_id': none}) }}{%- endif -%}
+  {%- if not execute -%}{{ return({'steps': [], 'snapshot_id': none, 'health': none}) }}{%- endif -%}
   {%- set facts = {'project_enabled': var('dbt_iceberg_maint_enabled', true), 'exists': false,
         'required': required} -%}
   {%- if facts.project_enabled and resolved.enabled -%}
@@ -53,7 +54,7 @@
           instant.value)) -%}
   {%- endif -%}
   {{ return({'steps': dbt_iceberg_maint._iceberg_maint_plan_steps(table, requested, resolved, facts, force,
-      instant.value), 'snapshot_id': facts.get('snapshot_id')}) }}
+      instant.value), 'snapshot_id': facts.get('snapshot_id'), 'health': facts.get('health')}) }}
 {% endmacro %}
 
 
@@ -467,8 +468,12 @@
     extended before the others, released after its last: when another job holds it, they are
     skipped with the reason `lease held by ...`. A step Spark rejects stops the macro with the
     lease taken: it expires after its TTL, or the same run id (a replay) takes it again.
-    `path`: who runs the steps (maintain, iceberg_maintenance, execute_maintenance_steps). -#}
-{% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true, path='maintain') %}
+    `path`: who runs the steps (maintain, iceberg_maintenance, execute_maintenance_steps).
+    History (macros/internal/history.sql): a row per executed, skipped or failed step (none in a
+    dry run), sent before and after each CALL and at the end; `tables` ({table: {node, health}})
+    gives each table's dbt node label and the summary figures its plan read (health before its
+    first step; an executed step reads them after itself for the next). -#}
+{% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true, path='maintain', tables={}) %}
   {%- set total = steps | selectattr('status', 'equalto', 'planned') | list | length -%}
   {%- set counter = namespace(i=0) -%}
   {%- set last_planned = {} -%}
@@ -476,7 +481,15 @@
   {%- set planned_index = namespace(i=-1) -%}
   {%- set leases = {} -%}
   {%- set results = [] -%}
+  {%- set history = dbt_iceberg_maint._iceberg_maint_history_open(path) -%}
+  {%- set known = {} -%}
   {%- for step in steps -%}
+    {%- if history.enabled and step.table not in known -%}
+      {%- set given = tables.get(step.table) or {} -%}
+      {%- do known.update({step.table: {'health': given.get('health'), 'node': given.node if 'node' in given
+            else dbt_iceberg_maint._iceberg_maint_history_node(step.table)}}) -%}
+    {%- endif -%}
+    {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}
     {%- set leased = step.status == 'planned' and not dry_run and execute -%}
     {%- if step.status == 'planned' -%}
       {%- set planned_index.i = planned_index.i + 1 -%}
@@ -487,19 +500,40 @@
       {%- endif -%}
     {%- endif -%}
     {%- if leased -%}
+      {#- The rows so far are written before anything that may stop the macro. -#}
+      {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
       {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_renew(leases[step.table])
             if step.table in leases else dbt_iceberg_maint._iceberg_maint_lease_acquire(step.table, path)}) -%}
     {%- endif -%}
+    {%- set holder = none -%}
     {%- if leased and not leases[step.table].held -%}
-      {%- do results.append(dbt_iceberg_maint._iceberg_maint_log_result(step.table, step.operation, 'skipped',
-            leases[step.table].reason, none, {}, 0)) -%}
+      {%- set record = dbt_iceberg_maint._iceberg_maint_log_result(step.table, step.operation, 'skipped',
+            leases[step.table].reason, none, {}, 0) -%}
+      {%- set holder = leases[step.table].get('blocked_by') -%}
     {%- else -%}
-      {%- do results.append(dbt_iceberg_maint._iceberg_maint_execute_step(step, dry_run)) -%}
+      {%- set record = dbt_iceberg_maint._iceberg_maint_execute_step(step, dry_run) -%}
+      {%- set holder = leases[step.table].holder if leased and leases[step.table].enabled else none -%}
+    {%- endif -%}
+    {%- do results.append(record) -%}
+    {%- if history.enabled and record.status != 'dry_run' -%}
+      {%- set own = known[step.table] -%}
+      {%- set before = own.health -%}
+      {%- set after = none -%}
+      {%- if leased and record.status == 'success' -%}
+        {%- set after = dbt_iceberg_maint._iceberg_maint_history_health(history, step.table) -%}
+        {%- do own.update({'health': after}) -%}
+      {%- endif -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_history_add(history, dbt_iceberg_maint._iceberg_maint_history_row(
+            history, record, started, dbt_iceberg_maint._iceberg_maint_now(), before, after, holder, own.node)) -%}
+      {%- if leased and record.status == 'success' -%}
+        {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
+      {%- endif -%}
     {%- endif -%}
     {%- if leased and last_planned[step.table] == planned_index.i -%}
       {%- do dbt_iceberg_maint._iceberg_maint_lease_release(leases[step.table]) -%}
     {%- endif -%}
   {%- endfor -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
   {{ return(results) }}
 {% endmacro %}
 

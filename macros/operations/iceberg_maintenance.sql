@@ -85,14 +85,19 @@
         built yet (skipped). -#}
     {%- set plan = dbt_iceberg_maint._iceberg_maint_plan_table(entry.relation, requested, force, none, as_of,
           entry.required, entry.get('exists')) -%}
-    {%- do entry.update({'snapshot_id': plan.snapshot_id}) -%}
+    {%- do entry.update({'snapshot_id': plan.snapshot_id, 'health': plan.health}) -%}
     {%- do steps.extend(plan.steps) -%}
   {%- endfor -%}
   {#- The whole plan, machine-readable: dbt-iceberg-maint maintain replays its remaining steps
       when a statement Spark rejects stops this macro. -#}
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('plan', {'tables': selection, 'operations': requested,
         'as_of': as_of, 'steps': steps}) -%}
-  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, path='iceberg_maintenance') -%}
+  {%- set known = {} -%}
+  {%- for entry in tables -%}
+    {%- do known.update({entry.table: {'node': entry.model, 'health': entry.health}}) -%}
+  {%- endfor -%}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, path='iceberg_maintenance',
+        tables=known) -%}
   {%- if not dry_run and not force -%}
     {%- for entry in tables -%}
       {%- set own = namespace(steps=[], results=[]) -%}

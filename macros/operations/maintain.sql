@@ -25,9 +25,15 @@
   {%- set plan = dbt_iceberg_maint._iceberg_maint_plan_table(relation, operations, force, policy, as_of) -%}
   {%- set steps = plan.steps -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false, path='maintain') -%}
+  {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
+  {%- set tables = {} -%}
+  {%- if steps -%}
+    {%- do tables.update({steps[0].table: {'health': plan.health,
+          'node': none if node is none else dbt_iceberg_maint._iceberg_maint_node_label(node)}}) -%}
+  {%- endif -%}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, dry_run, progress=false, path='maintain',
+        tables=tables) -%}
   {%- if not dry_run and not force and steps -%}
-    {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
     {%- do dbt_iceberg_maint._iceberg_maint_record_checks(steps[0].table, dbt_iceberg_maint._iceberg_maint_resolved_policy(
           dbt_iceberg_maint._iceberg_maint_model_policy(node), policy), steps, results, plan.snapshot_id) -%}
   {%- endif -%}

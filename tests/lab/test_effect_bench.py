@@ -73,11 +73,14 @@ def test_overhead_quick_compares_each_procedure_on_identical_states(
         # Existence by two SHOW statements: run-operation lists and describes no schema.
         assert p["macro_sent"][:2] == [f"show namespaces like '{SCHEMA}'",
                                        f"show tables in {SCHEMA} like 'overhead_target'"], p["macro_sent"]
-        # The CALL, then only the lease's release (docs/leases.md): the lease is part of the macro's cost.
+        # The CALL, then its history row (the table's summary read after it, the history table's checks,
+        # one INSERT: docs/history.md) and the lease's release (docs/leases.md): both part of the macro's cost.
         sent = p["macro_sent"]
         call = next(i for i, statement in enumerate(sent) if statement.startswith("CALL system."))
-        assert sent[call + 1:] and all(s.startswith("insert into") and ".iceberg_maint_leases values" in s
-                                       and "'release'" in s for s in sent[call + 1:]), sent
+        after = sent[call + 1:]
+        assert sum(s.startswith("insert into") and ".iceberg_maint_history " in s for s in after) == 1, sent
+        assert after[-1].startswith("insert into") and ".iceberg_maint_leases values" in after[-1] \
+            and all("'release'" in s for s in after if ".iceberg_maint_leases" in s), sent
     state = procedures["remove_orphan_files"]["samples"][0]
     assert state["macro"]["metrics"]["orphan_file_count"] == figures["state"]["orphans"]
     assert "files_in_data_folder" in procedures["remove_orphan_files"]["changed_by_macro"]

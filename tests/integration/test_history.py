@@ -1,0 +1,242 @@
+"""Maintenance history on real Spark: one row per executed or skipped step from every path
+(maintain() as a post-hook, iceberg_maintenance, a procedure run-operation,
+execute_maintenance_steps), the kill switch var, a failed step's row, a history that cannot be
+written, and a run stopped midway (docs/history.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from tests.integration.test_maintenance import build_project, current_snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from dbt_iceberg_maint.invoke import DbtInvocation
+    from tests.conftest import DbtProject
+
+pytestmark = pytest.mark.integration
+
+HISTORY = "iceberg_maint_history"
+PROJECT = "iceberg_maint_integration_tests"
+COLUMNS = ("run_id, invocation_id, path, node, table_name, operation, status, reason, started_at, ended_at, "
+           "duration_ms, output, health_before, health_after, snapshot_id_before, snapshot_id_after, lease_holder, sql")
+
+
+@pytest.fixture(scope="module")
+def built(spark: SparkSession, dbt_project: DbtProject) -> DbtProject:
+    return build_project(spark, dbt_project)
+
+
+def history(spark: SparkSession, project: DbtProject, run_id: str, table: str = HISTORY) -> list[dict[str, Any]]:
+    name = project.table(table)
+    spark.sql(f"refresh table {name}")
+    rows = spark.sql(f"select {COLUMNS} from {name} where run_id = '{run_id}' order by started_at, operation").collect()
+    return [row.asDict() for row in rows]
+
+
+def sent(invocation: DbtInvocation) -> list[str]:
+    """The invocation's statements without dbt's leading query comment."""
+    return [re.sub(r"^\s*(/\*.*?\*/\s*)*", "", sql, flags=re.S) for sql, _start, _end in invocation.sql_statements]
+
+
+def history_statements(invocation: DbtInvocation, table: str = HISTORY) -> list[str]:
+    return [sql for sql in sent(invocation) if table in sql]
+
+
+def inserts(invocation: DbtInvocation) -> list[str]:
+    return [sql for sql in history_statements(invocation) if sql.startswith("insert into")]
+
+
+def markers(invocation: DbtInvocation) -> list[dict[str, Any]]:
+    return [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_HISTORY ")]
+
+
+def assert_rows_match(rows: list[dict[str, Any]], results: list[MaintenanceResult], path: str) -> None:
+    """One row per result, in the same order, carrying what its result line says."""
+    assert [(r["table_name"], r["operation"], r["status"], r["reason"]) for r in rows] == [
+        (x.table, x.operation, x.status, x.reason) for x in results], (rows, results)
+    for row, result in zip(rows, results, strict=True):
+        assert row["path"] == path and row["invocation_id"]
+        assert row["started_at"] <= row["ended_at"] and row["duration_ms"] == result.duration_ms
+        assert json.loads(row["output"]) == json.loads(json.dumps(dict(result.metrics)))
+        assert row["sql"] == result.sql
+
+
+def test_iceberg_maintenance_writes_a_row_per_step(spark: SparkSession, built: DbtProject) -> None:
+    event_log = built.table("event_log")
+    for event_id in (9201, 9202):  # two more manifests: rewrite_manifests has work
+        spark.sql(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-01', 1.00, 9)")
+    run = built("run-operation", "iceberg_maintenance", "--args", json.dumps(
+        {"select": "event_log", "operations": ["expire_snapshots", "rewrite_manifests"]}),
+                "--vars", "{dbt_iceberg_maint_run_id: hist-im}")
+    results = list(parse_result_lines(run.log_messages))
+    rows = history(spark, built, "hist-im")
+    assert_rows_match(rows, results, "iceberg_maintenance")
+    assert {r["node"] for r in rows} == {f"{PROJECT}.event_log"}
+    manifests = next(r for r in rows if r["operation"] == "rewrite_manifests")
+    assert manifests["status"] == "success" and json.loads(manifests["output"])["rewritten_manifests_count"] >= 2
+    # The plan's summary figures before; read again after the step, at the snapshot it left.
+    before, after = json.loads(manifests["health_before"]), json.loads(manifests["health_after"])
+    assert before["snapshot_id"] == manifests["snapshot_id_before"] != manifests["snapshot_id_after"]
+    assert after["snapshot_id"] == manifests["snapshot_id_after"] == current_snapshot(spark, event_log)
+    assert after["snapshots"] == before["snapshots"] + 1
+    assert manifests["lease_holder"] == "hist-im"
+    # The skipped expiry before it went out with the pre-CALL flush, the CALL's row right after it.
+    assert len(inserts(run)) == 2, inserts(run)
+
+
+def test_a_maintain_post_hook_writes_its_rows_in_one_insert(spark: SparkSession, built: DbtProject) -> None:
+    """Nothing due (the kill switch skips every operation): one INSERT of four rows; the table,
+    cached by dbt after the first post-hook that found or created it, costs no other statement."""
+    run = built("run", "--select", "event_log", "--vars",
+                "{batch: 3, maintain_after_run: true, dbt_iceberg_maint_enabled: false, "
+                "dbt_iceberg_maint_run_id: hist-hook}")
+    results = list(parse_result_lines(run.log_messages))
+    assert [r.status for r in results] == ["skipped"] * 4
+    rows = history(spark, built, "hist-hook")
+    assert_rows_match(rows, results, "maintain")
+    assert {r["node"] for r in rows} == {f"{PROJECT}.event_log"}
+    # Besides the INSERT, at most the table's creation when no earlier test of the module made it.
+    others = [sql for sql in history_statements(run) if sql not in inserts(run)]
+    assert len(inserts(run)) == 1 and all(sql.startswith("create table if not exists") for sql in others[:1]) \
+        and len(others) <= 1, history_statements(run)
+    assert {r["invocation_id"] for r in rows} == {r["invocation_id"] for r in rows[:1]}
+
+
+def test_a_procedure_run_operation_writes_its_row(spark: SparkSession, built: DbtProject) -> None:
+    event_log = built.table("event_log")
+    spark.sql(f"insert into {event_log} values (9203, 'view', date'2026-11-01', 1.00, 9)")
+    run = built("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
+                json.dumps({"relation": f"{built.schema}.event_log"}),
+                "--vars", "{dbt_iceberg_maint_run_id: hist-proc}")
+    [result] = parse_result_lines(run.log_messages)
+    [row] = history(spark, built, "hist-proc")
+    assert_rows_match([row], [result], "rewrite_manifests")
+    assert row["node"] == f"{PROJECT}.event_log" and row["lease_holder"] == "hist-proc"
+    before, after = json.loads(row["health_before"]), json.loads(row["health_after"])
+    assert (before["snapshot_id"], after["snapshot_id"]) == (row["snapshot_id_before"], row["snapshot_id_after"])
+    assert after["snapshot_id"] == current_snapshot(spark, event_log) != before["snapshot_id"]
+    # A dry run writes no row.
+    built("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
+          json.dumps({"relation": f"{built.schema}.event_log", "dry_run": True}),
+          "--vars", "{dbt_iceberg_maint_run_id: hist-proc-dry}")
+    assert history(spark, built, "hist-proc-dry") == []
+
+
+def test_execute_maintenance_steps_writes_a_row_per_step(spark: SparkSession, built: DbtProject) -> None:
+    """The fleet engine's path (dbt-iceberg-maint maintain runs its steps through it)."""
+    table = f"{built.schema}.event_log"
+    spark.sql(f"insert into {built.table('event_log')} values (9204, 'view', date'2026-11-01', 1.00, 9)")
+    steps = [{"table": table, "operation": "expire_snapshots", "status": "skipped", "reason": "not due", "sql": None},
+             {"table": table, "operation": "rewrite_manifests", "status": "planned", "reason": "due",
+              "sql": f"CALL system.rewrite_manifests(table => '{table}')"}]
+    run = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args", json.dumps({"steps": steps}),
+                "--vars", "{dbt_iceberg_maint_run_id: hist-steps}")
+    results = list(parse_result_lines(run.log_messages))
+    rows = history(spark, built, "hist-steps")
+    assert_rows_match(rows, results, "execute_maintenance_steps")
+    assert [r["status"] for r in rows] == ["skipped", "success"]
+    assert rows[0]["node"] == rows[1]["node"] == f"{PROJECT}.event_log"  # found from the table name
+    assert rows[1]["snapshot_id_after"] == current_snapshot(spark, built.table("event_log"))
+
+
+def test_a_failed_step_has_its_row(spark: SparkSession, built: DbtProject) -> None:
+    event_log = built.table("event_log")
+    spark.sql(f"alter table {event_log} set tblproperties ('gc.enabled'='false')")
+    try:
+        run = built("run-operation", "iceberg_maintenance", "--args", json.dumps(
+            {"select": "event_log", "operations": ["expire_snapshots"], "force": True}),
+                    "--vars", "{dbt_iceberg_maint_run_id: hist-failed}", expect_success=False)
+    finally:
+        spark.sql(f"alter table {event_log} unset tblproperties ('gc.enabled')")
+    assert not run.success
+    [row] = history(spark, built, "hist-failed")
+    assert (row["operation"], row["status"]) == ("expire_snapshots", "failed")
+    assert "GC is disabled" in row["reason"]
+
+
+def test_the_disabled_var_sends_no_history_statement(spark: SparkSession, built: DbtProject) -> None:
+    count = f"select count(*) from {built.table(HISTORY)}"
+    spark.sql(f"refresh table {built.table(HISTORY)}")
+    rows_before = spark.sql(count).collect()[0][0]
+    off = "dbt_iceberg_maint_history_enabled: false, dbt_iceberg_maint_run_id: hist-off"
+    spark.sql(f"insert into {built.table('event_log')} values (9205, 'view', date'2026-11-01', 1.00, 9)")
+    runs = [built("run-operation", "iceberg_maintenance", "--args", json.dumps(
+                {"select": "event_log", "operations": ["rewrite_manifests", "expire_snapshots"], "force": True}),
+                  "--vars", "{" + off + "}"),
+            built("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
+                  json.dumps({"relation": f"{built.schema}.event_log"}), "--vars", "{" + off + "}"),
+            built("run", "--select", "event_log", "--vars", "{batch: 3, maintain_after_run: true, " + off + "}")]
+    for run in runs:
+        statuses = {r.status for r in parse_result_lines(run.log_messages)}
+        assert "success" in statuses or run.args[0] == "run", statuses  # maintenance ran
+        assert history_statements(run) == [] and markers(run) == []
+        # No health read after an executed step either: nothing queries a table's snapshots after its CALL.
+        statements = sent(run)
+        calls = [i for i, sql in enumerate(statements) if sql.startswith("CALL ")]
+        assert calls or run.args[0] == "run", statements
+        after_first_call = statements[calls[0] + 1:] if calls else []
+        assert not any(".snapshots" in later for later in after_first_call), statements
+    spark.sql(f"refresh table {built.table(HISTORY)}")
+    assert spark.sql(count).collect()[0][0] == rows_before
+
+
+def test_a_history_that_cannot_be_written_does_not_fail_maintenance(spark: SparkSession, built: DbtProject) -> None:
+    """A table of the history's name without its columns, and a history schema that does not
+    exist: maintenance runs and succeeds, the history line says why nothing was written."""
+    event_log = built.table("event_log")
+    spark.sql(f"create table {built.table('not_history')} (x int) using iceberg")
+    cases = {"{dbt_iceberg_maint_history_table: not_history}": "exists without the history column(s) run_id",
+             "{dbt_iceberg_maint_history_schema: no_such_schema}": "history schema no_such_schema does not exist"}
+    for vars, problem in cases.items():
+        spark.sql(f"insert into {event_log} values (9206, 'view', date'2026-11-01', 1.00, 9)")
+        before = current_snapshot(spark, event_log)
+        run = built("run-operation", "iceberg_maintenance", "--args", json.dumps(
+            {"select": "event_log", "operations": ["rewrite_manifests"], "force": True}), "--vars", vars)
+        [result] = parse_result_lines(run.log_messages)
+        assert result.status == "success" and current_snapshot(spark, event_log) != before
+        [marker] = markers(run)
+        assert marker["written"] is False and marker["rows"] == 1 and problem in marker["problem"], marker
+        assert not [sql for sql in history_statements(run) + history_statements(run, "not_history")
+                    if sql.startswith(("insert", "create"))], sent(run)
+    assert spark.sql(f"select count(*) from {built.table('not_history')}").collect()[0][0] == 0
+    assert [f.name for f in spark.table(built.table("not_history")).schema.fields] == ["x"]
+
+
+def test_a_run_stopped_midway_keeps_every_row_written_before_once(spark: SparkSession, built: DbtProject) -> None:
+    """The third step's CALL fails at run time (a codec Parquet does not know), which stops the
+    macro (dbt's Jinja cannot catch it): the two steps before it have their rows, once; the
+    failed step and the one after it have none."""
+    events, event_log = built.table("events"), built.table("event_log")
+    spark.sql(f"insert into {events} select * from {events} limit 1")  # a second manifest, a change to compact
+    steps = [
+        {"table": f"{built.schema}.events", "operation": "rewrite_manifests", "status": "planned", "reason": "due",
+         "sql": f"CALL system.rewrite_manifests(table => '{built.schema}.events')"},
+        {"table": f"{built.schema}.events", "operation": "expire_snapshots", "status": "skipped", "reason": "not due",
+         "sql": None},
+        {"table": f"{built.schema}.event_log", "operation": "rewrite_data_files", "status": "planned",
+         "reason": "due", "sql": f"CALL system.rewrite_data_files(table => '{built.schema}.event_log', "
+                                 "options => map('rewrite-all', 'true'))"},
+        {"table": f"{built.schema}.event_log", "operation": "rewrite_manifests", "status": "skipped",
+         "reason": "not due", "sql": None}]
+    spark.sql(f"alter table {event_log} set tblproperties ('write.parquet.compression-codec'='no-such-codec')")
+    try:
+        run = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                    json.dumps({"steps": steps}), "--vars", "{dbt_iceberg_maint_run_id: hist-midway}",
+                    expect_success=False)
+    finally:
+        spark.sql(f"alter table {event_log} unset tblproperties ('write.parquet.compression-codec')")
+        # The stopped run left event_log's lease taken (docs/leases.md): give it back.
+        built("run-operation", "dbt_iceberg_maint.break_lease", "--args",
+              json.dumps({"relation": f"{built.schema}.event_log"}))
+    assert not run.success
+    assert [r.operation for r in parse_result_lines(run.log_messages)] == ["rewrite_manifests", "expire_snapshots"]
+    rows = history(spark, built, "hist-midway")
+    assert [(r["table_name"].rsplit(".", 1)[-1], r["operation"], r["status"]) for r in rows] == [
+        ("events", "rewrite_manifests", "success"), ("events", "expire_snapshots", "skipped")]

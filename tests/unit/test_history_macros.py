@@ -1,0 +1,133 @@
+"""The history macros without Spark: the vars they read, the table they create, the row and the
+INSERT one step result becomes (macros/internal/history.sql, docs/history.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+
+ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
+CONTRACT = ["run_id", "invocation_id", "path", "node", "table_name", "operation", "status", "reason", "started_at",
+            "ended_at", "duration_ms", "output", "health_before", "health_after"]
+RECORD = {"table": "analytics.events", "operation": "rewrite_data_files", "status": "success", "reason": "due",
+          "sql": "CALL system.rewrite_data_files(table => 'analytics.events', where => 'day < \\'x\\'')",
+          "metrics": {"rewritten_data_files_count": 7, "added_data_files_count": 1, "rewritten_bytes_count": 9000},
+          "duration_ms": 1500}
+BEFORE = {"snapshots": 4, "oldest_snapshot_age_hours": 2.5, "data_files": 9, "delete_files": 0, "snapshot_id": 11}
+AFTER = {**BEFORE, "snapshots": 5, "data_files": 3, "snapshot_id": 12}
+ORPHANS = {**RECORD, "operation": "remove_orphan_files", "metrics": {
+    "orphan_file_count": 150, "orphan_file_location": [f"file:/w/data/o{i}.parquet" for i in range(150)]}}
+CASES: list[dict[str, Any]] = [
+    {"id": "settings", "kind": "settings"},
+    {"id": "create", "kind": "create", "kwargs": {"relation": "analytics.iceberg_maint_history"}},
+    {"id": "row", "kind": "row", "kwargs": {"path": "maintain", "record": RECORD, "before": BEFORE, "after": AFTER,
+                                             "holder": "run-x", "node": "proj.events"}},
+    {"id": "skipped", "kind": "row", "kwargs": {"path": "iceberg_maintenance", "record": {
+        **RECORD, "status": "skipped", "reason": "only 1 snapshots", "sql": None, "metrics": {}, "duration_ms": 0}}},
+    {"id": "orphans", "kind": "row", "kwargs": {"path": "remove_orphan_files", "record": ORPHANS}},
+    {"id": "relation", "kind": "relation"},
+]
+
+
+def render(installed_package: Path, tmp_path: Path, vars: str = "{dbt_iceberg_maint_run_id: run-x}",
+           cases: list[dict[str, Any]] = CASES) -> DbtInvocation:
+    return invoke_dbt(["run-operation", "iceberg_maint_history_cases", "--args", json.dumps({"cases": cases}),
+                       "--target-path", str(tmp_path), "--no-partial-parse", "--vars", vars], env=ENV)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, Any]:
+    invocation = render(installed_package, tmp_path_factory.mktemp("dbt_target"))
+    assert invocation.success, invocation.exception
+    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    return {outcome["id"]: outcome["value"] for outcome in outcomes}
+
+
+def test_defaults_name_the_target_schema_and_enable_history(rendered: dict[str, Any]) -> None:
+    assert rendered["settings"] == {"enabled": True, "catalog": None, "schema": "analytics",
+                                    "table": "iceberg_maint_history", "relation": "analytics.iceberg_maint_history"}
+    assert rendered["relation"] == "analytics.iceberg_maint_history"
+
+
+def test_the_table_has_the_contract_columns_and_is_an_append_log(rendered: dict[str, Any]) -> None:
+    columns = [name for name, _type in rendered["row"]["columns"]]
+    assert columns[:len(CONTRACT)] == CONTRACT
+    assert columns[len(CONTRACT):] == ["snapshot_id_before", "snapshot_id_after", "lease_holder", "sql"]
+    create = rendered["create"]
+    assert create.startswith("create table if not exists analytics.iceberg_maint_history (run_id string, "
+                             "invocation_id string, path string, ")
+    assert "started_at timestamp, ended_at timestamp, duration_ms bigint, output string, " in create
+    assert "using iceberg partitioned by (days(started_at))" in create
+    assert "'commit.retry.num-retries' = '100'" in create and "'write.distribution-mode' = 'none'" in create
+
+
+def test_an_executed_step_row_carries_output_health_snapshots_and_holder(rendered: dict[str, Any]) -> None:
+    row = rendered["row"]["row"]
+    assert (row["run_id"], row["path"], row["node"], row["table_name"]) == (
+        "run-x", "maintain", "proj.events", "analytics.events")
+    assert (row["operation"], row["status"], row["reason"], row["duration_ms"]) == (
+        "rewrite_data_files", "success", "due", 1500)
+    assert json.loads(row["output"]) == RECORD["metrics"]
+    assert json.loads(row["health_before"]) == BEFORE and json.loads(row["health_after"]) == AFTER
+    assert (row["snapshot_id_before"], row["snapshot_id_after"], row["lease_holder"]) == (11, 12, "run-x")
+    assert row["started_at"].startswith("2026-11-27 09:30:00.125") and row["ended_at"].startswith("2026-11-27 09:30:02")
+    assert row["invocation_id"] and row["invocation_id"] != "run-x"
+
+
+def test_the_insert_sends_every_row_of_a_flush_in_one_statement(rendered: dict[str, Any]) -> None:
+    insert = rendered["row"]["insert"]
+    head = "insert into analytics.iceberg_maint_history (" + ", ".join(
+        name for name, _type in rendered["row"]["columns"]) + ") values ("
+    assert insert.startswith(head) and insert.count("('run-x', ") == 2
+    # Timestamps as UTC literals, numbers bare, text escaped (the CALL's quotes and backslashes).
+    assert "TIMESTAMP '2026-11-27 09:30:00.125000Z', TIMESTAMP '2026-11-27 09:30:02.125000Z', 1500, " in insert
+    escaped = "'" + RECORD["sql"].replace("\\", "\\\\").replace("'", "\\'") + "'"
+    assert ", 11, 12, 'run-x', " + escaped + ")" in insert
+
+
+def test_a_skipped_step_row_has_no_output_health_or_holder(rendered: dict[str, Any]) -> None:
+    row = rendered["skipped"]["row"]
+    assert (row["status"], row["reason"], row["path"], row["duration_ms"]) == (
+        "skipped", "only 1 snapshots", "iceberg_maintenance", 0)
+    assert row["output"] == "{}"
+    assert [row[k] for k in ("health_before", "health_after", "snapshot_id_before", "snapshot_id_after",
+                             "lease_holder", "sql", "node")] == [None] * 7
+    insert = rendered["skipped"]["insert"]
+    assert ", 0, '{}', null, null, null, null, null, null)" in insert
+
+
+def test_long_output_lists_are_cut_to_100_items(rendered: dict[str, Any]) -> None:
+    output = json.loads(rendered["orphans"]["row"]["output"])
+    assert output["orphan_file_count"] == 150
+    assert output["orphan_file_location"] == ORPHANS["metrics"]["orphan_file_location"][:100]
+    assert output["orphan_file_location_truncated"] is True
+
+
+def test_vars_choose_the_table_and_switch_it_off(installed_package: Path, tmp_path: Path) -> None:
+    invocation = render(installed_package, tmp_path, "{dbt_iceberg_maint_history_schema: local.ops, "
+                        "dbt_iceberg_maint_history_table: maint_log, dbt_iceberg_maint_history_enabled: false}",
+                        [{"id": "settings", "kind": "settings"}, {"id": "relation", "kind": "relation"}])
+    assert invocation.success, invocation.exception
+    values = [json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages
+              if m.startswith("ICEBERG_MAINT_CASE ")]
+    assert values == [{"enabled": False, "catalog": "local", "schema": "ops", "table": "maint_log",
+                       "relation": "local.ops.maint_log"}, "local.ops.maint_log"]
+
+
+@pytest.mark.parametrize(("vars", "message"), [
+    ("{dbt_iceberg_maint_history_enabled: 'yes'}", "history: argument `var dbt_iceberg_maint_history_enabled` is yes"),
+    ("{dbt_iceberg_maint_history_schema: 'a.b.c'}", "var `dbt_iceberg_maint_history_schema` is \"a.b.c\""),
+    ("{dbt_iceberg_maint_history_schema: 'ops; drop'}", "var `dbt_iceberg_maint_history_schema` is \"ops; drop\""),
+    ("{dbt_iceberg_maint_history_table: 'x y'}", "var `dbt_iceberg_maint_history_table` is \"x y\""),
+])
+def test_bad_vars_are_refused_naming_the_var(installed_package: Path, tmp_path: Path, vars: str,
+                                              message: str) -> None:
+    invocation = render(installed_package, tmp_path, vars, [{"id": "settings", "kind": "settings"}])
+    assert not invocation.success
+    text = " ".join(invocation.log_messages) + (invocation.exception or "")
+    assert message in text and "; expected " in text, text[-2000:]
