@@ -191,7 +191,7 @@ def test_a_history_that_cannot_be_written_does_not_fail_maintenance(spark: Spark
     """A table of the history's name without its columns, and a history schema that does not
     exist: maintenance runs and succeeds, the history line says why nothing was written."""
     event_log = built.table("event_log")
-    spark.sql(f"create table {built.table('not_history')} (x int) using iceberg")
+    spark.sql(f"create table if not exists {built.table('not_history')} (x int) using iceberg")
     cases = {"{dbt_iceberg_maint_history_table: not_history}": "exists without the history column(s) run_id",
              "{dbt_iceberg_maint_history_schema: no_such_schema}": "history schema no_such_schema does not exist"}
     for vars, problem in cases.items():
@@ -240,3 +240,25 @@ def test_a_run_stopped_midway_keeps_every_row_written_before_once(spark: SparkSe
     rows = history(spark, built, "hist-midway")
     assert [(r["table_name"].rsplit(".", 1)[-1], r["operation"], r["status"]) for r in rows] == [
         ("events", "rewrite_manifests", "success"), ("events", "expire_snapshots", "skipped")]
+
+
+def test_create_history_table_up_front(spark: SparkSession, built: DbtProject) -> None:
+    """Before jobs that start together on a fresh schema (a lost creation race fails a run on a
+    PostgreSQL JDBC catalog): created once, found the next time; a table without the columns is
+    reported, not changed."""
+    spark.sql(f"create namespace if not exists local.{built.schema}_ops")
+    vars = "{dbt_iceberg_maint_history_schema: " + built.schema + "_ops}"
+    for _ in range(2):
+        run = built("run-operation", "dbt_iceberg_maint.create_history_table", "--vars", vars)
+        assert markers(run) == [{"table": f"{built.schema}_ops.{HISTORY}", "path": "create_history_table", "rows": 0,
+                                 "written": True, "problem": None}]
+    names = [row.name for row in spark.table(f"local.{built.schema}_ops.{HISTORY}").schema]
+    assert names == [c.strip() for c in COLUMNS.split(",")]
+    spark.sql(f"create table if not exists {built.table('not_history')} (x int) using iceberg")
+    bad = built("run-operation", "dbt_iceberg_maint.create_history_table", "--vars",
+                "{dbt_iceberg_maint_history_table: not_history}")
+    [marker] = markers(bad)
+    assert marker["written"] is False and "exists without the history column(s)" in marker["problem"]
+    off = built("run-operation", "dbt_iceberg_maint.create_history_table", "--vars",
+                "{dbt_iceberg_maint_history_enabled: false}")
+    assert markers(off) == [] and history_statements(off) == []
