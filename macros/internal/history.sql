@@ -30,7 +30,8 @@
     DBT_ICEBERG_MAINT_RUN_ID (dbt-iceberg-maint maintain sets it for its replays), else dbt's
     invocation_id. -#}
 {% macro _iceberg_maint_run_id() %}
-  {{ return((var('dbt_iceberg_maint_run_id', none) or env_var('DBT_ICEBERG_MAINT_RUN_ID', '') or invocation_id) | string) }}
+  {{ return((var('dbt_iceberg_maint_run_id', none) or env_var('DBT_ICEBERG_MAINT_RUN_ID', '') or invocation_id)
+      | string) }}
 {% endmacro %}
 
 
@@ -202,7 +203,8 @@
       {%- set missing = dbt_iceberg_maint._iceberg_maint_history_columns() | map(attribute=0)
             | reject('in', found) | list -%}
       {%- if missing -%}
-        {%- set problem = 'table ' ~ history.relation ~ ' exists without the history column(s) ' ~ missing | join(', ') -%}
+        {%- set problem = 'table ' ~ history.relation ~ ' exists without the history column(s) '
+              ~ missing | join(', ') -%}
       {%- endif -%}
     {%- endif -%}
   {%- endif -%}

@@ -22,7 +22,8 @@
 
 {#- Lease settings from the vars: enabled (dbt_iceberg_maint_leases_enabled, default true), the
     holder's run id (_iceberg_maint_run_id: dbt-iceberg-maint maintain sets it so its replays
-    re-enter their own leases), ttl_ms (dbt_iceberg_maint_lease_minutes, default 120) and the log table's name. -#}
+    re-enter their own leases), ttl_ms (dbt_iceberg_maint_lease_minutes, default 120) and the log
+    table's name. -#}
 {% macro _iceberg_maint_lease_settings() %}
   {%- set minutes = var('dbt_iceberg_maint_lease_minutes', 120) -%}
   {%- set name = var('dbt_iceberg_maint_lease_table', 'iceberg_maint_leases') -%}
@@ -35,7 +36,8 @@
           ~ "; expected a table name made of letters, digits and underscores") -%}
   {%- endif -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(errors) -%}
-  {{ return({'enabled': enabled, 'run_id': dbt_iceberg_maint._iceberg_maint_run_id(), 'ttl_ms': (minutes * 60000) | int, 'table': name}) }}
+  {{ return({'enabled': enabled, 'run_id': dbt_iceberg_maint._iceberg_maint_run_id(),
+      'ttl_ms': (minutes * 60000) | int, 'table': name}) }}
 {% endmacro %}
 
 
@@ -201,7 +203,8 @@
 
 {#- Take the lease of `table` for `path` (maintain, iceberg_maintenance, execute_maintenance_steps
     or a procedure's name). Returns {held, reason, ...}: the caller runs its steps only when held,
-    else skips them with `reason` (`blocked_by`: the holder's run id, when known). With leases disabled it is held without a statement. -#}
+    else skips them with `reason` (`blocked_by`: the holder's run id, when known). With leases
+    disabled it is held without a statement. -#}
 {% macro _iceberg_maint_lease_acquire(table, path) %}
   {%- set settings = dbt_iceberg_maint._iceberg_maint_lease_settings() -%}
   {%- if not settings.enabled -%}

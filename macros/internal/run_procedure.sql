@@ -41,9 +41,11 @@
   {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_acquire(table, operation)
         if exists else {'held': true, 'enabled': false} -%}
   {%- set node = dbt_iceberg_maint._iceberg_maint_history_node(table) if history.enabled else none -%}
-  {%- set before = dbt_iceberg_maint._iceberg_maint_history_health(history, table) if exists and lease.held else none -%}
+  {%- set before = dbt_iceberg_maint._iceberg_maint_history_health(history, table) if exists and lease.held
+        else none -%}
   {%- if not lease.held -%}
-    {%- set record = dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'skipped', lease.reason, sql, {}, 0) -%}
+    {%- set record = dbt_iceberg_maint._iceberg_maint_log_result(table, operation, 'skipped', lease.reason, sql,
+          {}, 0) -%}
     {%- do dbt_iceberg_maint._iceberg_maint_history_add(history, dbt_iceberg_maint._iceberg_maint_history_row(history,
           record, begun, dbt_iceberg_maint._iceberg_maint_now(), none, none, lease.get('blocked_by'), node)) -%}
     {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
