@@ -275,10 +275,14 @@ def maintain_command(
                              dbt_args=dbt_args, project_dir=project_dir, profiles_dir=profiles_dir)
 
     def text(out: Console) -> None:
+        from rich.markup import escape
+
         out.print(maintenance_table(report.results))
         failed = len(report.failed)
         verdict = f"[red]{failed} operation(s) failed[/red]" if failed else "[green]no operation failed[/green]"
         out.print(f"{verdict}; {len(report.results)} operation(s) in {report.invocations} dbt invocation(s)")
+        for problem in report.history_problems:
+            out.print(f"[yellow]warning: maintenance history not written: {escape(problem)}[/yellow]")
 
     render_report(output, report.to_json(), text, report_path)
     sys.exit(report.exit_code)

@@ -35,7 +35,7 @@ from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, environment, invoke_dbt
 from dbt_iceberg_maint.leases import LEASE_KEPT, RUN_ID_ENV, give_back_args
 from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER, marker_payloads
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.results import MaintenanceResult, history_problems, parse_result_lines
 from dbt_iceberg_maint.rewrite_probe import judge_probe, probe_args
 
 ERROR_DETAIL_CHARS = 2000
@@ -206,6 +206,8 @@ def _refusal_text(invocation: DbtInvocation) -> str:
 class MaintenanceReport:
     results: tuple[MaintenanceResult, ...]
     invocations: int
+    # Why maintenance history could not be written (docs/history.md); maintenance went on.
+    history_problems: tuple[str, ...] = ()
 
     @property
     def failed(self) -> tuple[MaintenanceResult, ...]:
@@ -219,7 +221,8 @@ class MaintenanceReport:
         counts = {status: sum(r.status == status for r in self.results)
                   for status in ("success", "skipped", "dry_run", "failed")}
         return json.dumps({"invocations": self.invocations, "counts": counts,
-                           "results": [r.to_dict() for r in self.results]}, indent=2)
+                           "results": [r.to_dict() for r in self.results],
+                           "history_problems": list(self.history_problems)}, indent=2)
 
 
 def run_maintenance(
@@ -244,9 +247,13 @@ def run_maintenance(
     # the table leases an invocation Spark stopped could not release (macros/internal/lease.sql).
     run_id = os.environ.get(RUN_ID_ENV) or f"dbt-iceberg-maint-{uuid.uuid4().hex[:16]}"
 
+    problems: dict[str, None] = {}
+
     def run(args: Sequence[str]) -> DbtInvocation:
         with environment({RUN_ID_ENV: run_id}):
-            return invoke_one(args)
+            done = invoke_one(args)
+        problems.update(dict.fromkeys(history_problems(done.log_messages)))
+        return done
 
     invocation = run(maintenance_args(select, operations, dry_run=dry_run, force=force, as_of=as_of, shard=shard))
     results: list[MaintenanceResult] = []
@@ -266,7 +273,7 @@ def run_maintenance(
         results.extend(planning_failed(planning[-1], selection.operations, error_text(invocation)))
         rest = [t.model for t in selection.tables if t.table != planning[-1]]
         if not rest:
-            return MaintenanceReport(tuple(results), invocations)
+            return MaintenanceReport(tuple(results), invocations, tuple(problems))
         invocation = run(maintenance_args(rest, selection.operations, dry_run=dry_run, force=force, as_of=as_of))
         invocations += 1
     pending = plan.steps
@@ -292,7 +299,7 @@ def run_maintenance(
                     failed = replace(failed, reason=f"{failed.reason} ({LEASE_KEPT})")
             results.append(failed)
         if not pending:
-            return MaintenanceReport(tuple(results), invocations)
+            return MaintenanceReport(tuple(results), invocations, tuple(problems))
         invocation = run(replay(pending))
         invocations += 1
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import ResultLineError
-from dbt_iceberg_maint.protocol import RESULT_MARKER, marker_payloads
+from dbt_iceberg_maint.protocol import HISTORY_MARKER, RESULT_MARKER, marker_payloads
 
 STATUSES = frozenset(protocol.STATUSES)
 OPERATIONS = frozenset(protocol.OPERATIONS)
@@ -88,3 +88,19 @@ def parse_result_lines(messages: Iterable[str] | str) -> tuple[MaintenanceResult
 
 def failed_results(results: Iterable[MaintenanceResult]) -> tuple[MaintenanceResult, ...]:
     return tuple(result for result in results if result.failed)
+
+
+def history_problems(messages: Iterable[str] | str) -> tuple[str, ...]:
+    """Why maintenance history was not written, one text per distinct problem, from the
+    `ICEBERG_MAINT_HISTORY` lines whose `written` is false (macros/internal/history.sql): the
+    maintenance itself went on. An unreadable line is reported as such, never raised."""
+    found: dict[str, None] = {}
+    for payload in marker_payloads(messages, HISTORY_MARKER):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            found[f"unreadable {HISTORY_MARKER} line: {payload[:200]!r}"] = None
+            continue
+        if isinstance(data, dict) and data.get("written") is False:
+            found[f"{data.get('table')}: {data.get('problem')}"] = None
+    return tuple(found)

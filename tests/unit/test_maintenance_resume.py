@@ -298,3 +298,21 @@ def test_markers_and_the_error_come_from_dbts_structured_events() -> None:
     assert [r.status for r in report.results] == ["failed", "success", "success", "success"]
     assert report.results[0].metrics["error"] == quoted + "\nFlushing usage events"
     assert report.results[0].metrics["exception_class"] == "java.lang.IllegalArgumentException"
+
+
+def test_history_that_could_not_be_written_is_reported_and_maintenance_goes_on() -> None:
+    """ICEBERG_MAINT_HISTORY lines with written false (macros/internal/history.sql) become the
+    report's history_problems, once each; written flushes and other runs' lines add nothing."""
+    plan = {**PLAN, "tables": TABLES[:1], "steps": STEPS[:1]}
+    problem = {"table": "ops.iceberg_maint_history", "path": "iceberg_maintenance", "rows": 1, "written": False,
+               "problem": "history schema ops does not exist (var dbt_iceberg_maint_history_schema)"}
+    dbt = Recorder(invocation(
+        marker("PLAN", plan), result_line("analytics.event_log", "rewrite_data_files"),
+        marker("HISTORY", problem), marker("HISTORY", {**problem, "rows": 3}),
+        marker("HISTORY", {**problem, "written": True, "problem": None}), success=True))
+    report = run_maintenance(select=["event_log"], invoke=dbt)
+    assert [(r.operation, r.status) for r in report.results] == [("rewrite_data_files", "success")]
+    assert report.history_problems == (
+        "ops.iceberg_maint_history: history schema ops does not exist (var dbt_iceberg_maint_history_schema)",)
+    assert json.loads(report.to_json())["history_problems"] == list(report.history_problems)
+    assert report.exit_code == 0
