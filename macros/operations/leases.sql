@@ -37,7 +37,9 @@
     before jobs that share a namespace start at once: creating a log is the one lease statement
     that can fail a run when it races (Iceberg's JDBC catalog on PostgreSQL reports the lost
     creation as an unknown failure, docs/leases.md). Nothing with leases disabled. Logs
-    ICEBERG_MAINT_LEASES with the logs' names. -#}
+    ICEBERG_MAINT_LEASES with the logs' names. The maintenance history table, which the same jobs
+    append to, is created too (create_history_table; nothing with history disabled), so the
+    fleet engine, which runs this before its workers start, never races to create it. -#}
 {% macro create_lease_logs(schemas=none) %}
   {{ return(adapter.dispatch('create_lease_logs', 'dbt_iceberg_maint')(schemas=schemas)) }}
 {% endmacro %}
@@ -59,6 +61,7 @@
     {%- do logs.append(log_table) -%}
   {%- endfor -%}
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('leases', logs) -%}
+  {%- do dbt_iceberg_maint.create_history_table() -%}
   {{ return(logs) }}
 {% endmacro %}
 
