@@ -19,6 +19,10 @@
       {%- set value = {'row': dbt_iceberg_maint._iceberg_maint_json_safe(row),
             'insert': dbt_iceberg_maint._iceberg_maint_history_insert_sql(history.relation, [row, row]),
             'enabled': history.enabled, 'columns': dbt_iceberg_maint._iceberg_maint_history_columns()} -%}
+    {%- elif case.kind == 'execute' -%}
+      {#- The step loop every path runs: what it returns, and (the test checks) what it sends. -#}
+      {%- set value = dbt_iceberg_maint._iceberg_maint_execute_steps(kwargs.steps, kwargs.dry_run, progress=false,
+            path='maintain') -%}
     {%- elif case.kind == 'relation' -%}
       {%- set value = dbt_iceberg_maint.history_relation() -%}
     {%- endif -%}

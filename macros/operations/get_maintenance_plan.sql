@@ -481,7 +481,9 @@
   {%- set planned_index = namespace(i=-1) -%}
   {%- set leases = {} -%}
   {%- set results = [] -%}
+  {#- A dry run writes no history at all: it neither changes nor decides anything. -#}
   {%- set history = dbt_iceberg_maint._iceberg_maint_history_open(path) -%}
+  {%- do history.update({'enabled': history.enabled and not dry_run}) -%}
   {%- set known = {} -%}
   {%- for step in steps -%}
     {%- if history.enabled and step.table not in known -%}
@@ -515,7 +517,7 @@
       {%- set holder = leases[step.table].holder if leased and leases[step.table].enabled else none -%}
     {%- endif -%}
     {%- do results.append(record) -%}
-    {%- if history.enabled and record.status != 'dry_run' -%}
+    {%- if history.enabled -%}
       {%- set own = known[step.table] -%}
       {%- set before = own.health -%}
       {%- set after = none -%}

@@ -131,3 +131,32 @@ def test_bad_vars_are_refused_naming_the_var(installed_package: Path, tmp_path: 
     assert not invocation.success
     text = " ".join(invocation.log_messages) + (invocation.exception or "")
     assert message in text and "; expected " in text, text[-2000:]
+
+
+STEP = {"table": "analytics.events", "operation": "rewrite_manifests", "status": "planned", "reason": "due",
+        "sql": "CALL system.rewrite_manifests(table => 'analytics.events')"}
+SKIPPED = {**STEP, "operation": "expire_snapshots", "status": "skipped", "reason": "not due", "sql": None}
+FAILED = {**STEP, "operation": "remove_orphan_files", "status": "failed", "reason": "GC is disabled", "sql": None}
+
+
+@pytest.mark.parametrize(("vars", "steps", "dry_run", "statuses"), [
+    # A dry run writes no history, not even for its skipped steps: nothing to send.
+    ("{dbt_iceberg_maint_run_id: run-x}", [STEP, SKIPPED], True, ["dry_run", "skipped"]),
+    # The kill switch: rows of skipped and failed steps are not even collected.
+    ("{dbt_iceberg_maint_history_enabled: false}", [SKIPPED, FAILED], False, ["skipped", "failed"]),
+], ids=["dry_run", "disabled"])
+def test_the_step_loop_sends_nothing_when_no_history_is_written(installed_package: Path, tmp_path: Path, vars: str,
+                                                                 steps: list[dict[str, Any]], dry_run: bool,
+                                                                 statuses: list[str]) -> None:
+    """Rendered against a Thrift target nobody listens on: any statement would fail the run."""
+    invocation = invoke_dbt(["run-operation", "iceberg_maint_history_cases", "--args", json.dumps(
+        {"cases": [{"id": "execute", "kind": "execute", "kwargs": {"steps": steps, "dry_run": dry_run}}]}),
+        "--target-path", str(tmp_path), "--no-partial-parse", "--vars", vars],
+        env={**ENV, "DBT_ICEBERG_MAINT_TARGET": "thrift", "DBT_ICEBERG_MAINT_THRIFT_PORT": "1"})
+    assert invocation.success, invocation.exception
+    [value] = [json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages
+               if m.startswith("ICEBERG_MAINT_CASE ")]
+    assert [r["status"] for r in value] == statuses
+    assert invocation.sql_statements == ()
+    assert not [m for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_HISTORY ")]
+
