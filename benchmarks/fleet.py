@@ -318,14 +318,43 @@ def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quic
                 figures.append(run_scale(tables, work, catalog, service, legacy if tables <= legacy_max else None,
                                          concurrency))
                 if partial is not None:  # a long run keeps what it measured if a later scale fails
-                    partial({"benchmark": NAME, "complete": False, "quick": quick, "legacy_commit": LEGACY_COMMIT,
-                             "policy": POLICY, "scales": figures, **harness.provenance(start, load)})
+                    partial(results(figures, quick, False, start, load))
     finally:
         for running in reversed(owned):
             running.stop()
         shutil.rmtree(work, ignore_errors=True)
-    return {"benchmark": NAME, "complete": True, "quick": quick, "legacy_commit": LEGACY_COMMIT, "policy": POLICY,
-            "scales": figures, **harness.provenance(start, load)}
+    return results(figures, quick, True, start, load)
+
+
+# The contract's variant names (DESIGN.md, fleet.json) for the keys run_scale uses.
+CONTRACT_NAMES = {"a_macros_legacy": "iceberg_maintenance", "b_macros_now": "iceberg_maintenance_tiered"}
+
+
+def contract_variants(scales: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """fleet.json's `variants`: one flat record per variant and scale, named as the contract names
+    them (the macro paths run one table at a time: concurrency 1); the per-scale detail stays
+    under `scales`."""
+    flat = []
+    for scale in scales:
+        changed = sum(n for kind, n in scale["kinds"].items() if kind != "unchanged")
+        for key, v in scale["variants"].items():
+            fleet_workers = key.removeprefix("c_fleet_")
+            name, concurrency = ("fleet", int(fleet_workers)) if fleet_workers != key else (CONTRACT_NAMES[key], 1)
+            flat.append({"name": name, "key": key, "tables": scale["tables"], "changed_tables": changed,
+                         "concurrency": concurrency,
+                         "ok": v["ok"], "wall_s": v["wall_s"], "calls": v["calls"], "statements": v["statements"],
+                         "end_health_equal": v["ok"] and not v["health_differs_from_b"]})
+    return flat
+
+
+def results(scales: list[dict[str, Any]], quick: bool, complete: bool, start: harness.RunStart,
+            load: harness.LoadSampler) -> dict[str, Any]:
+    """fleet.json: the contract's flat `variants`, `commit` and `load` (the load average at start
+    and end), then the detail of every scale and the rest of the provenance."""
+    provenance = harness.provenance(start, load)
+    return {"benchmark": NAME, "complete": complete, "quick": quick, "variants": contract_variants(scales),
+            "commit": provenance["commit"], "load": provenance["load_average"], "legacy_commit": LEGACY_COMMIT,
+            "policy": POLICY, "scales": scales, **provenance}
 
 
 def plot(figures: Mapping[str, Any], path: Path) -> None:
