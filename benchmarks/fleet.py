@@ -129,9 +129,9 @@ def write_profile(root: Path, namespace: str, host: str, port: int) -> None:
 
 
 class ThriftService:
-    """The Thrift Server the variants reach. A variant that fails gets the next one a new server:
-    variant (a) at 1,000 tables ran a 4 GB driver out of heap, and the server it left could not
-    allocate memory for the next variant's steps (20 s for a 0.2 s manifest rewrite, then none)."""
+    """The Thrift Server the variants reach, started anew for each variant of a full run: one
+    variant's heap is not the next one's (variant (a) at 1,000 tables once ran a 4 GB driver out of heap, and the
+    server it left could not allocate memory for the next variant's steps)."""
 
     def __init__(self, start: Callable[[int], Any]) -> None:
         self.start, self.starts = start, 1
@@ -233,7 +233,7 @@ def _steps_run(steps: Iterable[tuple[str, str]]) -> list[str]:
 
 
 def run_scale(tables: int, work: Path, catalog: Any, service: ThriftService, legacy: Path | None,
-              concurrency: Sequence[int]) -> dict[str, Any]:
+              concurrency: Sequence[int], fresh_server: bool = True) -> dict[str, Any]:
     from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
 
     namespace = f"lake_{tables}"
@@ -262,14 +262,13 @@ def run_scale(tables: int, work: Path, catalog: Any, service: ThriftService, leg
     plan += [(f"c_fleet_{n}", (lambda n=n: fleet_night(current, config, n))) for n in concurrency]
     for name, night in plan:
         state.restore()
+        if fresh_server:
+            service.restart()
+            for project in projects:
+                write_profile(project, namespace, service.server.host, service.server.port)
         variants[name] = night()
         healths[name] = end_health(metadata, namespace, list(kinds))
         variants[name]["orphans_left"] = orphans_left(root)
-        if not variants[name]["ok"]:
-            service.restart()
-            variants[name]["server_restarted_after"] = True
-            for project in projects:
-                write_profile(project, namespace, service.server.host, service.server.port)
         print(f"  {tables} tables, {name}: {variants[name]['wall_s']} s, {variants[name]['calls']} CALL(s), "
               f"{variants[name]['statements']} statement(s)", flush=True)
     reference = healths["b_macros_now"]
@@ -287,9 +286,10 @@ def run_scale(tables: int, work: Path, catalog: Any, service: ThriftService, leg
 
 def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quick: bool,
         postgres: PostgresServer | None = None, cluster: SparkCluster | None = None,
-        partial: Callable[[dict[str, Any]], object] | None = None) -> dict[str, Any]:
+        partial: Callable[[dict[str, Any]], object] | None = None, driver_memory: str = "8g") -> dict[str, Any]:
     """The benchmark; `postgres` and `cluster` given (the test suite's) are used and left running;
-    `partial` gets the figures so far after each scale."""
+    `partial` gets the figures so far after each scale; `driver_memory`: the Thrift Server's heap,
+    the same for every variant."""
     from lab.cluster import JdbcCatalog, start_cluster, start_cluster_thrift_server
     from lab.postgres import start_server
 
@@ -305,18 +305,19 @@ def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quic
             if cluster is None:
                 cluster = start_cluster(work / "cluster")
                 owned.append(cluster)
-            # No table cache: the lake is restored under the server between variants. A 4 GB
-            # driver: at 768 MB (the lab's default) the legacy variant's 300-table night ran it
-            # out of heap (Task serialization failed: OutOfMemoryError); 1,000 tables hold more.
+            # No table cache: the lake is restored under the server between variants. The driver's
+            # heap: at 768 MB (the lab's default) the legacy variant's 300-table night ran it out
+            # of heap (Task serialization failed: OutOfMemoryError), at 4 GB its 1,000-table one.
             service = ThriftService(lambda n: start_cluster_thrift_server(
-                cluster, catalog, work / f"thrift-{n}", name=f"fleet-{n}", driver_memory="4g",
+                cluster, catalog, work / f"thrift-{n}", name=f"fleet-{n}", driver_memory=driver_memory,
                 extra_conf={"spark.sql.catalog.local.cache-enabled": "false"}))
             owned.append(service)
             legacy = legacy_package(work)
             figures: list[dict[str, Any]] = []
             for tables in scales:
+                # The quick lake is too small for one variant's heap to matter to the next.
                 figures.append(run_scale(tables, work, catalog, service, legacy if tables <= legacy_max else None,
-                                         concurrency))
+                                         concurrency, fresh_server=not quick))
                 if partial is not None:  # a long run keeps what it measured if a later scale fails
                     partial(results(figures, quick, False, start, load))
     finally:
@@ -384,14 +385,16 @@ def summary(figures: Mapping[str, Any]) -> None:
 def main() -> None:
     parser = harness.parser(NAME, __doc__, f"one lake of {QUICK_SCALES[0]} tables, every variant")
     parser.add_argument("--tables", default=None, help="scales, comma separated (default 100,300,1000)")
-    # At 1,000 tables variant (a) planned for 21 minutes, then ran the 4 GB driver out of heap.
-    parser.add_argument("--legacy-max-tables", type=int, default=300,
-                        help="run variant (a) only on lakes up to this size (default 300)")
+    parser.add_argument("--legacy-max-tables", type=int, default=1000,
+                        help="run variant (a) only on lakes up to this size (default 1000)")
+    # At 1,000 tables variant (a) planned for 21 minutes, then ran a 4 GB driver out of heap.
+    parser.add_argument("--driver-memory", default="8g", help="the Thrift Server's driver heap (default 8g)")
     args = parser.parse_args()
     scales = tuple(int(t) for t in args.tables.split(",")) if args.tables else (
         QUICK_SCALES if args.quick else FULL_SCALES)
     figures = run(scales, args.legacy_max_tables, CONCURRENCY, args.quick,
-                  partial=lambda so_far: harness.write_results(f"{NAME}.partial", so_far, args.results))
+                  partial=lambda so_far: harness.write_results(f"{NAME}.partial", so_far, args.results),
+                  driver_memory=args.driver_memory)
     harness.publish(NAME, figures, args.results, plot, summary)
     (args.results / f"{NAME}.partial.json").unlink(missing_ok=True)
 
