@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,12 +154,17 @@ class SubprocessWorker:
     mode = "subprocess"
 
     def __init__(self, index: int, env: Mapping[str, str], project_dir: Path, profiles_dir: Path,
-                 flags: Sequence[str], work_dir: Path) -> None:
+                 flags: Sequence[str], work_dir: Path, parse_state: Path | None = None) -> None:
         self.index, self.project_dir, self.profiles_dir, self.work_dir = index, project_dir, profiles_dir, work_dir
         self.flags = list(flags)
         # Its own dbt target and log folders: concurrent dbt processes must not write one
-        # partial_parse.msgpack or manifest.json at once.
-        self.env = {**os.environ, **env, "DBT_TARGET_PATH": str(work_dir / f"target-{index}"),
+        # partial_parse.msgpack or manifest.json at once. It starts from a copy of the project's
+        # `parse_state` (partial_parse.msgpack) so that its one parse is partial, not full.
+        target = work_dir / f"target-{index}"
+        if parse_state is not None and parse_state.is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(parse_state, target / parse_state.name)
+        self.env = {**os.environ, **env, "DBT_TARGET_PATH": str(target),
                     "DBT_LOG_PATH": str(work_dir / f"logs-{index}"),
                     "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
         self.process: subprocess.Popen[str] | None = None
@@ -479,7 +485,8 @@ def run_fleet(
     work_dir = Path(tempfile.mkdtemp(prefix="dbt-iceberg-maint-fleet-"))
     workers: list[InProcessWorker | SubprocessWorker] = [
         InProcessWorker(1, worker_env, project, profiles, worker_args) if in_process
-        else SubprocessWorker(i + 1, worker_env, project, profiles, worker_args, work_dir) for i in range(concurrency)]
+        else SubprocessWorker(i + 1, worker_env, project, profiles, worker_args, work_dir,
+                              planner.target_dir(project, env) / "partial_parse.msgpack") for i in range(concurrency)]
     state = _Run(ordered, concurrency, budget, timeout, begun, progress)
     records = {t.table: t.record for t in ordered}
     statements = [0]
