@@ -6,8 +6,8 @@ dbt-spark `method: session` its Spark application, start once per worker). It re
 line on stdin, `{"args": [...], "project_dir": ..., "profiles_dir": ..., "parse_flags": [...],
 "out": PATH}`, runs invoke_dbt with the project's manifest parsed once per `parse_flags` (the
 dbt flags every job of the run ends with), and writes the DbtInvocation as JSON to PATH (written
-whole, then renamed). Its own
-stdout and stderr are dbt's console noise: the engine sends them to a log file.
+whole, then renamed). Its own stdout and stderr are dbt's console noise: the engine sends them to
+a log file.
 """
 
 from __future__ import annotations
