@@ -333,7 +333,7 @@ def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quic
     return results(figures, quick, True, start, load)
 
 
-# The contract's variant names (DESIGN.md, fleet.json) for the keys run_scale uses.
+# fleet.json's variant names (docs/benchmarks-fleet.md) for the keys run_scale uses.
 CONTRACT_NAMES = {"a_macros_legacy": "iceberg_maintenance", "b_macros_now": "iceberg_maintenance_tiered"}
 
 

@@ -199,7 +199,7 @@ class SubprocessWorker:
         self.jobs += 1
         out = self.work_dir / f"job-{self.index}-{self.jobs}.json"
         job = {"args": list(args), "project_dir": str(self.project_dir), "profiles_dir": str(self.profiles_dir),
-               "parse_flags": self.flags, "out": str(out)}
+               "out": str(out)}
         assert process.stdin is not None
         try:
             process.stdin.write(json.dumps(job) + "\n")

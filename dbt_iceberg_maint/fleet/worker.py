@@ -3,9 +3,9 @@
 dbtRunner is not safe for concurrent use in one process, so each of the engine's concurrent
 workers is a process of its own that runs dbt invocations one after the other (dbt, and with
 dbt-spark `method: session` its Spark application, start once per worker). It reads one job per
-line on stdin, `{"args": [...], "project_dir": ..., "profiles_dir": ..., "parse_flags": [...],
-"out": PATH}`, runs invoke_dbt with the project's manifest parsed once per `parse_flags` (the
-dbt flags every job of the run ends with), and writes the DbtInvocation as JSON to PATH (written
+line on stdin, `{"args": [...], "project_dir": ..., "profiles_dir": ..., "out": PATH}`, runs
+invoke_dbt with the manifest it parsed once at start (its `preload`: the project and the dbt
+flags every job of the run ends with), and writes the DbtInvocation as JSON to PATH (written
 whole, then renamed). Its own stdout and stderr are dbt's console noise: the engine sends them to
 a log file.
 """
@@ -46,9 +46,8 @@ def serve(ready: Path | None = None, preload: dict[str, Any] | None = None) -> N
 
     from dbt_iceberg_maint.invoke import ParsedManifests, invoke_dbt
 
-    manifests = ParsedManifests()
-    if preload is not None:
-        manifests.get(preload["project_dir"], preload.get("profiles_dir"), preload["flags"])
+    manifest = None if preload is None else ParsedManifests().get(
+        preload["project_dir"], preload.get("profiles_dir"), preload["flags"])
     if ready is not None:
         ready.touch()
     for line in sys.stdin:
@@ -56,8 +55,6 @@ def serve(ready: Path | None = None, preload: dict[str, Any] | None = None) -> N
             continue
         job = json.loads(line)
         try:
-            flags = job.get("parse_flags")
-            manifest = None if flags is None else manifests.get(job["project_dir"], job.get("profiles_dir"), flags)
             invocation = invoke_dbt(job["args"], job["project_dir"], job.get("profiles_dir"), manifest=manifest)
         except Exception as exc:  # reported as the invocation's failure; the worker serves on
             invocation = DbtInvocation(tuple(job["args"]), False, (), (), exception=f"{type(exc).__name__}: {exc}")
