@@ -41,6 +41,8 @@ LEGACY_COMMIT = "a146bb7"
 POLICY = ("{compaction: {min_input_files: 5}, expire_snapshots: {older_than_hours: 168, retain_last: 5}, "
           "remove_orphan_files: {older_than_hours: 72}, rewrite_manifests: {min_manifests: 5}}")
 MIX = (("small_files", 0.10), ("orphans", 0.03), ("large", 0.02))
+# The kinds a day of writers changes after night 0 (night_changes); large tables are not written.
+CHANGED_KINDS = ("small_files", "orphans")
 HEALTH_KEYS = ("data_files", "small_files", "delete_files", "data_manifests")
 FULL_SCALES = (100, 300, 1000)
 QUICK_SCALES = (8,)
@@ -129,9 +131,10 @@ def write_profile(root: Path, namespace: str, host: str, port: int) -> None:
 
 
 class ThriftService:
-    """The Thrift Server the variants reach. A variant that fails gets the next one a new server:
-    variant (a) at 1,000 tables ran a 4 GB driver out of heap, and the server it left could not
-    allocate memory for the next variant's steps (20 s for a 0.2 s manifest rewrite, then none)."""
+    """The Thrift Server the variants reach, one long-running (warm) server as a nightly job meets
+    it. A variant that fails gets the next one a new server: variant (a) at 1,000 tables once ran a
+    4 GB driver out of heap, and the server it left could not allocate memory for the next
+    variant's steps (20 s for a 0.2 s manifest rewrite, then none)."""
 
     def __init__(self, start: Callable[[int], Any]) -> None:
         self.start, self.starts = start, 1
@@ -251,27 +254,30 @@ def run_scale(tables: int, work: Path, catalog: Any, service: ThriftService, leg
     night_changes(iceberg, namespace, kinds)
     root = table_dir(iceberg, namespace, next(iter(kinds))).parent
     state = Snapshot(iceberg, namespace, root, work / f"backup-{tables}")
-    variants: dict[str, dict[str, Any]] = {}
+    measured: dict[str, dict[str, Any]] = {}
     healths: dict[str, dict[str, Any]] = {}
     plan: list[tuple[str, Any]] = [("b_macros_now", lambda: macro_night(current))]
+    plan += [(f"c_fleet_{n}", (lambda n=n: fleet_night(current, config, n))) for n in concurrency]
     projects = [current]
     if legacy is not None:
+        # (a) runs last: the heap its long night leaves must not slow the others (it meets a
+        # server they warmed, which can only favour it).
         old = write_project(work / f"legacy-{tables}", namespace, list(kinds), legacy, server.host, server.port)
-        plan.insert(0, ("a_macros_legacy", lambda: macro_night(old)))
+        plan.append(("a_macros_legacy", lambda: macro_night(old)))
         projects.append(old)
-    plan += [(f"c_fleet_{n}", (lambda n=n: fleet_night(current, config, n))) for n in concurrency]
     for name, night in plan:
         state.restore()
-        variants[name] = night()
+        measured[name] = night()
         healths[name] = end_health(metadata, namespace, list(kinds))
-        variants[name]["orphans_left"] = orphans_left(root)
-        if not variants[name]["ok"]:
+        measured[name]["orphans_left"] = orphans_left(root)
+        if not measured[name]["ok"]:
             service.restart()
-            variants[name]["server_restarted_after"] = True
+            measured[name]["server_restarted_after"] = True
             for project in projects:
                 write_profile(project, namespace, service.server.host, service.server.port)
-        print(f"  {tables} tables, {name}: {variants[name]['wall_s']} s, {variants[name]['calls']} CALL(s), "
-              f"{variants[name]['statements']} statement(s)", flush=True)
+        print(f"  {tables} tables, {name}: {measured[name]['wall_s']} s, {measured[name]['calls']} CALL(s), "
+              f"{measured[name]['statements']} statement(s)", flush=True)
+    variants = dict(sorted(measured.items()))  # a, b, c by concurrency
     reference = healths["b_macros_now"]
     for name in variants:
         differing = sorted(t for t in reference if healths[name].get(t) != reference[t])
@@ -287,9 +293,10 @@ def run_scale(tables: int, work: Path, catalog: Any, service: ThriftService, leg
 
 def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quick: bool,
         postgres: PostgresServer | None = None, cluster: SparkCluster | None = None,
-        partial: Callable[[dict[str, Any]], object] | None = None) -> dict[str, Any]:
+        partial: Callable[[dict[str, Any]], object] | None = None, driver_memory: str = "8g") -> dict[str, Any]:
     """The benchmark; `postgres` and `cluster` given (the test suite's) are used and left running;
-    `partial` gets the figures so far after each scale."""
+    `partial` gets the figures so far after each scale; `driver_memory`: the Thrift Server's heap,
+    the same for every variant."""
     from lab.cluster import JdbcCatalog, start_cluster, start_cluster_thrift_server
     from lab.postgres import start_server
 
@@ -305,11 +312,11 @@ def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quic
             if cluster is None:
                 cluster = start_cluster(work / "cluster")
                 owned.append(cluster)
-            # No table cache: the lake is restored under the server between variants. A 4 GB
-            # driver: at 768 MB (the lab's default) the legacy variant's 300-table night ran it
-            # out of heap (Task serialization failed: OutOfMemoryError); 1,000 tables hold more.
+            # No table cache: the lake is restored under the server between variants. The driver's
+            # heap: at 768 MB (the lab's default) the legacy variant's 300-table night ran it out
+            # of heap (Task serialization failed: OutOfMemoryError), at 4 GB its 1,000-table one.
             service = ThriftService(lambda n: start_cluster_thrift_server(
-                cluster, catalog, work / f"thrift-{n}", name=f"fleet-{n}", driver_memory="4g",
+                cluster, catalog, work / f"thrift-{n}", name=f"fleet-{n}", driver_memory=driver_memory,
                 extra_conf={"spark.sql.catalog.local.cache-enabled": "false"}))
             owned.append(service)
             legacy = legacy_package(work)
@@ -318,14 +325,43 @@ def run(scales: Sequence[int], legacy_max: int, concurrency: Sequence[int], quic
                 figures.append(run_scale(tables, work, catalog, service, legacy if tables <= legacy_max else None,
                                          concurrency))
                 if partial is not None:  # a long run keeps what it measured if a later scale fails
-                    partial({"benchmark": NAME, "complete": False, "quick": quick, "legacy_commit": LEGACY_COMMIT,
-                             "policy": POLICY, "scales": figures, **harness.provenance(start, load)})
+                    partial(results(figures, quick, False, start, load))
     finally:
         for running in reversed(owned):
             running.stop()
         shutil.rmtree(work, ignore_errors=True)
-    return {"benchmark": NAME, "complete": True, "quick": quick, "legacy_commit": LEGACY_COMMIT, "policy": POLICY,
-            "scales": figures, **harness.provenance(start, load)}
+    return results(figures, quick, True, start, load)
+
+
+# fleet.json's variant names (docs/benchmarks-fleet.md) for the keys run_scale uses.
+CONTRACT_NAMES = {"a_macros_legacy": "iceberg_maintenance", "b_macros_now": "iceberg_maintenance_tiered"}
+
+
+def contract_variants(scales: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """fleet.json's `variants`: one flat record per variant and scale, named as the contract names
+    them (the macro paths run one table at a time: concurrency 1); the per-scale detail stays
+    under `scales`."""
+    flat = []
+    for scale in scales:
+        changed = sum(scale["kinds"].get(kind, 0) for kind in CHANGED_KINDS)
+        for key, v in scale["variants"].items():
+            fleet_workers = key.removeprefix("c_fleet_")
+            name, concurrency = ("fleet", int(fleet_workers)) if fleet_workers != key else (CONTRACT_NAMES[key], 1)
+            flat.append({"name": name, "key": key, "tables": scale["tables"], "changed_tables": changed,
+                         "concurrency": concurrency,
+                         "ok": v["ok"], "wall_s": v["wall_s"], "calls": v["calls"], "statements": v["statements"],
+                         "end_health_equal": v["ok"] and not v["health_differs_from_b"]})
+    return flat
+
+
+def results(scales: list[dict[str, Any]], quick: bool, complete: bool, start: harness.RunStart,
+            load: harness.LoadSampler) -> dict[str, Any]:
+    """fleet.json: the contract's flat `variants`, `commit` and `load` (the load average at start
+    and end), then the detail of every scale and the rest of the provenance."""
+    provenance = harness.provenance(start, load)
+    return {"benchmark": NAME, "complete": complete, "quick": quick, "variants": contract_variants(scales),
+            "commit": provenance["commit"], "load": provenance["load_average"], "legacy_commit": LEGACY_COMMIT,
+            "policy": POLICY, "scales": scales, **provenance}
 
 
 def plot(figures: Mapping[str, Any], path: Path) -> None:
@@ -355,14 +391,16 @@ def summary(figures: Mapping[str, Any]) -> None:
 def main() -> None:
     parser = harness.parser(NAME, __doc__, f"one lake of {QUICK_SCALES[0]} tables, every variant")
     parser.add_argument("--tables", default=None, help="scales, comma separated (default 100,300,1000)")
-    # At 1,000 tables variant (a) planned for 21 minutes, then ran the 4 GB driver out of heap.
-    parser.add_argument("--legacy-max-tables", type=int, default=300,
-                        help="run variant (a) only on lakes up to this size (default 300)")
+    parser.add_argument("--legacy-max-tables", type=int, default=1000,
+                        help="run variant (a) only on lakes up to this size (default 1000)")
+    # At 1,000 tables variant (a) planned for 21 minutes, then ran a 4 GB driver out of heap.
+    parser.add_argument("--driver-memory", default="8g", help="the Thrift Server's driver heap (default 8g)")
     args = parser.parse_args()
     scales = tuple(int(t) for t in args.tables.split(",")) if args.tables else (
         QUICK_SCALES if args.quick else FULL_SCALES)
     figures = run(scales, args.legacy_max_tables, CONCURRENCY, args.quick,
-                  partial=lambda so_far: harness.write_results(f"{NAME}.partial", so_far, args.results))
+                  partial=lambda so_far: harness.write_results(f"{NAME}.partial", so_far, args.results),
+                  driver_memory=args.driver_memory)
     harness.publish(NAME, figures, args.results, plot, summary)
     (args.results / f"{NAME}.partial.json").unlink(missing_ok=True)
 

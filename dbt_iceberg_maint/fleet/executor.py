@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +32,7 @@ from dbt_iceberg_maint.errors import IcebergMaintError, PolicyError, TableMissin
 from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import FleetReport, Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.worker import invocation_from_dict
-from dbt_iceberg_maint.invoke import DbtInvocation, default_profiles_dir, invoke_dbt
+from dbt_iceberg_maint.invoke import DbtInvocation, ParsedManifests, default_profiles_dir, invoke_dbt
 from dbt_iceberg_maint.leases import LEASE_KEPT, RUN_ID_ENV, create_logs_args, give_back_args
 from dbt_iceberg_maint.maintenance import error_text, interrupted_step, marker_messages, needs_probe, probed
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig
@@ -123,18 +124,24 @@ class Ran:
 
 
 class InProcessWorker:
-    """The one worker of a run at concurrency 1 without a step timeout: dbt in this process."""
+    """The one worker of a run at concurrency 1 without a step timeout: dbt in this process.
+    `flags`: the dbt flags every invocation of the run ends with (`--target`, `--vars`): the
+    project is parsed once with them and its manifest given to every invocation."""
 
     mode = "in_process"
 
-    def __init__(self, index: int, env: Mapping[str, str], project_dir: Path, profiles_dir: Path) -> None:
+    def __init__(self, index: int, env: Mapping[str, str], project_dir: Path, profiles_dir: Path,
+                 flags: Sequence[str]) -> None:
         self.index, self.env, self.project_dir, self.profiles_dir = index, dict(env), project_dir, profiles_dir
+        self.flags = list(flags)
+        self.manifests = ParsedManifests()
 
     def run(self, args: Sequence[str], timeout_s: float | None) -> Ran:
-        return Ran(invoke_dbt(list(args), self.project_dir, self.profiles_dir, self.env))
+        manifest = self.manifests.get(self.project_dir, self.profiles_dir, self.flags, self.env)
+        return Ran(invoke_dbt(list(args), self.project_dir, self.profiles_dir, self.env, manifest=manifest))
 
     def start(self) -> None:
-        pass
+        self.manifests.get(self.project_dir, self.profiles_dir, self.flags, self.env)
 
     def close(self) -> None:
         pass
@@ -147,11 +154,17 @@ class SubprocessWorker:
     mode = "subprocess"
 
     def __init__(self, index: int, env: Mapping[str, str], project_dir: Path, profiles_dir: Path,
-                 work_dir: Path) -> None:
+                 flags: Sequence[str], work_dir: Path, parse_state: Path | None = None) -> None:
         self.index, self.project_dir, self.profiles_dir, self.work_dir = index, project_dir, profiles_dir, work_dir
+        self.flags = list(flags)
         # Its own dbt target and log folders: concurrent dbt processes must not write one
-        # partial_parse.msgpack or manifest.json at once.
-        self.env = {**os.environ, **env, "DBT_TARGET_PATH": str(work_dir / f"target-{index}"),
+        # partial_parse.msgpack or manifest.json at once. It starts from a copy of the project's
+        # `parse_state` (partial_parse.msgpack) so that its one parse is partial, not full.
+        target = work_dir / f"target-{index}"
+        if parse_state is not None and parse_state.is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(parse_state, target / parse_state.name)
+        self.env = {**os.environ, **env, "DBT_TARGET_PATH": str(target),
                     "DBT_LOG_PATH": str(work_dir / f"logs-{index}"),
                     "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
         self.process: subprocess.Popen[str] | None = None
@@ -166,7 +179,10 @@ class SubprocessWorker:
                 self.log = open(self.work_dir / f"worker-{self.index}.log", "a")  # noqa: SIM115 (closed in close())
             self.starts += 1
             ready = self.work_dir / f"ready-{self.index}-{self.starts}"
-            self.process = subprocess.Popen([sys.executable, "-m", "dbt_iceberg_maint.fleet.worker", str(ready)],
+            preload = {"project_dir": str(self.project_dir), "profiles_dir": str(self.profiles_dir),
+                       "flags": self.flags}
+            self.process = subprocess.Popen([sys.executable, "-m", "dbt_iceberg_maint.fleet.worker", str(ready),
+                                             json.dumps(preload)],
                                             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
                                             env=self.env, cwd=str(self.project_dir), text=True,
                                             start_new_session=True)
@@ -468,8 +484,9 @@ def run_fleet(
     in_process = concurrency == 1 and timeout is None
     work_dir = Path(tempfile.mkdtemp(prefix="dbt-iceberg-maint-fleet-"))
     workers: list[InProcessWorker | SubprocessWorker] = [
-        InProcessWorker(1, worker_env, project, profiles) if in_process
-        else SubprocessWorker(i + 1, worker_env, project, profiles, work_dir) for i in range(concurrency)]
+        InProcessWorker(1, worker_env, project, profiles, worker_args) if in_process
+        else SubprocessWorker(i + 1, worker_env, project, profiles, worker_args, work_dir,
+                              planner.target_dir(project, env) / "partial_parse.msgpack") for i in range(concurrency)]
     state = _Run(ordered, concurrency, budget, timeout, begun, progress)
     records = {t.table: t.record for t in ordered}
     statements = [0]

@@ -4,8 +4,10 @@ dbtRunner is not safe for concurrent use in one process, so each of the engine's
 workers is a process of its own that runs dbt invocations one after the other (dbt, and with
 dbt-spark `method: session` its Spark application, start once per worker). It reads one job per
 line on stdin, `{"args": [...], "project_dir": ..., "profiles_dir": ..., "out": PATH}`, runs
-invoke_dbt, and writes the DbtInvocation as JSON to PATH (written whole, then renamed). Its own
-stdout and stderr are dbt's console noise: the engine sends them to a log file.
+invoke_dbt with the manifest it parsed once at start (its `preload`: the project and the dbt
+flags every job of the run ends with), and writes the DbtInvocation as JSON to PATH (written
+whole, then renamed). Its own stdout and stderr are dbt's console noise: the engine sends them to
+a log file.
 """
 
 from __future__ import annotations
@@ -36,13 +38,16 @@ def invocation_from_dict(data: dict[str, Any]) -> DbtInvocation:
                              for sql, start, end in data.get("sql_statements") or ()))
 
 
-def serve(ready: Path | None = None) -> None:
-    """Serve jobs until stdin closes; `ready` is created once dbt is imported (the engine's step
-    timeout does not count a worker's start)."""
+def serve(ready: Path | None = None, preload: dict[str, Any] | None = None) -> None:
+    """Serve jobs until stdin closes; `ready` is created once dbt is imported and the project of
+    `preload` (`{"project_dir", "profiles_dir", "flags"}`) parsed: the engine's step timeout does
+    not count a worker's start."""
     import dbt.cli.main  # noqa: F401 (the slow import, before the first job)
 
-    from dbt_iceberg_maint.invoke import invoke_dbt
+    from dbt_iceberg_maint.invoke import ParsedManifests, invoke_dbt
 
+    manifest = None if preload is None else ParsedManifests().get(
+        preload["project_dir"], preload.get("profiles_dir"), preload["flags"])
     if ready is not None:
         ready.touch()
     for line in sys.stdin:
@@ -50,7 +55,7 @@ def serve(ready: Path | None = None) -> None:
             continue
         job = json.loads(line)
         try:
-            invocation = invoke_dbt(job["args"], job["project_dir"], job.get("profiles_dir"))
+            invocation = invoke_dbt(job["args"], job["project_dir"], job.get("profiles_dir"), manifest=manifest)
         except Exception as exc:  # reported as the invocation's failure; the worker serves on
             invocation = DbtInvocation(tuple(job["args"]), False, (), (), exception=f"{type(exc).__name__}: {exc}")
         out = Path(job["out"])
@@ -60,4 +65,4 @@ def serve(ready: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
+    serve(Path(sys.argv[1]) if len(sys.argv) > 1 else None, json.loads(sys.argv[2]) if len(sys.argv) > 2 else None)

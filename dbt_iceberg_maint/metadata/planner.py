@@ -293,12 +293,17 @@ def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = N
             for node in select_nodes(manifest, select, shard)]
 
 
+def target_dir(project_dir: Path, env: Mapping[str, str] | None = None) -> Path:
+    """dbt's target folder: DBT_TARGET_PATH when set (in `env` or the process), else `target`."""
+    target_path = (env or {}).get("DBT_TARGET_PATH") or os.environ.get("DBT_TARGET_PATH")
+    return project_dir / target_path if target_path else project_dir / "target"
+
+
 def load_manifest(project_dir: Path, profiles_dir: Path | None, target: str | None, parse: bool = False,
                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """target/manifest.json, running `dbt parse` first when it is missing (or asked). The target
     folder is dbt's: DBT_TARGET_PATH when set (in `env` or the process), else `target`."""
-    target_path = (env or {}).get("DBT_TARGET_PATH") or os.environ.get("DBT_TARGET_PATH")
-    path = (project_dir / target_path if target_path else project_dir / "target") / "manifest.json"
+    path = target_dir(project_dir, env) / "manifest.json"
     if parse or not path.is_file():
         from dbt_iceberg_maint.invoke import invoke_dbt
 

@@ -52,5 +52,12 @@ def test_quick_fleet_night_gives_every_variant_the_same_lake(postgres_server: Po
     single, *parallel = (variants[f"c_fleet_{n}"]["statements"] for n in fleet.CONCURRENCY)
     assert parallel == [single + 1] * len(parallel) and single < reference["statements"], variants
     assert all(variants[f"c_fleet_{n}"]["planning_s"] > 0 for n in fleet.CONCURRENCY), variants
+    # The flat view: one record per variant, named as docs/benchmarks-fleet.md names them.
+    assert written["load"] == written["load_average"]
+    assert [(v["name"], v["concurrency"]) for v in written["variants"]] == [
+        ("iceberg_maintenance", 1), ("iceberg_maintenance_tiered", 1), ("fleet", 1), ("fleet", 2), ("fleet", 4)]
+    for flat in written["variants"]:
+        assert (flat["tables"], flat["changed_tables"], flat["end_health_equal"]) == (8, 2, True), flat
+        assert (flat["wall_s"], flat["calls"]) == (variants[flat["key"]]["wall_s"], reference["calls"]), flat
     # A table left unhealthy by the night would be a maintenance miss, not a benchmark figure.
     assert scale["tables_left_unhealthy_by_b"] == [], scale
