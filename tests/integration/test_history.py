@@ -270,3 +270,31 @@ def test_create_history_table_up_front(spark: SparkSession, built: DbtProject) -
     off = built("run-operation", "dbt_iceberg_maint.create_history_table", "--vars",
                 "{dbt_iceberg_maint_history_enabled: false}")
     assert markers(off) == [] and history_statements(off) == []
+
+
+def test_the_package_models_summarise_the_history(spark: SparkSession, built: DbtProject) -> None:
+    """iceberg_maint_runs and iceberg_maint_table_daily, built with their var, equal what the
+    rows of the runs above say."""
+    run = built("run", "--select", "package:dbt_iceberg_maint", "--vars", "{dbt_iceberg_maint_history_models: true}")
+    assert sorted(node.name for node in run.nodes) == ["iceberg_maint_runs", "iceberg_maint_table_daily"]
+    [summary] = spark.sql(f"select * from {built.table('iceberg_maint_runs')} where run_id = 'hist-im'").collect()
+    rows = history(spark, built, "hist-im")
+    manifests = next(json.loads(r["output"]) for r in rows if r["operation"] == "rewrite_manifests")
+    assert (summary["steps"], summary["succeeded"], summary["skipped"], summary["failed"], summary["tables"]) == (
+        len(rows), sum(r["status"] == "success" for r in rows), sum(r["status"] == "skipped" for r in rows), 0, 1)
+    assert summary["manifests_rewritten"] == manifests["rewritten_manifests_count"] > 0
+    assert summary["paths"] == "iceberg_maintenance" and summary["procedure_ms"] == sum(r["duration_ms"] for r in rows)
+    runs_table = built.table("iceberg_maint_runs")
+    assert spark.sql(f"select failed from {runs_table} where run_id = 'hist-failed'").collect()[0][0] == 1
+    # The table's day: every run of the module, and its figures after the last executed step.
+    table = f"{built.schema}.event_log"
+    [day] = spark.sql(f"select * from {built.table('iceberg_maint_table_daily')} where table_name = '{table}' "
+                      "order by day desc limit 1").collect()
+    same_day = f"from {built.table(HISTORY)} where table_name = '{table}' and to_date(started_at) = date'{day['day']}'"
+    runs, compactions = spark.sql(
+        f"select count(distinct run_id), count_if(status = 'success' and operation = 'rewrite_data_files') {same_day}"
+    ).collect()[0]
+    last_after = spark.sql(f"select max_by(health_after, ended_at) {same_day} and health_after is not null"
+                           ).collect()[0][0]
+    assert (day["runs"], day["compactions"], day["node"]) == (runs, compactions, f"{PROJECT}.event_log")
+    assert day["data_files"] == json.loads(last_after)["data_files"] and day["snapshots"] >= 1
