@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 # What the dbt package and the demo's project consist of; build output and local state stay out.
-PROJECT_FILES = ("dbt_project.yml", "macros", "integration_tests")
+PROJECT_FILES = ("dbt_project.yml", "macros", "models", "integration_tests")
 IGNORED = shutil.ignore_patterns("target", "dbt_packages", "logs", ".user.yml", "package-lock.yml", "__pycache__")
 
 

@@ -182,6 +182,52 @@ def step_health_after(ctx: DemoContext) -> None:
     ctx.console.print(health_change_table(before, after))
 
 
+HEALTH_TEST = "events_healthy"  # iceberg_healthy on events, max_snapshots 4 (integration_tests/models/schema.yml)
+
+
+def step_health_test(ctx: DemoContext) -> None:
+    """The generic health test as a dbt user runs it: it fails before maintenance and passes after."""
+    phase = "after" if "maintenance_results" in ctx.state else "before"
+    ctx.console.rule(f"Health as a dbt test {phase} maintenance: dbt test --select {HEALTH_TEST}")
+    invocation = invoke_dbt(["test", "--select", HEALTH_TEST, "--vars", "{demo_health_tests: true}", "--quiet"],
+                            ctx.project_dir, env=ctx.env)
+    [node] = [n for n in invocation.nodes if n.name == HEALTH_TEST]
+    expected = "pass" if phase == "after" else "fail"
+    if node.status != expected:
+        raise IcebergMaintError(f"{HEALTH_TEST} should {expected} {phase} maintenance: {node.status} {node.message}")
+    colour = "green" if expected == "pass" else "red"
+    ctx.console.print(f"{HEALTH_TEST}: [{colour}]{node.status.upper()}[/{colour}]"
+                      + (f" ({node.message})" if node.message else ""))
+
+
+HISTORY_COLUMNS = (Column("table"), Column("operation"), Column("status"), Column("duration_ms", "ms", justify="right"),
+                   Column("files", "data files before -> after", justify="right"),
+                   Column("rewritten", "bytes rewritten", justify="right"))
+
+
+def step_history(ctx: DemoContext) -> None:
+    """What the nightly job wrote to the maintenance history table (docs/history.md)."""
+    relation = f"{DEFAULT_CATALOG}.{DEMO_SCHEMA}.iceberg_maint_history"
+    ctx.console.rule(f"Maintenance history: select ... from {DEMO_SCHEMA}.iceberg_maint_history")
+    rows = ctx.spark.sql(
+        "select table_name, operation, status, duration_ms, "
+        "get_json_object(health_before, '$.data_files') as files_before, "
+        "get_json_object(health_after, '$.data_files') as files_after, "
+        "get_json_object(output, '$.rewritten_bytes_count') as rewritten "
+        f"from {relation} where path = 'iceberg_maintenance' and status != 'skipped' "
+        "order by started_at").collect()
+    if not rows:
+        raise IcebergMaintError(f"iceberg_maintenance wrote no executed step to {relation}")
+    table = rich_table([{"table": row["table_name"].split(".", 1)[-1], "operation": row["operation"],
+                         "status": row["status"], "duration_ms": row["duration_ms"],
+                         "files": f"{row['files_before'] or '-'} -> {row['files_after'] or '-'}",
+                         "rewritten": row["rewritten"] or ""} for row in rows],
+                       HISTORY_COLUMNS, title="iceberg_maint_history: the executed steps of the nightly run")
+    ctx.console.print(table)
+    skipped = ctx.spark.sql(f"select count(*) from {relation} where status = 'skipped'").collect()[0][0]
+    ctx.console.print(f"plus {skipped} skipped step(s) with their reasons; one row per step, written by SQL alone")
+
+
 def step_conflict_recovery(ctx: DemoContext) -> None:
     """MERGE models lose to a compaction run by another job; only safe re-runs happen: the
     idempotent one by its idempotency, the `idempotent: false` one because landed verification
@@ -247,8 +293,11 @@ DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
     step_report_health,
     step_table_properties,
     step_late_writes,
+    step_health_test,
     step_maintenance,
+    step_history,
     step_health_after,
+    step_health_test,
     step_conflict_recovery,
 )
 

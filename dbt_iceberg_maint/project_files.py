@@ -1,6 +1,6 @@
 """Where the dbt package and the demo's dbt project are: a checkout, or the copy a wheel carries.
 
-A wheel carries the repository's `dbt_project.yml`, `macros/` and `integration_tests/` under
+A wheel carries the repository's `dbt_project.yml`, `macros/`, `models/` and `integration_tests/` under
 `dbt_iceberg_maint/_project/` (setup.py). dbt writes `target/`, `logs/` and `dbt_packages/` into
 the project it runs, so a bundled project is copied to a directory of the user's before use.
 """

@@ -90,6 +90,19 @@ def failed_results(results: Iterable[MaintenanceResult]) -> tuple[MaintenanceRes
     return tuple(result for result in results if result.failed)
 
 
+def history_written(messages: Iterable[str] | str) -> bool:
+    """Whether an `ICEBERG_MAINT_HISTORY` line says rows were written (or, from
+    create_history_table, that the table is ready): the history table exists with its columns."""
+    for payload in marker_payloads(messages, HISTORY_MARKER):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("written") is True:
+            return True
+    return False
+
+
 def history_problems(messages: Iterable[str] | str) -> tuple[str, ...]:
     """Why maintenance history was not written, one text per distinct problem, from the
     `ICEBERG_MAINT_HISTORY` lines whose `written` is false (macros/internal/history.sql): the

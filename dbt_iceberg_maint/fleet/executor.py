@@ -38,7 +38,7 @@ from dbt_iceberg_maint.maintenance import error_text, interrupted_step, marker_m
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.selection import Shard, check_catalog_patterns
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.results import MaintenanceResult, history_written, parse_result_lines
 from dbt_iceberg_maint.rewrite_probe import probe_args
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -282,11 +282,15 @@ def _plan_step(step: Step) -> Any:
     return PlanStep(step.table, step.operation, step.status, step.reason or None, step.sql)
 
 
-def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[str]) -> list[str]:
-    """One step through execute_maintenance_steps; with `record`, the check it settles is recorded."""
+def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[str],
+              history_checked: bool = False) -> list[str]:
+    """One step through execute_maintenance_steps; with `record`, the check it settles is recorded;
+    `history_checked`: an earlier invocation of the run found the history table ready."""
     args: dict[str, Any] = {"steps": [step.plan_step()]}
     if record is not None:
         args["record"] = dict(record)
+    if history_checked:
+        args["history_checked"] = True
     return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args", json.dumps(args), *dbt_args]
 
 
@@ -492,6 +496,13 @@ def run_fleet(
     statements = [0]
     invocations = [0]
     errors: list[BaseException] = []
+    # Once an invocation of this run wrote history (or created its table), the others skip its
+    # three check statements (docs/history.md).
+    history_ready = [False]
+
+    def note_history(invocation: DbtInvocation | None) -> None:
+        if invocation is not None and not history_ready[0] and history_written(marker_messages(invocation)):
+            history_ready[0] = True
 
     # Steps start once every worker is ready (dbt imported): a worker that is ready first would
     # otherwise take a short queue alone while the others still start.
@@ -506,13 +517,15 @@ def run_fleet(
             worker.start()
             if prepare is not None and worker.index == 1:  # a failure here leaves it to the steps
                 prepared = worker.run([*prepare, *worker_args], None).invocation
+                note_history(prepared)
                 with state.cond:
                     invocations[0] += 1
                     statements[0] += len(prepared.sql_statements) if prepared else 0
             ready.wait()
             while (step := state.take()) is not None:
                 started = time.time()
-                ran = worker.run(step_args(step, records.get(step.table), worker_args), timeout)
+                ran = worker.run(step_args(step, records.get(step.table), worker_args, history_ready[0]), timeout)
+                note_history(ran.invocation)
                 outcome = _outcome(step, ran, started, time.time(), worker.index, timeout)
                 outcome, extra = _after_failure(worker, step, outcome, records.get(step.table), run_id, worker_args,
                                                 timeout)

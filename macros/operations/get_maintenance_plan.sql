@@ -472,8 +472,10 @@
     History (macros/internal/history.sql): a row per executed, skipped or failed step (none in a
     dry run), sent before and after each CALL and at the end; `tables` ({table: {node, health}})
     gives each table's dbt node label and the summary figures its plan read (health before its
-    first step; an executed step reads them after itself for the next). -#}
-{% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true, path='maintain', tables={}) %}
+    first step; an executed step reads them after itself for the next); `history_checked`: the
+    caller knows the history table exists with its columns (no check statements). -#}
+{% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true, path='maintain', tables={},
+    history_checked=false) %}
   {%- set total = steps | selectattr('status', 'equalto', 'planned') | list | length -%}
   {%- set counter = namespace(i=0) -%}
   {%- set last_planned = {} -%}
@@ -484,6 +486,7 @@
   {#- A dry run writes no history at all: it neither changes nor decides anything. -#}
   {%- set history = dbt_iceberg_maint._iceberg_maint_history_open(path) -%}
   {%- do history.update({'enabled': history.enabled and not dry_run}) -%}
+  {%- if history_checked -%}{%- do history.state.update({'ready': true}) -%}{%- endif -%}
   {%- set known = {} -%}
   {%- for step in steps -%}
     {%- if history.enabled and step.table not in known -%}
@@ -548,20 +551,24 @@
     table. `record` ({policy, snapshot_id}: the tables' policy and the snapshot the plan read,
     the fleet engine passes it) records the checks of the steps that ran as iceberg_maintenance
     does, so the intervals and the fixed point hold for the engine's runs too. -#}
-{% macro execute_maintenance_steps(steps, record=none) %}
-  {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps, record=record)) }}
+{% macro execute_maintenance_steps(steps, record=none, history_checked=false) %}
+  {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps, record=record,
+      history_checked=history_checked)) }}
 {% endmacro %}
 
-{% macro default__execute_maintenance_steps(steps, record=none) %}
+{% macro default__execute_maintenance_steps(steps, record=none, history_checked=false) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.execute_maintenance_steps is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__execute_maintenance_steps(steps, record=none) %}
+{% macro spark__execute_maintenance_steps(steps, record=none, history_checked=false) %}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)
-        + dbt_iceberg_maint._iceberg_maint_record_errors(record)) -%}
+        + dbt_iceberg_maint._iceberg_maint_record_errors(record)
+        + dbt_iceberg_maint._iceberg_maint_check_boolean('execute_maintenance_steps', 'history_checked',
+            history_checked)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, path='execute_maintenance_steps') -%}
+  {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, path='execute_maintenance_steps',
+        history_checked=history_checked) -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
   {%- if failed -%}
     {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "

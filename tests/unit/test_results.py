@@ -11,6 +11,7 @@ from dbt_iceberg_maint.results import (
     MaintenanceResult,
     ResultLineError,
     failed_results,
+    history_written,
     parse_result_lines,
 )
 
@@ -98,3 +99,12 @@ def test_a_record_round_trips_its_fields() -> None:
         json.dumps({"table": "t", "operation": "remove_orphan_files", "status": "dry_run"})
     )
     assert result == MaintenanceResult(table="t", operation="remove_orphan_files", status="dry_run")
+
+
+def test_history_written_needs_a_line_that_says_written_true() -> None:
+    """The fleet engine skips the history checks only after such a line (docs/history.md)."""
+    written = 'ICEBERG_MAINT_HISTORY {"table": "a.iceberg_maint_history", "rows": 2, "written": true, "problem": null}'
+    refused = written.replace('"written": true', '"written": false')
+    assert history_written(["other", written])
+    assert not history_written([refused, "ICEBERG_MAINT_HISTORY {not json", "mentions ICEBERG_MAINT_HISTORY"])
+    assert not history_written([])

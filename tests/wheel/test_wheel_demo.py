@@ -96,7 +96,8 @@ def test_the_built_wheel_runs_the_whole_demo_from_any_directory(tmp_path: Path) 
     (wheel,) = dist.glob("dbt_iceberg_maint-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     # The dbt package and the demo's project ship as package data; build output and local state do not.
-    for shipped in ("dbt_project.yml", "macros/operations/maintain.sql", "integration_tests/dbt_project.yml",
+    for shipped in ("dbt_project.yml", "macros/operations/maintain.sql", "models/iceberg_maint_runs.sql",
+                    "integration_tests/dbt_project.yml",
                     "integration_tests/packages.yml", "integration_tests/profiles.yml"):
         assert f"dbt_iceberg_maint/_project/{shipped}" in names
     assert "dbt_iceberg_maint/log4j2.properties" in names  # the embedded runtime's driver log settings
