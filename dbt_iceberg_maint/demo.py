@@ -189,19 +189,23 @@ def step_health_test(ctx: DemoContext) -> None:
     """The generic health test as a dbt user runs it: it fails before maintenance and passes after."""
     phase = "after" if "maintenance_results" in ctx.state else "before"
     ctx.console.rule(f"Health as a dbt test {phase} maintenance: dbt test --select {HEALTH_TEST}")
-    invocation = invoke_dbt(["test", "--select", HEALTH_TEST, "--vars", "{demo_health_tests: true}", "--quiet"],
-                            ctx.project_dir, env=ctx.env)
+    invocation = invoke_dbt(["test", "--select", HEALTH_TEST, "--vars", "{demo_health_tests: true}",
+                             "--store-failures", "--log-level", "none"], ctx.project_dir, env=ctx.env)
     [node] = [n for n in invocation.nodes if n.name == HEALTH_TEST]
     expected = "pass" if phase == "after" else "fail"
     if node.status != expected:
         raise IcebergMaintError(f"{HEALTH_TEST} should {expected} {phase} maintenance: {node.status} {node.message}")
+    # The failing rows, as --store-failures keeps them: one per violated threshold.
+    rows = ctx.spark.sql(f"select message from {DEFAULT_CATALOG}.{DEMO_SCHEMA}_dbt_test__audit.{HEALTH_TEST}"
+                         ).collect() if expected == "fail" else []
     colour = "green" if expected == "pass" else "red"
     ctx.console.print(f"{HEALTH_TEST}: [{colour}]{node.status.upper()}[/{colour}]"
-                      + (f" ({node.message})" if node.message else ""))
+                      + "".join(f"\n  {row['message']}" for row in rows))
 
 
 HISTORY_COLUMNS = (Column("table"), Column("operation"), Column("status"), Column("duration_ms", "ms", justify="right"),
                    Column("files", "data files before -> after", justify="right"),
+                   Column("snapshots", "snapshots before -> after", justify="right"),
                    Column("rewritten", "bytes rewritten", justify="right"))
 
 
@@ -213,6 +217,8 @@ def step_history(ctx: DemoContext) -> None:
         "select table_name, operation, status, duration_ms, "
         "get_json_object(health_before, '$.data_files') as files_before, "
         "get_json_object(health_after, '$.data_files') as files_after, "
+        "get_json_object(health_before, '$.snapshots') as snapshots_before, "
+        "get_json_object(health_after, '$.snapshots') as snapshots_after, "
         "get_json_object(output, '$.rewritten_bytes_count') as rewritten "
         f"from {relation} where path = 'iceberg_maintenance' and status != 'skipped' "
         "order by started_at").collect()
@@ -221,7 +227,8 @@ def step_history(ctx: DemoContext) -> None:
     table = rich_table([{"table": row["table_name"].split(".", 1)[-1], "operation": row["operation"],
                          "status": row["status"], "duration_ms": row["duration_ms"],
                          "files": f"{row['files_before'] or '-'} -> {row['files_after'] or '-'}",
-                         "rewritten": row["rewritten"] or ""} for row in rows],
+                         "snapshots": f"{row['snapshots_before'] or '-'} -> {row['snapshots_after'] or '-'}",
+                         "rewritten": f"{int(row['rewritten']):,}" if row["rewritten"] else ""} for row in rows],
                        HISTORY_COLUMNS, title="iceberg_maint_history: the executed steps of the nightly run")
     ctx.console.print(table)
     skipped = ctx.spark.sql(f"select count(*) from {relation} where status = 'skipped'").collect()[0][0]
