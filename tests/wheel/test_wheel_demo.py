@@ -86,6 +86,12 @@ def assert_the_demo_built_maintained_and_recovered(output: str) -> None:
     assert "conflict_sql_error: not_iceberg_conflict -> not re-run: " in prose
     assert "info merge_without_partition_predicate: incremental merge into Iceberg table" in prose  # lint step
     assert "lint exit code: 0" in prose
+    # The health test fails before maintenance naming the threshold, passes after; history rows.
+    assert re.search(r"events_healthy: FAIL analytics\.events has \d+ snapshots, more than 4", prose), prose
+    assert prose.index("events_healthy: FAIL") < prose.index("events_healthy: PASS")
+    history = health_rows(output, "iceberg_maint_history: the executed steps of the nightly run")
+    assert set(history) == {"events", "event_log"}, history  # the last row of each table
+    assert history["event_log"][1:3] == ["rewrite_manifests", "success"], history
 
 
 @pytest.mark.timeout(2400)
