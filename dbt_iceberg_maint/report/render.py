@@ -151,8 +151,10 @@ def charts(report: Report) -> dict[str, bytes]:
         ax.set_title(table.table, fontsize=10, loc="left", pad=22)
         ax.legend(fontsize=7, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=5)
         ax.set_ylim(bottom=0)
-        if max(times) - min(times) < 1 / 24:  # one instant: an hour either side, not years
-            ax.set_xlim(min(times) - 1 / 24, max(times) + 1 / 24)
+        span = max(times) - min(times)
+        if span < 1 / 24:  # points minutes apart (or one instant): a margin of their own scale, not years
+            margin = max(span * 0.1, 2 / 1440)
+            ax.set_xlim(min(times) - margin, max(times) + margin)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         locator = dates.AutoDateLocator()  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(locator)
