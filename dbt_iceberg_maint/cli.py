@@ -504,6 +504,76 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
     sys.exit(EXIT_FAILURES if any(p.status == "failed" and not p.due for p in plan) else 0)
 
 
+REPORT_COLUMNS = (Column("rank", justify="right"), Column("table"), Column("score", justify="right"),
+                  *(Column(key, key.replace("_", " "), justify="right") for key in (
+                      "small_files", "data_files", "delete_files", "snapshots", "failed_steps", "streak")),
+                  Column("expire_bytes", "expire_snapshots would free (bytes)", justify="right"),
+                  Column("orphan_bytes", "remove_orphan_files would free (bytes)", justify="right"))
+
+
+@main.command("report")
+@_catalog_options
+@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="The dbt project: its profile's catalog and schema, its vars.")
+@click.option("--profiles-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--target", default=None, help="The profile target (default: the profile's).")
+@click.option("--vars", "vars_yaml", default=None,
+              help="dbt --vars (YAML) the maintenance jobs pass, for dbt_iceberg_maint_history_schema/_table.")
+@click.option("--history-table", default=None, metavar="SCHEMA.TABLE",
+              help="The history table. Default: the vars', else <target schema>.iceberg_maint_history.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("iceberg_maint_report"), show_default=True,
+              help="Where report.html, report.json and the PNG charts are written.")
+@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=30, show_default=True,
+              help="Look back this many days of history.")
+@click.option("--estimates/--no-estimates", default=True, show_default=True,
+              help="Estimate the bytes expire_snapshots and remove_orphan_files would free (lists each "
+                   "table's location).")
+@click.option("--expire-older-than-hours", type=click.FloatRange(min=0), default=168, show_default=True)
+@click.option("--expire-retain-last", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--orphan-older-than-hours", type=click.FloatRange(min=0), default=72, show_default=True)
+@output_option
+@handle_errors
+def report_command(warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
+                   workers: int, project_dir: Path, profiles_dir: Path | None, target: str | None,
+                   vars_yaml: str | None, history_table: str | None, out_dir: Path, days: float, estimates: bool,
+                   expire_older_than_hours: float, expire_retain_last: int, orphan_older_than_hours: float,
+                   output: str) -> None:
+    """A report over the maintenance history and the tables' current health: trends, what each
+    run did, failure and skip streaks, the worst tables first, the last run's backlog, and what
+    expire_snapshots and remove_orphan_files would free (docs/report.md). Writes report.html
+    (self-contained), report.json and PNG charts to --out; prints the ranking. Exit 0, 1 when the
+    history cannot be read, 2 on usage errors."""
+    import datetime as dt
+    import os
+
+    from dbt_iceberg_maint.invoke import default_profiles_dir
+    from dbt_iceberg_maint.report.shell import EstimateSettings, history_table_name, make_report, write_report
+
+    catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
+    profiles = profiles_dir or (default_profiles_dir(project_dir, os.environ)
+                                if (project_dir / "dbt_project.yml").is_file() else None)
+    name = history_table_name(history_table, project_dir, profiles, target, vars_yaml)
+    settings = EstimateSettings(expire_older_than_hours, expire_retain_last, orphan_older_than_hours)
+    report = make_report(catalog, name, days, dt.datetime.now(dt.timezone.utc),  # type: ignore[arg-type]
+                         settings if estimates else None, workers)
+    written = write_report(report, out_dir)
+    rows: list[dict[str, object]] = []
+    for table in report.tables:
+        estimate = table.estimates if table.estimates is not None and table.estimates.error is None else None
+        rows.append({"rank": len(rows) + 1, "table": table.table, "score": int(table.score),
+                     **{k: table.current.get(k) for k in ("small_files", "data_files", "delete_files", "snapshots")},
+                     "failed_steps": table.failed_steps, "streak": table.longest_streak,
+                     "expire_bytes": estimate.expire_bytes if estimate else None,
+                     "orphan_bytes": estimate.orphan_bytes if estimate else None})
+    if output == "json":
+        click.echo(json.dumps(written.document, indent=2))
+        return
+    render(output, rows, REPORT_COLUMNS, title=f"Worst tables first ({report.rows} step(s) in {days:g} day(s) of "
+                                               f"{name})", empty=f"no maintenance step in the last {days:g} day(s)",
+           footer=f"wrote {written.html}, {written.json} and {len(written.pngs)} PNG chart(s)")
+
+
 def _refuse_misplaced_options(dbt_args: tuple[str, ...]) -> None:
     """Exit 2 when the command's own options come after DBT_ARGS (they would go to dbt)."""
     context = click.get_current_context()

@@ -45,3 +45,7 @@ class PolicyError(IcebergMaintError):
 
 class LeaseError(IcebergMaintError):
     """The lease admin's run-operation failed or logged no readable ICEBERG_MAINT_LEASES line."""
+
+
+class HistoryError(IcebergMaintError):
+    """The maintenance history table is missing or holds a row the report cannot read."""

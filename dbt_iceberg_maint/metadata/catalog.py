@@ -143,6 +143,15 @@ def config_from_spark_settings(settings: Mapping[str, Any]) -> CatalogConfig:
 def config_from_profile(project_dir: Path, profiles_dir: Path, target: str | None,
                         environ: Mapping[str, str] | None = None) -> CatalogConfig:
     """Read `server_side_parameters` of the project's profile target (env_var() rendered)."""
+    settings = profile_setting(project_dir, profiles_dir, target, "server_side_parameters", environ)
+    return config_from_spark_settings(settings or {})
+
+
+def profile_setting(project_dir: Path, profiles_dir: Path, target: str | None, key: str,
+                    environ: Mapping[str, str] | None = None) -> Any:
+    """One setting of the project's profile target (`schema`, `server_side_parameters`, ...), its
+    env_var() calls rendered; only that setting is rendered, so another's missing variable does
+    not matter."""
     import jinja2
     import yaml  # type: ignore[import-untyped]
 
@@ -180,8 +189,7 @@ def config_from_profile(project_dir: Path, profiles_dir: Path, target: str | Non
     if not isinstance(output, dict):
         raise UsageError(f"profile {profile_name!r} has no target {chosen!r}; targets: "
                          f"{', '.join(profile.get('outputs') or {})}")
-    settings = render(output.get("server_side_parameters") or {})
-    return config_from_spark_settings(settings)
+    return render(output.get(key))
 
 
 # PostgreSQL JDBC URI parameters -> libpq's (what psycopg2 takes). None: the value needs a
