@@ -235,6 +235,24 @@ def step_history(ctx: DemoContext) -> None:
     ctx.console.print(f"plus {skipped} skipped step(s) with their reasons; one row per step, written by SQL alone")
 
 
+def step_report(ctx: DemoContext) -> None:
+    """`dbt-iceberg-maint report` over the history and the tables' metadata (docs/report.md)."""
+    from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
+    from dbt_iceberg_maint.report.shell import EstimateSettings, make_report, write_report
+
+    out = Path(ctx.env[WAREHOUSE_ENV]).parent / "report"
+    ctx.console.rule(f"Report: dbt-iceberg-maint report --out {out}")
+    catalog = open_catalog(config_from_options(ctx.env[WAREHOUSE_ENV], (), DEFAULT_CATALOG))
+    report = make_report(catalog, f"{DEMO_SCHEMA}.iceberg_maint_history", 1, datetime.now(timezone.utc),
+                         EstimateSettings())
+    written = write_report(report, out)
+    for rank, table in enumerate(report.tables, 1):
+        ctx.console.print(f"{rank}. {table.table}: score {table.score:g}, {table.failed_steps} failed step(s), "
+                          f"longest streak {table.longest_streak}")
+    ctx.console.print(f"wrote {written.html} (self-contained: open it in a browser), {written.json} and "
+                      f"{len(written.pngs)} PNG chart(s)")
+
+
 def step_conflict_recovery(ctx: DemoContext) -> None:
     """MERGE models lose to a compaction run by another job; only safe re-runs happen: the
     idempotent one by its idempotency, the `idempotent: false` one because landed verification
@@ -305,6 +323,7 @@ DEFAULT_STEPS: tuple[Callable[[DemoContext], None], ...] = (
     step_history,
     step_health_after,
     step_health_test,
+    step_report,
     step_conflict_recovery,
 )
 

@@ -92,6 +92,7 @@ def assert_the_demo_built_maintained_and_recovered(output: str) -> None:
     history = health_rows(output, "iceberg_maint_history: the executed steps of the nightly run")
     assert set(history) == {"events", "event_log"}, history  # the last row of each table
     assert history["event_log"][1:3] == ["rewrite_manifests", "success"], history
+    assert re.search(r"1\. analytics\.\w+: score \d+", prose) and "(self-contained: open it in a browser)" in prose
 
 
 @pytest.mark.timeout(2400)
@@ -127,5 +128,11 @@ def test_the_built_wheel_runs_the_whole_demo_from_any_directory(tmp_path: Path) 
     assert "conflict_merge_unsafe: missing_files_to_delete -> write verified not landed -> re-run -> success" in out
     # dbt ran a copy under the work directory, never inside site-packages.
     assert (elsewhere / "work" / "project" / "integration_tests" / "target").is_dir()
+    # The report the demo ends with: one page naming both maintained tables, its JSON and charts.
+    page = (elsewhere / "work" / "report" / "report.html").read_text()
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)  # base64 may spell anything
+    assert "analytics.events" in text and "analytics.event_log" in text and "http" not in text
+    assert (elsewhere / "work" / "report" / "report.json").is_file()
+    assert list((elsewhere / "work" / "report").glob("*.png"))
     (installed,) = venv.glob("lib/python*/site-packages/dbt_iceberg_maint/_project/integration_tests")
     assert not (installed / "target").exists() and not (installed / "dbt_packages").exists()
