@@ -52,3 +52,24 @@ def test_run_operation_and_post_hook_rows_over_thrift(built: ThriftDbtProject, t
     found = rows(thrift_sql, built, "th-hist-hook")
     assert [(r["path"], r["operation"], r["status"], r["reason"]) for r in found] == [
         ("maintain", r.operation, r.status, r.reason) for r in results]
+
+
+def test_procedure_and_fleet_step_rows_over_thrift(built: ThriftDbtProject, thrift_sql: ThriftSql) -> None:
+    """The two other paths: a procedure as a run-operation, and execute_maintenance_steps (what the
+    fleet engine runs per step), each with its own path and the table's snapshot after it."""
+    table = f"{built.schema}.event_log"
+    procedure = built("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
+                      json.dumps({"relation": table}), "--vars", "{dbt_iceberg_maint_run_id: th-hist-proc}")
+    steps = [{"table": table, "operation": "rewrite_manifests", "status": "planned", "reason": "due",
+              "sql": f"CALL system.rewrite_manifests(table => '{table}')"}]
+    fleet_step = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                       json.dumps({"steps": steps}), "--vars", "{dbt_iceberg_maint_run_id: th-hist-steps}")
+    for run, run_id, path in ((procedure, "th-hist-proc", "rewrite_manifests"),
+                              (fleet_step, "th-hist-steps", "execute_maintenance_steps")):
+        [result] = parse_result_lines(run.log_messages)
+        [row] = rows(thrift_sql, built, run_id)
+        assert (row["path"], row["table_name"], row["operation"], row["status"]) == (
+            path, table, "rewrite_manifests", result.status), row
+        assert row["node"] == "iceberg_maint_integration_tests.event_log"
+    current = thrift_sql.scalar(f"select snapshot_id from {built.table('event_log')}.refs where name = 'main'")
+    assert row["snapshot_id_after"] == current  # the last step's
