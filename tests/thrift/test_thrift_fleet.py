@@ -57,7 +57,8 @@ def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: p
     (root / "models").mkdir()
     # The policy of catalog tables no dbt node declares (--include-catalog).
     (root / "dbt_project.yml").write_text("name: fleet\nversion: '1.0'\nconfig-version: 2\nprofile: fleet\n"
-                                          f"vars: {{dbt_iceberg_maint_catalog_policy: {POLICY}}}\n")
+                                          f"vars: {{dbt_iceberg_maint_catalog_policy: {POLICY}, "
+                                          f"dbt_iceberg_maint_history_schema: {LAKE}}}\n")
     (root / "profiles.yml").write_text(
         f"fleet:\n  target: thrift\n  outputs:\n    thrift: {{type: spark, method: thrift, host: {thrift_server.host}, "
         f"port: {thrift_server.port}, user: dbt, schema: fleet_models, threads: 1, connect_retries: 3, "
@@ -241,6 +242,14 @@ def test_a_step_past_its_timeout_is_stopped_and_the_other_tables_are_still_maint
     print(f"\nfleet with a timeout: {took:.1f} s; the timed-out CALL ended in the server "
           f"{time.monotonic() - begun:.1f} s after the run began")
     assert thrift_sql.scalar(f"select count(*) from {LAKE}.slow") == rows
+    # History after the kill: one row for each step that finished, none for the killed one.
+    history = f"{LAKE}.iceberg_maint_history"
+    thrift_sql.execute(f"refresh table {history}")
+    written = thrift_sql.rows(f"select table_name, operation, status from {history} "
+                              f"where run_id = '{report.run_id}'")
+    finished = sorted((o.table, o.operation, o.status) for o in report.outcomes
+                      if o.status == "success")
+    assert sorted(tuple(row) for row in written) == finished, (written, finished)
 
 
 def test_lease_logs_are_created_up_front_on_request(lake: Path, thrift_sql: ThriftSql) -> None:
