@@ -509,6 +509,9 @@ def _quiesced(run: Run, log: Callable[[str], None]) -> QuiescedPhase:
     long_batch = 900_000
     long_started = time.time()
     long_proc = run.start("long_writer", "long-writer", "--table", "t_append", "--batch", str(long_batch))
+    # The next maintenance's JVM starts beside the long writer's; its invocation waits for `go`.
+    go = run.workdir / "maintenance_final.go"
+    final = run.start("maintenance_final", "maintenance", "--once", "--after", str(go))
     in_flight = wait_for(lambda: run._new_files("t_append", long_started), 300, "the long writer's first data file")
     aged = audit.age_files([p for files in crash_orphans.values() for p in files], ORPHAN_AGE_HOURS)
     # A young orphan (written now, referenced by nothing): the window must keep it.
@@ -516,7 +519,7 @@ def _quiesced(run: Run, log: Callable[[str], None]) -> QuiescedPhase:
     young_path = Path(source).with_name(f"torture-young-{int(time.time())}.parquet")
     shutil.copyfile(source, young_path)
     log(f"{aged} orphan file(s) aged by {ORPHAN_AGE_HOURS} h; one young orphan planted; long writer in flight")
-    final = run.start("maintenance_final", "maintenance", "--once")
+    go.touch()
     final.popen.wait(timeout=900)
     aged_left = [p for files in crash_orphans.values() for p in files if os.path.exists(p)]
     in_flight_kept = all(os.path.exists(p) for p in in_flight)
