@@ -66,6 +66,7 @@ BASE_DAY = date(2024, 1, 1)
 ROUNDS_PER_DAY = 1  # the writers' hot window moves one day forward every round of a variant
 ROWS_PER_BATCH = 200
 WARM_UP_BATCHES = 3  # batches 0-2 before the first measured round: days the writers left exist
+WARM_UP_THREADS = 4
 PROCESS_TIMEOUT_S = 900.0
 GATE_REACH_TIMEOUT_S = 400.0  # the writer's dbt start-up and planning, on a loaded machine
 # The policy's cold_partitions_hours, in seconds. The days the writer left two rounds ago must be
@@ -83,6 +84,7 @@ QUIET_MARGIN_S = 5.0
 # Task slots of the writers' application: a MERGE held at the gate keeps one (its task sleeps),
 # so the four variants' MERGEs need a slot each and more to run their other tasks.
 WRITER_SLOTS = 6
+CLUSTER_CORES = WRITER_SLOTS + 2  # writers, maintenance, one spare
 SMALL_FILE_BYTES = 0.75 * 512 * 1024 * 1024  # 75 % of the default target file size: every file in this lab
 HEADLINE = ("naive_dbt", "policy_runner")
 ALPHA = 0.01
@@ -240,16 +242,39 @@ def spark_ui_intervals(executions: Iterable[Mapping[str, Any]], needle: str, sin
 
 @dataclass
 class Lab:
-    """The running components of one benchmark run; `close()` stops what it started."""
+    """The running components of one benchmark run; `close()` stops what it started. The
+    maintenance side (its Thrift Server, the gate jar) is started by `start_maintenance_side`."""
 
     run_dir: Path
     catalog: JdbcCatalog
+    cluster: SparkCluster
     writer_server: ThriftServer
-    maintenance_server: ThriftServer
     project: Path
-    gate_jar: Path
     started: ExitStack  # stops what open_lab started, last started first
+    _maintenance_server: ThriftServer | None = None
+    _gate_jar: Path | None = None
     _iceberg: MetadataCatalog | None = None
+
+    @property
+    def maintenance_server(self) -> ThriftServer:
+        if self._maintenance_server is None:
+            raise RuntimeError("the maintenance server has not been started (start_maintenance_side)")
+        return self._maintenance_server
+
+    @property
+    def gate_jar(self) -> Path:
+        if self._gate_jar is None:
+            raise RuntimeError("the gate jar has not been built (start_maintenance_side)")
+        return self._gate_jar
+
+    def start_maintenance_side(self) -> None:
+        """The maintenance's Thrift Server application and the gate jar: only the measured rounds
+        use them, so `prepare_tables` starts them in the warm-up's pause instead of before it."""
+        self._maintenance_server = start_cluster_thrift_server(
+            self.cluster, self.catalog, self.run_dir / "maintenance_server", name="maintenance", with_ui=True,
+            extra_conf=UI_CONF)
+        self.started.callback(self._maintenance_server.stop)
+        self._gate_jar = build_gate_jar(self.run_dir / "gate_build")
 
     def iceberg(self) -> MetadataCatalog:
         """One pyiceberg catalog (one connection pool) for the whole run: a catalog per read
@@ -266,8 +291,11 @@ class Lab:
         self.started.close()
 
 
+UI_CONF = {"spark.ui.enabled": "true", "spark.sql.ui.retainedExecutions": "200"}
+
+
 def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: PostgresServer | None = None) -> Lab:
-    """Start what is not given (PostgreSQL, cluster) and the two Thrift Server applications."""
+    """Start what is not given (PostgreSQL, cluster) and the writers' Thrift Server application."""
     with ExitStack() as started:
         if postgres is None:
             postgres = start_server()
@@ -275,30 +303,25 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
             started.callback(postgres.stop)
         if cluster is None:
             # Slots are declared, not CPUs: gated tasks sleep. Writers, maintenance, one spare.
-            cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=WRITER_SLOTS + 2))
+            cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=CLUSTER_CORES))
             started.callback(cluster.stop)
         elif cluster.spec.worker_cores < WRITER_SLOTS + 1:
             raise ValueError(f"cluster: a worker with {cluster.spec.worker_cores} cores; the concurrency benchmark "
                              f"needs at least {WRITER_SLOTS + 1} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
         catalog = JdbcCatalog(postgres, run_dir / "warehouse")
-        ui = {"spark.ui.enabled": "true", "spark.sql.ui.retainedExecutions": "200"}
         # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
         writers = start_cluster_thrift_server(
             cluster, catalog, run_dir / "writer_server", name="writers", with_ui=True,
-            extra_conf={**ui, "spark.sql.shuffle.partitions": "6", "spark.cores.max": str(WRITER_SLOTS),
+            extra_conf={**UI_CONF, "spark.sql.shuffle.partitions": "6", "spark.cores.max": str(WRITER_SLOTS),
                         "spark.executor.cores": str(WRITER_SLOTS),
                         "spark.sql.adaptive.coalescePartitions.enabled": "false"})
         started.callback(writers.stop)
-        maintenance = start_cluster_thrift_server(cluster, catalog, run_dir / "maintenance_server",
-                                                  name="maintenance", with_ui=True, extra_conf=ui)
-        started.callback(maintenance.stop)
         project = run_dir / "project"
         shutil.copytree(PROJECT, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target", "dbt_packages",
                                                                                            "logs"))
         (project / "packages.yml").write_text(json.dumps({"packages": [{"local": str(ROOT)}]}) + "\n")
-        gate_jar = build_gate_jar(run_dir / "gate_build")
-        return Lab(run_dir, catalog, writers, maintenance, project, gate_jar, started.pop_all())
+        return Lab(run_dir, catalog, cluster, writers, project, started.pop_all())
 
 
 def _check(finished: proc.Finished, what: str) -> None:
@@ -346,10 +369,17 @@ def prepare_tables(lab: Lab, states: Mapping[str, VariantState], cold_seconds: f
             # Spaced like measured rounds: the days written by the last warm-up must still be hot
             # (quiet for less than cold_partitions_hours) when the first round's maintenance
             # starts, which waits until the one before last is cold. The earlier batches only
-            # need to be cold by then, so they follow each other without a pause.
-            time.sleep(cold_seconds / 2)
+            # need to be cold by then, so they follow each other without a pause. The pause
+            # starts the maintenance side, which the warm-up does not use, and sleeps the rest.
+            paused = time.monotonic()
+            lab.start_maintenance_side()
+            time.sleep(max(0.0, cold_seconds / 2 - (time.monotonic() - paused)))
+        # The batches before the pause build the variants' tables side by side (a table per model,
+        # none shares a commit; each statement writes the same files): a shorter setup. The last
+        # one keeps the profile's one thread: its length is part of the hot days' margin (COLD_SECONDS_QUICK).
+        threads = WARM_UP_THREADS if batch < WARM_UP_BATCHES - 1 else None
         create = proc.dbt_run(f"warm-up-{batch}", lab.project, work, writer_selection(VARIANTS),
-                              writer_env(batch, cold_seconds))
+                              writer_env(batch, cold_seconds), threads=threads)
         _check(proc.run(create, PROCESS_TIMEOUT_S), f"dbt run (warm-up batch {batch})")
         ended = time.time()
         for state in states.values():

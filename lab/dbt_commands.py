@@ -74,11 +74,11 @@ def workdir(root: Path, name: str, profile_text: str) -> Path:
     return path
 
 
-def dbt_run(name: str, project_dir: Path, work: Path, select: str, env: Mapping[str, str] | None = None
-            ) -> DbtCommand:
-    """Plain `dbt run`: the baseline writer."""
-    return DbtCommand(name, (str(BIN / "dbt"), "run", "--project-dir", str(project_dir), "--select", select), work,
-                      dict(env or {}))
+def dbt_run(name: str, project_dir: Path, work: Path, select: str, env: Mapping[str, str] | None = None,
+            threads: int | None = None) -> DbtCommand:
+    """Plain `dbt run`: the baseline writer. `threads` overrides the profile's (1)."""
+    argv = (str(BIN / "dbt"), "run", "--project-dir", str(project_dir), "--select", select)
+    return DbtCommand(name, argv + (("--threads", str(threads)) if threads else ()), work, dict(env or {}))
 
 
 def runner_run(name: str, project_dir: Path, work: Path, select: str, env: Mapping[str, str] | None = None,

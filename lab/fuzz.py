@@ -570,7 +570,8 @@ def view_escapes(spark: Any, view: str, location: str) -> bool:
 
 
 class _Session:
-    """One fuzz run's dbt invocations, each bracketed by the tables' states."""
+    """One fuzz run's dbt invocations, each bracketed by the tables' states. Only the invocations
+    write to the tables, so the state read after one is the state before the next: read once."""
 
     def __init__(self, run: Callable[..., Any], spark: Any, tables: Sequence[str], relation: str,
                  cold_relation: str) -> None:
@@ -578,17 +579,19 @@ class _Session:
         self.relation, self.cold_relation = relation, cold_relation
         self.changed: list[list[int]] = []
         self.invocations = 0
+        self._last: list[tuple[Any, ...]] | None = None
 
     def states(self) -> list[tuple[Any, ...]]:
         return [table_state(self.spark, t) for t in self.tables]
 
     def invoke(self, macro: str, involved: Sequence[Mapping[str, Any]], extra: Sequence[str] = (), **args: Any) -> Any:
-        before = self.states()
+        before = self._last if self._last is not None else self.states()
         arguments = json.dumps({**args, "relation": self.relation, "cold_relation": self.cold_relation},
                                ensure_ascii=False)
         invocation = self.run("run-operation", macro, "--args", arguments, *extra, expect_success=False)
         self.invocations += 1
-        if self.states() != before:
+        self._last = self.states()
+        if self._last != before:
             self.changed.append([c["id"] for c in involved])
         return invocation
 

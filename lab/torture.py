@@ -67,7 +67,13 @@ class Settings:
 
 
 def quick_settings() -> Settings:
-    return Settings(load_seconds=75, dbt_writer_groups=(MODELS,), crash_every_s=25, fault_every_s=12, quick=True)
+    # The required kills after the load, the writer's first: the quick load is about as long as
+    # the maintenance's first invocation (its JVM start), so often neither kill came in it; the
+    # writer can be killed at once, and its restart (a JVM, a parse) then overlaps the wait for
+    # the maintenance's next rewrite CALL instead of following it. The load itself is unchanged
+    # (a kill in it would cost the writer's commits that the catalog cuts wait for).
+    return Settings(load_seconds=75, dbt_writer_groups=(MODELS,), crash_every_s=25, fault_every_s=12, quick=True,
+                    required_crashes=("kill_writer_mid_merge", "kill_maintenance_mid_rewrite"))
 
 
 def full_settings(minutes: float) -> Settings:
@@ -503,6 +509,9 @@ def _quiesced(run: Run, log: Callable[[str], None]) -> QuiescedPhase:
     long_batch = 900_000
     long_started = time.time()
     long_proc = run.start("long_writer", "long-writer", "--table", "t_append", "--batch", str(long_batch))
+    # The next maintenance's JVM starts beside the long writer's; its invocation waits for `go`.
+    go = run.workdir / "maintenance_final.go"
+    final = run.start("maintenance_final", "maintenance", "--once", "--after", str(go))
     in_flight = wait_for(lambda: run._new_files("t_append", long_started), 300, "the long writer's first data file")
     aged = audit.age_files([p for files in crash_orphans.values() for p in files], ORPHAN_AGE_HOURS)
     # A young orphan (written now, referenced by nothing): the window must keep it.
@@ -510,7 +519,7 @@ def _quiesced(run: Run, log: Callable[[str], None]) -> QuiescedPhase:
     young_path = Path(source).with_name(f"torture-young-{int(time.time())}.parquet")
     shutil.copyfile(source, young_path)
     log(f"{aged} orphan file(s) aged by {ORPHAN_AGE_HOURS} h; one young orphan planted; long writer in flight")
-    final = run.start("maintenance_final", "maintenance", "--once")
+    go.touch()
     final.popen.wait(timeout=900)
     aged_left = [p for files in crash_orphans.values() for p in files if os.path.exists(p)]
     in_flight_kept = all(os.path.exists(p) for p in in_flight)

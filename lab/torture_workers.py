@@ -3,7 +3,7 @@
     python -m lab.torture_workers dbt-writer  --workdir W --name N --model M [--model M2 ...]
     python -m lab.torture_workers spark-writer --workdir W --name N --table T
     python -m lab.torture_workers long-writer --workdir W --name N --table T --batch B
-    python -m lab.torture_workers maintenance --workdir W --name N [--once]
+    python -m lab.torture_workers maintenance --workdir W --name N [--once] [--after FILE]
 
 Writers record every batch in the ledger (W/ledger.jsonl) before (`unknown`) and after
 (`committed` / `failed` / `unknown`) the write; every process appends what happened to
@@ -136,14 +136,15 @@ def dbt_writer(worker: Worker, models: Sequence[str]) -> None:
         batch += 1
 
 
-def _session() -> Any:
+def _session(log_level: str | None = "ERROR") -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("torture")
     for key, value in spark_conf().items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if log_level is not None:
+        spark.sparkContext.setLogLevel(log_level)
     return spark
 
 
@@ -264,7 +265,15 @@ def long_writer(worker: Worker, table: str, batch: int, gate: Path) -> None:
     spark.stop()
 
 
-def maintenance(worker: Worker, once: bool) -> None:
+def maintenance(worker: Worker, once: bool, after: Path | None = None) -> None:
+    """The maintenance loop (`once`: one compaction and one other-operations invocation). With
+    `after`, its JVM starts at once and the first invocation waits until that file exists: dbt's
+    session (method: session) is this JVM's, so its start overlaps what the caller still sets up."""
+    if after is not None:
+        _session(log_level=None)  # the log level dbt's own session start leaves
+        worker.state(phase="waiting")
+        while not after.exists():
+            time.sleep(0.1)
     cycle = 0
     while True:
         for phase, operations in (("compaction", ("compaction",)), ("others", MAINTENANCE_OPERATIONS)):
@@ -300,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--table")
     parser.add_argument("--batch", type=int)
     parser.add_argument("--once", action="store_true")
+    parser.add_argument("--after", type=Path, default=None, help="maintenance: start invoking once this file exists")
     args = parser.parse_args(argv)
     worker = Worker(args.workdir, args.name)
     worker.state(phase="starting")
@@ -310,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.role == "long-writer":
         long_writer(worker, args.table, args.batch, args.workdir / f"{args.name}.gate")
     else:
-        maintenance(worker, args.once)
+        maintenance(worker, args.once, args.after)
     worker.state(phase="done")
 
 

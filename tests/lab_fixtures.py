@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab.cluster import JdbcCatalog, SparkCluster, start_cluster
+from benchmarks.concurrency import CLUSTER_CORES
+from lab.cluster import ClusterSpec, JdbcCatalog, SparkCluster, start_cluster
 from lab.postgres import PostgresServer, start_server
 
 
@@ -25,7 +26,10 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    cluster = start_cluster(tmp_path_factory.mktemp("spark_cluster"))
+    """One cluster for the session, declaring the concurrency benchmark's task slots (its gated
+    writers hold theirs): that benchmark runs on it too instead of starting a cluster of its own.
+    Slots are declared, not CPUs; every other application caps itself with spark.cores.max."""
+    cluster = start_cluster(tmp_path_factory.mktemp("spark_cluster"), ClusterSpec(worker_cores=CLUSTER_CORES))
     try:
         yield cluster
     finally:

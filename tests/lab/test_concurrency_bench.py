@@ -1,5 +1,5 @@
 """`./scripts/bench concurrency --quick` in the suite: one round of every variant and the control
-rounds, for real (PostgreSQL catalog, a standalone cluster of its own with the writers' task
+rounds, for real (PostgreSQL catalog, the suite's standalone cluster with the writers' task
 slots, separate dbt processes, the gate). Asserts the invariants, not the statistical targets
 (those need the full run)."""
 
@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 
 from benchmarks.concurrency import COLD_SECONDS_QUICK, VARIANTS, run
+from lab.cluster import SparkCluster
 from lab.postgres import PostgresServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 
 # Three warm-up batches, one cycle and the control cycle, with the quick form's shorter cold
-# window. The benchmark starts its own cluster: the gated writers need more task slots than the
-# suite's cluster declares.
+# window, on the suite's cluster (it declares the gated writers' task slots).
 @pytest.mark.timeout(2700)
-def test_quick_concurrency_rounds_keep_the_invariants(postgres_server: PostgresServer, tmp_path: Path) -> None:
-    figures = run(1, quick=True, results=tmp_path / "results", run_dir=tmp_path / "run", postgres=postgres_server,
-                  cold_seconds=COLD_SECONDS_QUICK)
+def test_quick_concurrency_rounds_keep_the_invariants(postgres_server: PostgresServer, spark_cluster: SparkCluster,
+                                                      tmp_path: Path) -> None:
+    figures = run(1, quick=True, results=tmp_path / "results", run_dir=tmp_path / "run", cluster=spark_cluster,
+                  postgres=postgres_server, cold_seconds=COLD_SECONDS_QUICK)
 
     written = json.loads((tmp_path / "results" / "concurrency.json").read_text())
     assert written["complete"] and (tmp_path / "results" / "concurrency.png").is_file()
