@@ -25,6 +25,8 @@
             path='maintain') -%}
     {%- elif case.kind == 'relation' -%}
       {%- set value = dbt_iceberg_maint.history_relation() -%}
+    {%- elif case.kind == 'streak_kinds' -%}
+      {%- set value = dbt_iceberg_maint._iceberg_maint_streak_kinds() -%}
     {%- endif -%}
     {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': case.id, 'value': value}), info=true) -%}
   {%- endfor -%}

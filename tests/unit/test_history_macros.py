@@ -31,6 +31,7 @@ CASES: list[dict[str, Any]] = [
         **RECORD, "status": "skipped", "reason": "only 1 snapshots", "sql": None, "metrics": {}, "duration_ms": 0}}},
     {"id": "orphans", "kind": "row", "kwargs": {"path": "remove_orphan_files", "record": ORPHANS}},
     {"id": "relation", "kind": "relation"},
+    {"id": "streak_kinds", "kind": "streak_kinds"},
 ]
 
 
@@ -160,3 +161,14 @@ def test_the_step_loop_sends_nothing_when_no_history_is_written(installed_packag
     assert invocation.sql_statements == ()
     assert not [m for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_HISTORY ")]
 
+
+
+def test_the_streak_test_and_the_report_count_the_same_skips(rendered: dict[str, Any]) -> None:
+    """The iceberg_maintenance_streak test (Jinja) and the report (Python) classify skip reasons
+    by the same first words, so a streak the test fails on is the streak the report shows."""
+    from dbt_iceberg_maint.report.model import COST_GATE_PREFIX, LEASE_PREFIXES, blocked_kind
+
+    assert rendered["streak_kinds"] == {"failed": [], "lease": list(LEASE_PREFIXES), "cost_gate": [COST_GATE_PREFIX]}
+    for kind, prefixes in rendered["streak_kinds"].items():
+        for prefix in prefixes:
+            assert blocked_kind("skipped", prefix + "x") == kind
