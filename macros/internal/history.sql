@@ -154,7 +154,8 @@
 {% endmacro %}
 
 
-{#- Add the row of one step result; executed steps flush at once (a kill loses nothing done). -#}
+{#- Queue the row of one step result; the caller flushes after an executed step and before a CALL,
+    so a kill loses at most the row of the step it interrupts. -#}
 {% macro _iceberg_maint_history_add(history, row) %}
   {%- if history.enabled -%}
     {%- do history.pending.append(row) -%}

@@ -298,3 +298,18 @@ def test_the_package_models_summarise_the_history(spark: SparkSession, built: Db
                            ).collect()[0][0]
     assert (day["runs"], day["compactions"], day["node"]) == (runs, compactions, f"{PROJECT}.event_log")
     assert day["data_files"] == json.loads(last_after)["data_files"] and day["snapshots"] >= 1
+
+
+def test_a_bad_history_checked_is_refused_and_changes_nothing(spark: SparkSession, built: DbtProject) -> None:
+    table = f"{built.schema}.event_log"
+    before = current_snapshot(spark, built.table("event_log"))
+    steps = [{"table": table, "operation": "rewrite_manifests", "status": "planned", "reason": "due",
+              "sql": f"CALL system.rewrite_manifests(table => '{table}')"}]
+    run = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                json.dumps({"steps": steps, "history_checked": "yes"}),
+                "--vars", "{dbt_iceberg_maint_run_id: hist-bad-arg}", expect_success=False)
+    assert not run.success
+    assert "execute_maintenance_steps: argument `history_checked` is yes; expected true or false" in " ".join(
+        run.log_messages) + str(run.exception), run.log_messages
+    assert current_snapshot(spark, built.table("event_log")) == before
+    assert history(spark, built, "hist-bad-arg") == []
