@@ -64,20 +64,49 @@ def installed_package(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
 CATALOG_TYPE_ENV = "DBT_ICEBERG_MAINT_CATALOG_TYPE"
 
 
+# The profile's `session` target reads the catalog URI from it (default: the embedded SQLite file).
+CATALOG_URI_ENV = "DBT_ICEBERG_MAINT_CATALOG_URI"
+HIVE_METASTORE = "hive_metastore"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that names `CATALOGS` (e.g. `("embedded", "hive_metastore")`) runs all its tests
+    once per catalog: the `catalog` fixture (and with it the module's warehouse, dbt project and
+    every module-scoped fixture built on them) is parametrised at module scope."""
+    catalogs = getattr(metafunc.module, "CATALOGS", None)
+    if catalogs and "catalog" in metafunc.fixturenames:
+        metafunc.parametrize("catalog", catalogs, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def catalog(request: pytest.FixtureRequest) -> str:
+    """Which catalog the module's warehouse is: `embedded` (the default, or the module's
+    `CATALOG_PROPERTIES`) or `hive_metastore` (the session's real Hive Metastore)."""
+    return str(getattr(request, "param", "embedded"))
+
+
 @pytest.fixture(scope="module")
 def warehouse(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    spark: SparkSession, catalog: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Path]:
     """A fresh warehouse for this test module, made the session's default catalog: the embedded
     default (Iceberg's JDBC catalog on a SQLite file in the warehouse). A module about a Hadoop
     catalog's own behaviour (its rename commit, its lock manager, version-hint.text) says so with
-    `CATALOG_PROPERTIES = {"type": "hadoop"}`."""
-    properties = dict(getattr(request.module, "CATALOG_PROPERTIES", {}))
+    `CATALOG_PROPERTIES = {"type": "hadoop"}`; one whose checks also hold on a Hive Metastore names
+    `CATALOGS` (see pytest_generate_tests)."""
     path = tmp_path_factory.mktemp("warehouse")
+    properties = dict(getattr(request.module, "CATALOG_PROPERTIES", {}))
+    if catalog == HIVE_METASTORE:
+        properties = request.getfixturevalue(HIVE_METASTORE).spark_catalog_properties(str(path.resolve()))
+        properties.pop("warehouse")
     switch_warehouse(spark, path, properties=properties)
-    saved = {name: os.environ.get(name) for name in (WAREHOUSE_ENV, CATALOG_TYPE_ENV)}
+    saved = {name: os.environ.get(name) for name in (WAREHOUSE_ENV, CATALOG_TYPE_ENV, CATALOG_URI_ENV)}
     os.environ[WAREHOUSE_ENV] = str(path.resolve())
     os.environ[CATALOG_TYPE_ENV] = properties.get("type", "jdbc")
+    if "uri" in properties:
+        os.environ[CATALOG_URI_ENV] = properties["uri"]
+    else:
+        os.environ.pop(CATALOG_URI_ENV, None)
     yield path
     for name, value in saved.items():
         if value is None:

@@ -1,6 +1,6 @@
-"""Session-scoped fixtures of the lab's real services (PostgreSQL, the Spark standalone cluster,
-an Iceberg JDBC catalog on that PostgreSQL): started once per pytest session by the lab's own
-modules, stopped by their process ids. Registered in tests/conftest.py."""
+"""Session-scoped fixtures of the lab's real services (PostgreSQL, a Hive Metastore on it, the
+Spark standalone cluster, an Iceberg JDBC catalog on that PostgreSQL): started once per pytest
+session by the lab's own modules, stopped by their process ids. Registered in tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks.concurrency import CLUSTER_CORES
 from lab.cluster import ClusterSpec, JdbcCatalog, SparkCluster, start_cluster
+from lab.hive_metastore import HiveMetastore, start_metastore
 from lab.postgres import PostgresServer, start_server
 
 
@@ -22,6 +23,18 @@ def postgres_server() -> Iterator[PostgresServer]:
     finally:
         server.stop()
         shutil.rmtree(server.data_dir.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(postgres_server: PostgresServer,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[HiveMetastore]:
+    """A real Hive Metastore 2.3.9 on the session's PostgreSQL server (lab/hive_metastore.py)."""
+    metastore = start_metastore(postgres_server, tmp_path_factory.mktemp("hive_metastore"))
+    try:
+        yield metastore
+    finally:
+        metastore.stop()
+        assert metastore.process.poll() is not None, f"Hive Metastore {metastore.pid} outlived stop()"
 
 
 @pytest.fixture(scope="session")

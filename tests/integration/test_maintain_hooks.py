@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+CATALOGS = ("embedded", "hive_metastore")
 
 HOOKS_PROJECT = INTEGRATION_PROJECT / "hooks_project"
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+CATALOGS = ("embedded", "hive_metastore")
 
 ORDER = ["rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+CATALOGS = ("embedded", "hive_metastore")
 
 DECLARED = {
     "write.delete.isolation-level": "serializable",

@@ -1,5 +1,6 @@
-"""The metadata planner on a PostgreSQL-backed JDBC catalog: a real server started by the suite,
-the catalog added to the shared SparkSession, pyiceberg's SqlCatalog on the same database."""
+"""The metadata planner on the catalogs a server keeps: a PostgreSQL-backed JDBC catalog and a Hive
+Metastore (both real servers started by the suite), each added to the shared SparkSession, read by
+pyiceberg's SqlCatalog or HiveCatalog from the same Spark settings."""
 
 from __future__ import annotations
 
@@ -20,19 +21,22 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-CATALOG = "pgcat"
+# Spark catalog name -> the session fixture of the server that keeps it.
+SERVER_CATALOGS = {"pgcat": "postgres_server", "hmscat": "hive_metastore"}
 
 
-def test_planner_equals_macros_on_jdbc_catalog(spark: SparkSession, dbt_project: DbtProject, tmp_path: Path,
-                                               postgres_server: PostgresServer) -> None:
-    properties = postgres_server.spark_catalog_properties(str(tmp_path / "pg_warehouse"))
-    spark.conf.set(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
+@pytest.mark.parametrize("name", SERVER_CATALOGS)
+def test_planner_equals_macros_on_a_server_catalog(spark: SparkSession, dbt_project: DbtProject, tmp_path: Path,
+                                                   request: pytest.FixtureRequest, name: str) -> None:
+    server = request.getfixturevalue(SERVER_CATALOGS[name])
+    properties = server.spark_catalog_properties(str(tmp_path / f"{name}_warehouse"))
+    spark.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
     for key, value in properties.items():
-        spark.conf.set(f"spark.sql.catalog.{CATALOG}.{key}", value)
-    tables = build_varied(spark, CATALOG, dbt_project.schema, qualify=True)
+        spark.conf.set(f"spark.sql.catalog.{name}.{key}", value)
+    tables = build_varied(spark, name, dbt_project.schema, qualify=True)
     cases = cases_for(tables)
     # The same description a user passes: --catalog-property KEY=VALUE, Spark's keys.
-    catalog = open_catalog(config_from_options(None, [f"{k}={v}" for k, v in properties.items()], CATALOG))
+    catalog = open_catalog(config_from_options(None, [f"{k}={v}" for k, v in properties.items()], name))
 
     assert set(catalog.list_tables()) >= {t.split(".", 1)[1] for t in tables}
     macro_health, macro_plan = macro_side(dbt_project, cases)
@@ -40,10 +44,10 @@ def test_planner_equals_macros_on_jdbc_catalog(spark: SparkSession, dbt_project:
 
     assert_same_health(macro_health, planner_health, tables)
     assert planner_plan == macro_plan
-    # A JDBC catalog too: partial-progress group commits race each other, so groups are serial.
-    compaction = planner_plan[(f"{CATALOG}.{dbt_project.schema}.small_files", "rewrite_data_files")]
+    # A JDBC or Hive catalog too: partial-progress group commits race each other, so groups are serial.
+    compaction = planner_plan[(f"{name}.{dbt_project.schema}.small_files", "rewrite_data_files")]
     assert compaction[0] == "dry_run" and "'max-concurrent-file-group-rewrites', '1'" in compaction[2]
-    assert compaction[2].startswith(f"CALL {CATALOG}.system.rewrite_data_files(")
+    assert compaction[2].startswith(f"CALL {name}.system.rewrite_data_files(")
 
 
 def test_jdbc_uri_parameters_reach_pyiceberg(spark: SparkSession, tmp_path: Path,
