@@ -6,6 +6,10 @@ Two things the metastore does not do itself on PostgreSQL:
 - `datanucleus.schema.autoCreateAll` creates the metadata schema but not the transaction tables
   Iceberg's commit lock uses (`lock`/`check_lock`/`unlock`); Hive's own test-mode creation of them
   writes Derby-only DDL. They are created here first, with PostgreSQL types.
+- It creates some metadata tables lazily, on first use, with DDL on a connection of its own. The
+  first Hive (non-Iceberg) table Spark creates makes it create TBL_PRIVS with a foreign key to TBLS
+  while its own open transaction holds a TBLS row lock: PostgreSQL blocks the DDL and the request
+  hangs forever. Listing privileges once at start creates those tables outside any write.
 - It binds every interface; clients use 127.0.0.1.
 """
 
@@ -116,6 +120,25 @@ def _command(postgres: PostgresServer, database: str, port: int, warehouse: Path
     return command
 
 
+def _create_privilege_tables(port: int) -> None:
+    """Read privileges of each kind once, so the metastore creates their tables now (see above)."""
+    from hive_metastore.ThriftHiveMetastore import Client  # type: ignore[import-untyped]
+    from hive_metastore.ttypes import HiveObjectRef, HiveObjectType, PrincipalType  # type: ignore[import-untyped]
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+
+    transport = TTransport.TBufferedTransport(TSocket.TSocket(LOOPBACK, port))
+    transport.open()
+    try:
+        client = Client(TBinaryProtocol.TBinaryProtocol(transport))
+        for kind, extra in ((HiveObjectType.GLOBAL, {}), (HiveObjectType.DATABASE, {}), (HiveObjectType.TABLE, {}),
+                            (HiveObjectType.COLUMN, {"columnName": "c"})):
+            client.list_privileges("nobody", PrincipalType.USER,
+                                   HiveObjectRef(objectType=kind, dbName="default", objectName="none", **extra))
+    finally:
+        transport.close()
+
+
 def _wait_listening(started: processes.Started, port: int, timeout_s: float) -> None:
     processes.wait_until(lambda: True if accepts_connections(LOOPBACK, port) else None, started, timeout_s,
                          exited=lambda code: f"the Hive Metastore exited with code {code}",
@@ -137,6 +160,7 @@ def start_metastore(postgres: PostgresServer, root: Path, database: str = "metas
         begun = time.monotonic()
         try:
             _wait_listening(started, port, timeout_s)
+            _create_privilege_tables(port)
         except RuntimeSetupError as exc:
             processes.stop(started.process)
             last_error = exc

@@ -235,9 +235,12 @@ def interval_reason(section: Mapping[str, Any], hours_ago: float | None) -> str 
 
 def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, Any], facts: TableFacts | None,
                now: dt.datetime, *, project_enabled: bool = True, force: bool = False,
-               as_of: dt.datetime | None = None, required: bool = False) -> list[Step]:
+               as_of: dt.datetime | None = None, required: bool = False,
+               table_format: str | None = None) -> list[Step]:
     """`_iceberg_maint_plan_steps`: the steps for a checked policy. `facts` None: no such table,
     which fails every operation when `required` (the caller named the table), else skips them.
+    `table_format`: what the existing table is when it is not an Iceberg table (a Hive table in
+    Spark's session catalog): every operation skips it, named or not.
     `now` is the wall clock; `as_of` the plan's reference time when given."""
     name = table.qualified
     blocked = None
@@ -249,6 +252,8 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
         return [Step(name, op, "failed", TABLE_MISSING.format(table=name)) for op in requested]
     elif facts is None:
         blocked = "table does not exist (model not built yet?)"
+    elif table_format:
+        blocked = f"not an Iceberg table ({table_format}): never maintained"
     if blocked is not None or facts is None:
         return [Step(name, op, "skipped", blocked) for op in requested]
     reference = as_of or now

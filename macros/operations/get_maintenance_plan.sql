@@ -50,11 +50,29 @@
           else dbt_iceberg_maint._iceberg_maint_table_exists(relation)}) -%}
   {%- endif -%}
   {%- if facts.exists -%}
+    {%- do facts.update({'table_format': dbt_iceberg_maint._iceberg_maint_non_iceberg_format(node, relation)}) -%}
+  {%- endif -%}
+  {%- if facts.exists and not facts.table_format -%}
     {%- do facts.update(dbt_iceberg_maint._iceberg_maint_plan_facts(relation, requested, resolved, force,
           instant.value)) -%}
   {%- endif -%}
   {{ return({'steps': dbt_iceberg_maint._iceberg_maint_plan_steps(table, requested, resolved, facts, force,
       instant.value), 'snapshot_id': facts.get('snapshot_id'), 'health': facts.get('health')}) }}
+{% endmacro %}
+
+
+{#- none when the existing table is an Iceberg table, else what it is instead (a Hive table beside
+    Iceberg ones in Spark's session catalog): a model's file_format says so without a statement
+    (dbt built the table with it); a source, a model without file_format or a relation named
+    directly costs one SHOW TBLPROPERTIES (an Iceberg table reports format=iceberg/<file format>). -#}
+{% macro _iceberg_maint_non_iceberg_format(node, relation) %}
+  {%- set file_format = ((node.config or {}).get('file_format') or '') | lower
+        if node is not none and node.resource_type == 'model' else '' -%}
+  {%- if file_format -%}{{ return(none if file_format == 'iceberg' else file_format) }}{%- endif -%}
+  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(
+        dbt_iceberg_maint._iceberg_maint_qualified_name(relation)) -%}
+  {{ return(none if ((properties.get('format') or '') | lower).startswith('iceberg')
+      else (properties.get('provider') or properties.get('format') or 'no format=iceberg table property')) }}
 {% endmacro %}
 
 
@@ -367,6 +385,8 @@
     {{ return(steps) }}
   {%- elif not facts.exists -%}
     {%- set blocked = 'table does not exist (model not built yet?)' -%}
+  {%- elif facts.get('table_format') -%}
+    {%- set blocked = 'not an Iceberg table (' ~ facts.table_format ~ '): never maintained' -%}
   {%- endif -%}
   {%- if blocked is not none -%}
     {%- for operation in requested -%}{%- do steps.append(step(table, operation, 'skipped', blocked)) -%}{%- endfor -%}

@@ -47,6 +47,13 @@
   {%- set of_shard = ' (shard ' ~ shard ~ ')' if sharding.value is not none else '' -%}
   {%- do log('iceberg_maintenance: ' ~ nodes | length ~ ' Iceberg table(s)' ~ of_shard ~ ', operations '
         ~ requested | join(', ') ~ mode, info=true) -%}
+  {%- if select is none -%}
+    {%- set others = dbt_iceberg_maint._iceberg_maint_non_iceberg_models() -%}
+    {%- if others -%}
+      {%- do log('iceberg_maintenance: ' ~ others | length ~ ' table model(s) not built as Iceberg, never maintained: '
+            ~ others | join(', '), info=true) -%}
+    {%- endif -%}
+  {%- endif -%}
   {%- set named = dbt_iceberg_maint._iceberg_maint_named_models(select) -%}
   {%- set tables = [] -%}
   {%- for node in nodes -%}
@@ -191,6 +198,22 @@
     {%- for node in matched if node not in chosen -%}{%- do chosen.append(node) -%}{%- endfor -%}
   {%- endfor -%}
   {{ return(chosen) }}
+{% endmacro %}
+
+
+{#- The enabled table and incremental models whose file_format is not iceberg (Hive tables beside
+    the Iceberg ones), as 'name (file_format X)'. -#}
+{% macro _iceberg_maint_non_iceberg_models() %}
+  {%- set found = [] -%}
+  {%- for node in graph.nodes.values() | sort(attribute='unique_id') -%}
+    {%- set config = node.config or {} -%}
+    {%- set file_format = (config.get('file_format') or '') | lower -%}
+    {%- if node.resource_type == 'model' and config.get('enabled', true) and file_format != 'iceberg'
+          and config.get('materialized') in ['table', 'incremental'] -%}
+      {%- do found.append(node.name ~ ' (file_format ' ~ (file_format or 'not set') ~ ')') -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(found) }}
 {% endmacro %}
 
 

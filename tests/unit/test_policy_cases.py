@@ -90,7 +90,7 @@ def python_outcome(case: Mapping[str, Any], now: dt.datetime) -> dict[str, Any]:
         TableRef.parse(case.get("table", "analytics.events")), engine.requested_operations(case.get("operations")),
         policy, CaseFacts(facts) if facts["exists"] else None, now, project_enabled=facts["project_enabled"],
         force=case.get("force", False), as_of=dt.datetime.fromisoformat(as_of).replace(tzinfo=dt.timezone.utc)
-        if as_of else None, required=facts["required"])
+        if as_of else None, required=facts["required"], table_format=facts["table_format"])
     return {"steps": [step.to_dict() for step in steps]}
 
 

@@ -1,0 +1,8 @@
+{#- A Hive (parquet) table beside Iceberg ones in Spark's session catalog on a Hive Metastore
+    (tests/thrift/test_thrift_hive_metastore.py), appended to per batch, with the maintain() post-hook every model of the
+    folder has: it must skip this table, say why, and never fail the run. Only built with
+    --vars '{hive_scenario: true}'. -#}
+{{ config(enabled=var('hive_scenario', false), materialized='incremental', incremental_strategy='append',
+          file_format='parquet') }}
+
+select event_id, user_id, amount from {{ ref('raw_events') }} where batch = {{ var('batch') }}

@@ -1,0 +1,163 @@
+"""The catalog production clusters run, over dbt Cloud's path: a Spark Thrift Server whose session
+catalog is Iceberg's `SparkSessionCatalog` (type hive) on the suite's real Hive Metastore, so Hive
+and Iceberg tables share schemas and two-part names; beside it a named `SparkCatalog` (type hive)
+on the same metastore.
+
+dbt builds a Hive (parquet) model and an Iceberg model side by side, each with the maintain()
+post-hook; a Hive table made outside dbt is a source declaring a policy. The Hive tables are never
+touched and never fail a run; maintenance says it skipped them and why, and maintains the Iceberg
+tables beside them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
+from lab.hive_metastore import HiveMetastore
+from tests.thrift.conftest import ThriftDbtProject, ThriftSql
+
+pytestmark = pytest.mark.integration
+
+NAMED = "hms"  # the named SparkCatalog on the same metastore
+HIVE_SCENARIO = "{hive_scenario: true, batch: %d}"
+NOT_ICEBERG = "not an Iceberg table ("
+
+
+@pytest.fixture(scope="module")
+def hms_server(hive_metastore: HiveMetastore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftServer]:
+    root = tmp_path_factory.mktemp("hms_thrift")
+    session_catalog = {
+        # Iceberg tables through Iceberg's Hive catalog, every other table through Spark's own
+        # Hive client: both on the one metastore, as EMR, Dataproc and on-premise clusters set it up.
+        "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
+        "spark.hadoop.hive.metastore.uris": hive_metastore.uri,
+        "spark.sql.warehouse.dir": (root / "hive_warehouse").as_uri(),
+        f"spark.sql.catalog.{NAMED}": "org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{NAMED}.type": "hive",
+        f"spark.sql.catalog.{NAMED}.uri": hive_metastore.uri,
+        f"spark.sql.catalog.{NAMED}.cache-enabled": "false",
+    }
+    server = start_thrift_server(root / "warehouse", root / "state", catalog_name="spark_catalog",
+                                 catalog_properties={"type": "hive", "uri": hive_metastore.uri},
+                                 extra_conf=session_catalog, stop_with_parent=True)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class SessionCatalogProject(ThriftDbtProject):
+    def table(self, name: str) -> str:
+        return f"{self.schema}.{name}"  # two-part names: the session catalog
+
+
+@pytest.fixture(scope="module")
+def project(hms_server: ThriftServer, tmp_path_factory: pytest.TempPathFactory) -> SessionCatalogProject:
+    built = SessionCatalogProject(hms_server, "th_hms", tmp_path_factory.mktemp("dbt_hms"))
+    built("deps", "--quiet")
+    return built
+
+
+@pytest.fixture(scope="module")
+def sql(hms_server: ThriftServer) -> Iterator[ThriftSql]:
+    connection = ThriftSql(hms_server)
+    yield connection
+    connection.close()
+
+
+def results_of(invocation_messages: list[str]) -> dict[tuple[str, str], MaintenanceResult]:
+    return {(r.table.rsplit(".", 1)[-1], r.operation): r for r in parse_result_lines(invocation_messages)}
+
+
+def files_under(location: str) -> list[str]:
+    root = Path(location.removeprefix("file:"))
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def location(sql: ThriftSql, table: str) -> str:
+    return dict((r[0], r[1]) for r in sql.rows(f"describe table extended {table}"))["Location"]
+
+
+@pytest.fixture(scope="module")
+def side_by_side(project: SessionCatalogProject, sql: ThriftSql) -> dict[str, object]:
+    """The Hive source table (three small files), then two dbt runs of the scenario."""
+    sql.execute(f"create database if not exists {project.schema}")
+    landing = project.table("hive_landing_events")
+    sql.execute(f"create table {landing} (id bigint, note string) using parquet")
+    for batch in range(3):
+        sql.execute(f"insert into {landing} values ({batch}, 'batch {batch}')")
+    before = files_under(location(sql, landing))
+    runs = [project("build", "--select", "raw_events", "path:models/hive_scenario", "--vars", HIVE_SCENARIO % batch)
+            for batch in (1, 2)]
+    return {"landing_files": before, "runs": runs}
+
+
+def test_hive_and_iceberg_tables_share_the_schema_and_two_part_names(
+    project: SessionCatalogProject, sql: ThriftSql, side_by_side: dict[str, object]
+) -> None:
+    tables = {r[1] for r in sql.rows(f"show tables in {project.schema}")}
+    assert {"hive_events", "iceberg_beside_hive", "hive_landing_events", "raw_events"} <= tables
+    hive_properties = dict(sql.rows(f"show tblproperties {project.table('hive_events')}"))
+    assert not hive_properties.get("format", "").startswith("iceberg"), hive_properties
+    properties = dict(sql.rows(f"show tblproperties {project.table('iceberg_beside_hive')}"))
+    assert properties["format"].startswith("iceberg/")
+    # The named catalog sees the same Iceberg table, and only the Iceberg ones.
+    named = {r[1] for r in sql.rows(f"show tables in {NAMED}.{project.schema}")}
+    assert "iceberg_beside_hive" in named and "hive_events" not in named
+
+
+def test_the_post_hook_skips_the_hive_model_says_why_and_maintains_the_iceberg_one(
+    project: SessionCatalogProject, sql: ThriftSql, side_by_side: dict[str, object]
+) -> None:
+    runs = side_by_side["runs"]
+    assert isinstance(runs, list)
+    for run in runs:
+        results = results_of(run.log_messages)
+        hive = [r for (table, _), r in results.items() if table == "hive_events"]
+        assert hive and all(r.status == "skipped" and r.reason == f"{NOT_ICEBERG}parquet): never maintained"
+                            for r in hive), hive
+        iceberg = [r for (table, _), r in results.items() if table == "iceberg_beside_hive"]
+        assert iceberg and all(r.status in ("success", "skipped") for r in iceberg), iceberg
+    # The second run's post-hook expired the first batch's snapshot on the Iceberg table.
+    second = results_of(runs[1].log_messages)
+    assert second[("iceberg_beside_hive", "expire_snapshots")].status == "success"
+    assert sql.scalar(f"select count(*) from {project.table('iceberg_beside_hive')}.snapshots") == 1
+    rows = sql.scalar(f"select count(*) from {project.table('hive_events')}")
+    assert rows == sql.scalar(f"select count(*) from {project.table('raw_events')} where batch <= 2")
+
+
+def test_iceberg_maintenance_names_the_hive_tables_it_skipped_and_leaves_them_untouched(
+    project: SessionCatalogProject, sql: ThriftSql, side_by_side: dict[str, object]
+) -> None:
+    landing = project.table("hive_landing_events")
+    invocation = project("run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--vars",
+                         HIVE_SCENARIO % 2)
+    text = "\n".join(invocation.log_messages)
+    assert "table model(s) not built as Iceberg, never maintained: hive_events (file_format parquet)" in text
+    results = results_of(invocation.log_messages)
+    skipped = [r for (table, _), r in results.items() if table == "hive_landing_events"]
+    assert skipped and all(r.status == "skipped" and r.reason is not None and r.reason.startswith(NOT_ICEBERG)
+                           for r in skipped), skipped
+    assert all(r.status != "failed" for r in results.values()), [r for r in results.values() if r.status == "failed"]
+    assert ("iceberg_beside_hive", "rewrite_data_files") in results
+    # Nothing of the Hive table changed: the same files, the same rows.
+    assert files_under(location(sql, landing)) == side_by_side["landing_files"]
+    assert sql.scalar(f"select count(*) from {landing}") == 3
+    hive_history = sql.rows(f"select distinct reason from {project.schema}.iceberg_maint_history "
+                            "where table_name like '%hive_landing_events'")
+    assert hive_history and all(str(r[0]).startswith(NOT_ICEBERG) for r in hive_history), hive_history
+
+
+def test_procedures_reach_the_named_hive_catalog(project: SessionCatalogProject, sql: ThriftSql,
+                                                 side_by_side: dict[str, object]) -> None:
+    invocation = project("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
+                         json.dumps({"relation": f"{NAMED}.{project.schema}.iceberg_beside_hive"}))
+    [result] = parse_result_lines(invocation.log_messages)
+    assert result.sql is not None and result.sql.startswith(f"CALL {NAMED}.system.rewrite_manifests(")
+    assert result.status == "success", result.reason
