@@ -27,6 +27,10 @@ class TableMissingError(TableReadError):
     """The catalog has no such table (pyiceberg's NoSuchTableError, or no table directory)."""
 
 
+class TableNotIcebergError(TableReadError):
+    """The catalog's table is not an Iceberg table (a Hive table beside Iceberg ones in a metastore)."""
+
+
 class NotSelectable(IcebergMaintError):
     """dbt's selection syntax cannot name exactly this node."""
 

@@ -28,7 +28,14 @@ from types import MappingProxyType
 from typing import IO, Any
 
 from dbt_iceberg_maint import processes
-from dbt_iceberg_maint.errors import IcebergMaintError, PolicyError, TableMissingError, TableReadError, UsageError
+from dbt_iceberg_maint.errors import (
+    IcebergMaintError,
+    PolicyError,
+    TableMissingError,
+    TableNotIcebergError,
+    TableReadError,
+    UsageError,
+)
 from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import FleetReport, Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.worker import invocation_from_dict
@@ -87,13 +94,16 @@ def plan_fleet(catalog: Any, targets: Sequence[Any], operations: Sequence[str] |
         name = target.ref.qualified
         figures: dict[str, Any] = {}
         try:
+            table_format = None
             try:
                 table = catalog.load(target.ref.name)
             except TableMissingError:
                 table = None
+            except TableNotIcebergError:
+                table, table_format = None, engine.UNKNOWN_NON_ICEBERG_FORMAT
             plan, figures = planner.plan_table_figures(
                 target, table, operations, project_enabled, _capped_overrides(target.raw_policy, max_files_per_table),
-                at, force)
+                at, force, table_format)
         except (TableReadError, PolicyError) as exc:
             plan = failed(target, str(exc))
         except Exception as exc:  # unreadable manifests: a per-table error

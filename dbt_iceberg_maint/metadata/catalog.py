@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from dbt_iceberg_maint.errors import CatalogError, TableMissingError, TableReadError, UsageError
+from dbt_iceberg_maint.errors import CatalogError, TableMissingError, TableNotIcebergError, TableReadError, UsageError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -329,7 +329,7 @@ class MetadataCatalog:
             parts = parts[1:]
         if len(parts) < 2:
             raise TableReadError(f"table name {name!r} is not namespace.table")
-        from pyiceberg.exceptions import NoSuchTableError
+        from pyiceberg.exceptions import NoSuchIcebergTableError, NoSuchPropertyException, NoSuchTableError
 
         try:
             if self._catalog is None:
@@ -342,6 +342,13 @@ class MetadataCatalog:
             return self._catalog.load_table(tuple(parts))
         except TableReadError:
             raise
+        except NoSuchIcebergTableError as exc:  # a metastore table of another type
+            raise TableNotIcebergError(f"table {name} is not an Iceberg table ({exc})") from exc
+        except NoSuchPropertyException as exc:
+            # A Hive Metastore table without the `table_type` parameter Iceberg sets: a Hive table.
+            if "table_type" not in str(exc):
+                raise TableReadError(f"{name}: {type(exc).__name__}: {exc}") from exc
+            raise TableNotIcebergError(f"table {name} is not an Iceberg table ({exc})") from exc
         except NoSuchTableError as exc:
             raise TableMissingError(f"table {name} does not exist ({exc})") from exc
         except Exception as exc:  # pyiceberg raises many kinds (ValidationError, OSError, NoSuchTable...)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dbt_iceberg_maint.errors import PolicyError, TableMissingError, TableReadError, UsageError
+from dbt_iceberg_maint.errors import PolicyError, TableMissingError, TableNotIcebergError, TableReadError, UsageError
 from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
 from dbt_iceberg_maint.metadata.cold import cold_scope
 from dbt_iceberg_maint.metadata.reader import (
@@ -242,27 +242,30 @@ class _LazyTable:
 
 def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[str] | None = None,
                project_enabled: bool = True, overrides: Any = None, at: dt.datetime | None = None,
-               force: bool = False) -> tuple[list[PlannedOperation], set[str]]:
+               force: bool = False, table_format: str | None = None) -> tuple[list[PlannedOperation], set[str]]:
     """spark__maintain(dry_run=true), decided from metadata by the policy engine. Returns the plan
-    and the tiers read. `at`: the plan's as_of (default now); the orphan window always uses now."""
-    plan, facts = _plan_with_facts(target, table, operations, project_enabled, overrides, at, force)
+    and the tiers read. `at`: the plan's as_of (default now); the orphan window always uses now.
+    `table_format`: the catalog's table is not Iceberg (`table` None): every operation skips it."""
+    plan, facts = _plan_with_facts(target, table, operations, project_enabled, overrides, at, force, table_format)
     return plan, facts.tiers if facts is not None else set()
 
 
 def plan_table_figures(target: ModelTarget, table: Table | None, operations: Sequence[str] | None = None,
                        project_enabled: bool = True, overrides: Any = None, at: dt.datetime | None = None,
-                       force: bool = False) -> tuple[list[PlannedOperation], dict[str, Any]]:
+                       force: bool = False, table_format: str | None = None
+                       ) -> tuple[list[PlannedOperation], dict[str, Any]]:
     """plan_table, with the table's figures the plan read (table_health's names, None when that
     tier was not read) and, when a compaction is planned, its eligible files and bytes: the
     files below the small-file threshold (read for it when the plan did not need them)."""
-    plan, facts = _plan_with_facts(target, table, operations, project_enabled, overrides, at, force)
+    plan, facts = _plan_with_facts(target, table, operations, project_enabled, overrides, at, force, table_format)
     return plan, ({} if facts is None else facts.figures(compacting=any(
         p.operation == "rewrite_data_files" and p.status == "dry_run" for p in plan)))
 
 
 def _plan_with_facts(target: ModelTarget, table: Table | None, operations: Sequence[str] | None,
                      project_enabled: bool, overrides: Any, at: dt.datetime | None,
-                     force: bool) -> tuple[list[PlannedOperation], _LazyTable | None]:
+                     force: bool, table_format: str | None = None
+                     ) -> tuple[list[PlannedOperation], _LazyTable | None]:
     now = dt.datetime.now(dt.timezone.utc)
     reference_ms = int((at or now).timestamp() * 1000)
     name = target.ref.qualified
@@ -277,7 +280,7 @@ def _plan_with_facts(target: ModelTarget, table: Table | None, operations: Seque
         mb = policy["compaction"]["target_file_size_mb"]
         facts = _LazyTable(table, reference_ms, int(mb * 1024 * 1024) if mb else None, now)
     steps = engine.plan_steps(target.ref, requested, policy, facts, now, project_enabled=project_enabled,
-                              force=force, as_of=at, required=target.named)
+                              force=force, as_of=at, required=target.named, table_format=table_format)
     # Nothing is due on a table that does not exist (a named one's steps are failed, not due).
     plan = [PlannedOperation(step.table, step.operation, step.status != "skipped" and facts is not None,
                              "dry_run" if step.status == "planned" else step.status, step.reason or "", step.sql,
@@ -383,14 +386,17 @@ def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operat
     chosen = list(targets)
 
     def one(target: ModelTarget) -> list[PlannedOperation]:
+        table_format = None
         try:
             table = catalog.load(target.ref.name)
         except TableMissingError:
             table = None
+        except TableNotIcebergError:
+            table, table_format = None, engine.UNKNOWN_NON_ICEBERG_FORMAT
         except TableReadError as exc:
             return failed(target, str(exc))
         try:
-            return plan_table(target, table, operations, project_enabled, at=at)[0]
+            return plan_table(target, table, operations, project_enabled, at=at, table_format=table_format)[0]
         except PolicyError as exc:  # a guard that needs the table (the orphan location), as the macro raises it
             return failed(target, str(exc))
         except Exception as exc:  # unreadable manifests: a per-table error

@@ -148,6 +148,9 @@ class Step:
 
 # A table the caller named that does not exist (macros: _iceberg_maint_plan_steps).
 TABLE_MISSING = "table {table} does not exist (a typo, or its model not built yet?)"
+# What a table the catalog says is not Iceberg is, when nothing more specific is known (macros:
+# _iceberg_maint_non_iceberg_format).
+UNKNOWN_NON_ICEBERG_FORMAT = "no Iceberg metadata"
 
 
 class TableFacts(Protocol):
@@ -240,7 +243,7 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
     """`_iceberg_maint_plan_steps`: the steps for a checked policy. `facts` None: no such table,
     which fails every operation when `required` (the caller named the table), else skips them.
     `table_format`: what the existing table is when it is not an Iceberg table (a Hive table in
-    Spark's session catalog): every operation skips it, named or not.
+    Spark's session catalog; facts are then None): every operation skips it, named or not.
     `now` is the wall clock; `as_of` the plan's reference time when given."""
     name = table.qualified
     blocked = None
@@ -248,12 +251,12 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
         blocked = "maintenance disabled by var dbt_iceberg_maint_enabled: false"
     elif not policy["enabled"]:
         blocked = "maintenance disabled by meta.iceberg_maint.enabled: false"
+    elif table_format:
+        blocked = f"not an Iceberg table ({table_format}): never maintained"
     elif facts is None and required:
         return [Step(name, op, "failed", TABLE_MISSING.format(table=name)) for op in requested]
     elif facts is None:
         blocked = "table does not exist (model not built yet?)"
-    elif table_format:
-        blocked = f"not an Iceberg table ({table_format}): never maintained"
     if blocked is not None or facts is None:
         return [Step(name, op, "skipped", blocked) for op in requested]
     reference = as_of or now

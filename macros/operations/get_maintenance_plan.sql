@@ -64,7 +64,8 @@
 {#- none when the existing table is an Iceberg table, else what it is instead (a Hive table beside
     Iceberg ones in Spark's session catalog): a model's file_format says so without a statement
     (dbt built the table with it); a source, a model without file_format or a relation named
-    directly costs one SHOW TBLPROPERTIES (an Iceberg table reports format=iceberg/<file format>). -#}
+    directly costs one SHOW TBLPROPERTIES (an Iceberg table reports format=iceberg/<file format>).
+    Twin: metadata/catalog.py `load` (TableNotIcebergError, engine.UNKNOWN_NON_ICEBERG_FORMAT). -#}
 {% macro _iceberg_maint_non_iceberg_format(node, relation) %}
   {%- set file_format = ((node.config or {}).get('file_format') or '') | lower
         if node is not none and node.resource_type == 'model' else '' -%}
@@ -72,7 +73,7 @@
   {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(
         dbt_iceberg_maint._iceberg_maint_qualified_name(relation)) -%}
   {{ return(none if ((properties.get('format') or '') | lower).startswith('iceberg')
-      else (properties.get('provider') or properties.get('format') or 'no format=iceberg table property')) }}
+      else (properties.get('provider') or properties.get('format') or 'no Iceberg metadata')) }}
 {% endmacro %}
 
 
@@ -377,6 +378,8 @@
     {%- set blocked = 'maintenance disabled by var dbt_iceberg_maint_enabled: false' -%}
   {%- elif not resolved.enabled -%}
     {%- set blocked = 'maintenance disabled by meta.iceberg_maint.enabled: false' -%}
+  {%- elif facts.get('table_format') -%}
+    {%- set blocked = 'not an Iceberg table (' ~ facts.table_format ~ '): never maintained' -%}
   {%- elif not facts.exists and facts.get('required', false) -%}
     {%- for operation in requested -%}
       {%- do steps.append(step(table, operation, 'failed', 'table ' ~ table
@@ -385,8 +388,6 @@
     {{ return(steps) }}
   {%- elif not facts.exists -%}
     {%- set blocked = 'table does not exist (model not built yet?)' -%}
-  {%- elif facts.get('table_format') -%}
-    {%- set blocked = 'not an Iceberg table (' ~ facts.table_format ~ '): never maintained' -%}
   {%- endif -%}
   {%- if blocked is not none -%}
     {%- for operation in requested -%}{%- do steps.append(step(table, operation, 'skipped', blocked)) -%}{%- endfor -%}

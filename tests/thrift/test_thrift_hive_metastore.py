@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
+from dbt_iceberg_maint.metadata.planner import iceberg_models, plan_models
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
 from lab.hive_metastore import HiveMetastore
@@ -161,3 +163,19 @@ def test_procedures_reach_the_named_hive_catalog(project: SessionCatalogProject,
     [result] = parse_result_lines(invocation.log_messages)
     assert result.sql is not None and result.sql.startswith(f"CALL {NAMED}.system.rewrite_manifests(")
     assert result.status == "success", result.reason
+
+
+def test_the_python_planner_skips_the_hive_source_as_the_macros_do(
+    project: SessionCatalogProject, hive_metastore: HiveMetastore, side_by_side: dict[str, object]
+) -> None:
+    """pyiceberg's Hive catalog refuses to load a Hive table as Iceberg: the planner (dbt-iceberg-maint
+    plan, health, maintain) skips it with the reason the macros give."""
+    invocation = project("run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--vars", HIVE_SCENARIO % 2,
+                         "--args", json.dumps({"select": "source:hive_landing", "dry_run": True}))
+    macro = {(r.operation, r.status, r.reason) for r in parse_result_lines(invocation.log_messages)}
+    manifest = json.loads((project.target_path / "manifest.json").read_text())
+    catalog = open_catalog(config_from_options(None, ["type=hive", f"uri={hive_metastore.uri}"], "spark_catalog"))
+    planned = plan_models(catalog, iceberg_models(manifest, ["source:hive_landing"]))
+    assert planned and {(p.operation, p.status, p.reason) for p in planned} == macro, (planned, macro)
+    assert all(p.status == "skipped" and p.reason == f"{NOT_ICEBERG}no Iceberg metadata): never maintained"
+               for p in planned)
