@@ -51,8 +51,17 @@ from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
 from lab import dbt_commands as proc
 from lab import ledger
-from lab.cluster import ClusterSpec, JdbcCatalog, SparkCluster, start_cluster, start_cluster_thrift_server
+from lab.cluster import (
+    ClusterSpec,
+    JdbcCatalog,
+    LabCatalog,
+    MetastoreCatalog,
+    SparkCluster,
+    start_cluster,
+    start_cluster_thrift_server,
+)
 from lab.gate import build_gate_jar, open_gate, reached
+from lab.hive_metastore import start_metastore
 from lab.postgres import PostgresServer, start_server
 
 if TYPE_CHECKING:
@@ -246,7 +255,7 @@ class Lab:
     maintenance side (its Thrift Server, the gate jar) is started by `start_maintenance_side`."""
 
     run_dir: Path
-    catalog: JdbcCatalog
+    catalog: LabCatalog
     cluster: SparkCluster
     writer_server: ThriftServer
     project: Path
@@ -294,13 +303,28 @@ class Lab:
 UI_CONF = {"spark.ui.enabled": "true", "spark.sql.ui.retainedExecutions": "200"}
 
 
-def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: PostgresServer | None = None) -> Lab:
-    """Start what is not given (PostgreSQL, cluster) and the writers' Thrift Server application."""
+# The catalogs the lab runs on (--catalog): what the figures' settings call them.
+CATALOGS = {"jdbc": "Iceberg JDBC catalog on PostgreSQL",
+            "hive": "Iceberg Hive catalog on a Hive Metastore 2.3.9 on PostgreSQL"}
+
+
+def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: PostgresServer | None = None,
+             catalog_kind: str = "jdbc") -> Lab:
+    """Start what is not given (PostgreSQL, cluster; the Hive Metastore for catalog_kind "hive")
+    and the writers' Thrift Server application."""
     with ExitStack() as started:
         if postgres is None:
             postgres = start_server()
             started.callback(shutil.rmtree, postgres.data_dir.parent, ignore_errors=True)
             started.callback(postgres.stop)
+        catalog: LabCatalog
+        if catalog_kind == "hive":
+            # A database of its own on the server, per run: no metastore state is shared.
+            metastore = start_metastore(postgres, run_dir / "metastore", database=f"metastore_{run_dir.name}"[:63])
+            started.callback(metastore.stop)
+            catalog = MetastoreCatalog(metastore, run_dir / "warehouse")
+        else:
+            catalog = JdbcCatalog(postgres, run_dir / "warehouse")
         if cluster is None:
             # Slots are declared, not CPUs: gated tasks sleep. Writers, maintenance, one spare.
             cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=CLUSTER_CORES))
@@ -308,7 +332,6 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
         elif cluster.spec.worker_cores < WRITER_SLOTS + 1:
             raise ValueError(f"cluster: a worker with {cluster.spec.worker_cores} cores; the concurrency benchmark "
                              f"needs at least {WRITER_SLOTS + 1} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
-        catalog = JdbcCatalog(postgres, run_dir / "warehouse")
         # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
         writers = start_cluster_thrift_server(
@@ -751,14 +774,15 @@ def _round(value: float | None) -> float | None:
 
 def run(rounds: int, quick: bool, results: Path | None = harness.RESULTS, run_dir: Path | None = None,
         cluster: SparkCluster | None = None, postgres: PostgresServer | None = None,
-        max_minutes: float | None = None, cold_seconds: float = COLD_SECONDS) -> dict[str, Any]:
+        max_minutes: float | None = None, cold_seconds: float = COLD_SECONDS,
+        catalog_kind: str = "jdbc") -> dict[str, Any]:
     """The benchmark; writes concurrency.json after every cycle (a cut-off run keeps its prefix).
     max_minutes: start no writer cycle after that long (the control cycle still runs); the figures
     then say how many rounds ran."""
     work = run_dir or Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
     started = time.time()
     start = harness.run_start()
-    lab = open_lab(work, cluster, postgres)
+    lab = open_lab(work, cluster, postgres, catalog_kind)
     records: list[dict[str, Any]] = []
     states = {v.name: VariantState(v) for v in VARIANTS}
     figures: dict[str, Any] = {}
@@ -785,7 +809,7 @@ def run(rounds: int, quick: bool, results: Path | None = harness.RESULTS, run_di
                 "duration_s": round(time.time() - started, 1), "setup_s": round(setup_s, 1),
                 **harness.provenance(start),
                 "load_1m_median": statistics.median(r["load_1m"] for r in records),
-                "settings": {"catalog": "Iceberg JDBC catalog on PostgreSQL", "cluster": "Spark standalone, "
+                "settings": {"catalog": CATALOGS[catalog_kind], "cluster": "Spark standalone, "
                              f"1 worker, writers' application {WRITER_SLOTS} task slots (a gated task holds one), "
                              "maintenance's 1",
                              "rows_per_batch": ROWS_PER_BATCH, "rounds_per_day": ROUNDS_PER_DAY,
@@ -885,13 +909,16 @@ def main() -> None:
     parser.add_argument("--cold-seconds", type=float, default=None,
                         help=f"the policy's cold_partitions_hours, in seconds (default {COLD_SECONDS:.0f}; "
                              f"{COLD_SECONDS_QUICK:.0f} with --quick)")
+    parser.add_argument("--catalog", choices=sorted(CATALOGS), default="jdbc",
+                        help="the catalog the applications share: jdbc (PostgreSQL, default) or hive "
+                             "(a Hive Metastore on PostgreSQL)")
     args = parser.parse_args()
     rounds = harness.count(parser, "rounds", args.rounds, FULL_ROUNDS, 2, args)
     cold_seconds = args.cold_seconds or (COLD_SECONDS_QUICK if args.quick else COLD_SECONDS)
     if cold_seconds <= 0:
         parser.error(f"--cold-seconds {cold_seconds}: expected a number of seconds > 0")
     figures = run(rounds, args.quick, args.results, args.workdir, max_minutes=args.max_minutes,
-                  cold_seconds=cold_seconds)
+                  cold_seconds=cold_seconds, catalog_kind=args.catalog)
     print_summary(figures)
 
 

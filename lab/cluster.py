@@ -16,11 +16,13 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, MetadataCatalog, open_catalog
 from dbt_iceberg_maint.spark import DEFAULT_CATALOG, check_java
 from dbt_iceberg_maint.thrift_server import LOOPBACK, ThriftServer, pyspark_home, start_thrift_server
+from lab.hive_metastore import HiveMetastore
 from lab.postgres import JDBC_JAR, PostgresServer
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -73,6 +75,39 @@ class JdbcCatalog:
         """Thrift clients run `USE default` on connect: the namespace must exist beforehand."""
         self.warehouse.mkdir(parents=True, exist_ok=True)
         self.metadata(name).create_namespace("default")
+
+
+@dataclass(frozen=True)
+class MetastoreCatalog:
+    """An Iceberg Hive catalog on the lab's Hive Metastore (lab/hive_metastore.py); `warehouse`
+    holds the files (`<namespace>.db/<table>`)."""
+
+    metastore: HiveMetastore
+    warehouse: Path
+
+    def properties(self) -> dict[str, str]:
+        return self.metastore.spark_catalog_properties(str(self.warehouse))
+
+    def metadata(self, name: str = DEFAULT_CATALOG) -> MetadataCatalog:
+        """The same catalog without Spark: pyiceberg's Hive catalog, as the product's CLI opens it."""
+        return open_catalog(CatalogConfig(name, self.properties()))
+
+    def prepare(self, name: str = DEFAULT_CATALOG) -> None:
+        """The metastore always has the `default` namespace thrift clients `USE` on connect."""
+        self.warehouse.mkdir(parents=True, exist_ok=True)
+
+
+class LabCatalog(Protocol):
+    """A catalog the lab's applications share (JdbcCatalog, MetastoreCatalog)."""
+
+    @property
+    def warehouse(self) -> Path: ...
+
+    def properties(self) -> dict[str, str]: ...
+
+    def metadata(self, name: str = DEFAULT_CATALOG) -> MetadataCatalog: ...
+
+    def prepare(self, name: str = DEFAULT_CATALOG) -> None: ...
 
 
 @dataclass
@@ -147,11 +182,12 @@ def start_cluster(state_dir: str | os.PathLike[str] | None = None, spec: Cluster
     return cluster
 
 
-def start_cluster_thrift_server(cluster: SparkCluster, catalog: JdbcCatalog, state_dir: str | os.PathLike[str],
+def start_cluster_thrift_server(cluster: SparkCluster, catalog: LabCatalog, state_dir: str | os.PathLike[str],
                                 *, name: str, driver_memory: str = "768m", executor_memory: str = "512m",
                                 with_ui: bool = False, extra_conf: Mapping[str, str] | None = None) -> ThriftServer:
-    """A Spark Thrift Server as its own application on the cluster, the JDBC catalog as its
-    default catalog (the PostgreSQL driver on the driver class path and in spark.jars)."""
+    """A Spark Thrift Server as its own application on the cluster, the lab's catalog as its
+    default catalog (the PostgreSQL driver, which a JDBC catalog needs, on the driver class path
+    and in spark.jars)."""
     conf = {**application_conf(executor_memory), "spark.app.name": f"lab-{name}", **(extra_conf or {})}
     catalog.prepare()
     return start_thrift_server(catalog.warehouse, state_dir, catalog_properties=catalog.properties(),

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -277,9 +278,26 @@ def _read_version_hint(table_dir: Path) -> Path:
 class MetadataCatalog:
     """Tables of one catalog, as pyiceberg `Table`s (metadata only)."""
 
-    def __init__(self, config: CatalogConfig, catalog: Catalog | None = None) -> None:
+    def __init__(self, config: CatalogConfig, catalog: Catalog | None = None,
+                 per_thread: Callable[[], Catalog] | None = None) -> None:
+        """`per_thread`: make one pyiceberg catalog per thread with it (`catalog` is the first
+        thread's). pyiceberg's Hive catalog shares one metastore connection that each call opens and
+        closes: two threads on one instance fail with `Transport not open`, and the planner reads
+        tables from several threads."""
         self.config = config
-        self._catalog = catalog
+        self._first = catalog
+        self._per_thread = per_thread
+        self._local = threading.local()
+        self._owner = threading.get_ident()
+
+    @property
+    def _catalog(self) -> Catalog | None:
+        if self._per_thread is None or threading.get_ident() == self._owner:
+            return self._first
+        mine: Catalog | None = getattr(self._local, "catalog", None)
+        if mine is None:
+            mine = self._local.catalog = self._per_thread()
+        return mine
 
     @property
     def warehouse(self) -> Path:
@@ -376,7 +394,11 @@ def open_catalog(config: CatalogConfig) -> MetadataCatalog:
         from pyiceberg.catalog import load_catalog
 
         settings = {k: v for k, v in props.items() if k not in SPARK_ONLY_KEYS}
-        return MetadataCatalog(config, load_catalog(config.name, **settings))
+
+        def make() -> Catalog:
+            return load_catalog(config.name, **settings)
+
+        return MetadataCatalog(config, make(), per_thread=make if kind == "hive" else None)
     except (UsageError, CatalogError):
         raise
     except Exception as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from pyiceberg.catalog import load_catalog
 
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.runner import run_dbt_with_retries
 from tests.expect import first
 from tests.integration.metastore_locks import HeldTableLock
@@ -142,3 +144,20 @@ def test_a_merge_that_loses_the_metastore_lock_race_is_verified_not_landed_and_r
     committed = FIXTURE.with_suffix(".txt").read_bytes().decode("utf-8")
     assert STALE_BASE in committed
     assert json.loads(FIXTURE.with_suffix(".json").read_text()) == verdict
+
+
+def test_the_planner_reads_the_metastore_from_many_threads(
+    spark: SparkSession, dbt_project: DbtProject, hive_metastore: HiveMetastore, warehouse: Path
+) -> None:
+    """The planner and the fleet engine load tables from several threads: pyiceberg's Hive catalog
+    shares one metastore connection per instance, which two threads break (`Transport not open`)."""
+    names = [f"{dbt_project.schema}.threads_{n}" for n in range(4)]
+    spark.sql(f"create namespace if not exists local.{dbt_project.schema}")
+    for name in names:
+        spark.sql(f"create table local.{name} (id bigint) using iceberg")
+        spark.sql(f"insert into local.{name} values (1)")
+    catalog = open_catalog(config_from_options(None, ["type=hive", f"uri={hive_metastore.uri}",
+                                                      f"warehouse={warehouse}"], "local"))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        loaded = list(pool.map(lambda name: catalog.load(name).metadata_location, names * 25))
+    assert len(loaded) == 100 and all(loaded)

@@ -1,7 +1,7 @@
 """`./scripts/bench concurrency --quick` in the suite: one round of every variant and the control
-rounds, for real (PostgreSQL catalog, the suite's standalone cluster with the writers' task
-slots, separate dbt processes, the gate). Asserts the invariants, not the statistical targets
-(those need the full run)."""
+rounds, for real (the suite's standalone cluster with the writers' task slots, separate dbt
+processes, the gate), once on the PostgreSQL JDBC catalog and once on a Hive Metastore
+(`--catalog hive`). Asserts the invariants, not the statistical targets (those need the full run)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.concurrency import CATALOGS as LAB_CATALOGS
 from benchmarks.concurrency import COLD_SECONDS_QUICK, VARIANTS, run
 from lab.cluster import SparkCluster
 from lab.postgres import PostgresServer
@@ -20,10 +21,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.lab]
 # Three warm-up batches, one cycle and the control cycle, with the quick form's shorter cold
 # window, on the suite's cluster (it declares the gated writers' task slots).
 @pytest.mark.timeout(2700)
+@pytest.mark.parametrize("catalog_kind", sorted(LAB_CATALOGS))
 def test_quick_concurrency_rounds_keep_the_invariants(postgres_server: PostgresServer, spark_cluster: SparkCluster,
-                                                      tmp_path: Path) -> None:
+                                                      tmp_path: Path, catalog_kind: str) -> None:
     figures = run(1, quick=True, results=tmp_path / "results", run_dir=tmp_path / "run", cluster=spark_cluster,
-                  postgres=postgres_server, cold_seconds=COLD_SECONDS_QUICK)
+                  postgres=postgres_server, cold_seconds=COLD_SECONDS_QUICK, catalog_kind=catalog_kind)
+    assert figures["settings"]["catalog"] == LAB_CATALOGS[catalog_kind]
 
     written = json.loads((tmp_path / "results" / "concurrency.json").read_text())
     assert written["complete"] and (tmp_path / "results" / "concurrency.png").is_file()
