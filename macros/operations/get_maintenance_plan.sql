@@ -49,29 +49,35 @@
     {%- do facts.update({'exists': exists if exists is not none
           else dbt_iceberg_maint._iceberg_maint_table_exists(relation)}) -%}
   {%- endif -%}
+  {#- Is it Iceberg? A model's file_format says so without a statement (dbt built the table with it);
+      a source, a model without file_format or a relation named directly costs the table's
+      properties, which the plan then reuses. -#}
+  {%- set file_format = ((node.config or {}).get('file_format') or '') | lower
+        if node is not none and node.resource_type == 'model' else '' -%}
+  {%- set properties = none -%}
+  {%- if facts.exists and not file_format -%}
+    {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(
+          dbt_iceberg_maint._iceberg_maint_qualified_name(relation)) -%}
+  {%- endif -%}
   {%- if facts.exists -%}
-    {%- do facts.update({'table_format': dbt_iceberg_maint._iceberg_maint_non_iceberg_format(node, relation)}) -%}
+    {%- do facts.update({'table_format': dbt_iceberg_maint._iceberg_maint_non_iceberg_format(file_format,
+          properties)}) -%}
   {%- endif -%}
   {%- if facts.exists and not facts.table_format -%}
     {%- do facts.update(dbt_iceberg_maint._iceberg_maint_plan_facts(relation, requested, resolved, force,
-          instant.value)) -%}
+          instant.value, properties)) -%}
   {%- endif -%}
   {{ return({'steps': dbt_iceberg_maint._iceberg_maint_plan_steps(table, requested, resolved, facts, force,
       instant.value), 'snapshot_id': facts.get('snapshot_id'), 'health': facts.get('health')}) }}
 {% endmacro %}
 
 
-{#- none when the existing table is an Iceberg table, else what it is instead (a Hive table beside
-    Iceberg ones in Spark's session catalog): a model's file_format says so without a statement
-    (dbt built the table with it); a source, a model without file_format or a relation named
-    directly costs one SHOW TBLPROPERTIES (an Iceberg table reports format=iceberg/<file format>).
+{#- Pure: none when the existing table is an Iceberg table, else what it is instead (a Hive table
+    beside Iceberg ones in Spark's session catalog), from the model's file_format when it has one,
+    else from the table's properties (an Iceberg table reports format=iceberg/<file format>).
     Twin: metadata/catalog.py `load` (TableNotIcebergError, engine.UNKNOWN_NON_ICEBERG_FORMAT). -#}
-{% macro _iceberg_maint_non_iceberg_format(node, relation) %}
-  {%- set file_format = ((node.config or {}).get('file_format') or '') | lower
-        if node is not none and node.resource_type == 'model' else '' -%}
+{% macro _iceberg_maint_non_iceberg_format(file_format, properties) %}
   {%- if file_format -%}{{ return(none if file_format == 'iceberg' else file_format) }}{%- endif -%}
-  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(
-        dbt_iceberg_maint._iceberg_maint_qualified_name(relation)) -%}
   {{ return(none if ((properties.get('format') or '') | lower).startswith('iceberg')
       else (properties.get('provider') or properties.get('format') or 'no Iceberg metadata')) }}
 {% endmacro %}
@@ -93,8 +99,9 @@
       min_input_files), data manifests for rewrite_manifests, delete files when the summary has
       no count;
     - the snapshot list when a cost gate is set.
-    Forced, it reads no figures, only the cold scope for the compaction's `where`. -#}
-{% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of) %}
+    Forced, it reads no figures, only the cold scope for the compaction's `where`.
+    known_properties: the table's properties when the caller has read them already. -#}
+{% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of, known_properties=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set section_of = dbt_iceberg_maint._iceberg_maint_policy_section -%}
   {%- set needs_properties = namespace(value='expire_snapshots' in requested or 'remove_orphan_files' in requested) -%}
@@ -104,7 +111,8 @@
       {%- set needs_properties.value = true -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) if needs_properties.value else none -%}
+  {%- set properties = known_properties if known_properties is not none
+        else dbt_iceberg_maint._iceberg_maint_table_properties(table) if needs_properties.value else none -%}
   {%- set checked = dbt_iceberg_maint._iceberg_maint_checked_hours_ago(properties or {}) -%}
   {#- Operations whose due decision must be made now: requested, enabled, outside their interval. -#}
   {%- set deciding = [] -%}
