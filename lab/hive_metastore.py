@@ -15,16 +15,16 @@ Two things the metastore does not do itself on PostgreSQL:
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import RuntimeSetupError
 from dbt_iceberg_maint.thrift_server import accepts_connections, pyspark_home
-from lab.postgres import JDBC_JAR, PostgresServer, ensure_installed
+from lab.postgres import JDBC_JAR, PostgresServer, ensure_installed, free_port
 
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 LOOPBACK = "127.0.0.1"
@@ -83,12 +83,6 @@ class HiveMetastore:
         processes.stop(self.process)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
 def _create_database(postgres: PostgresServer, database: str) -> None:
     bin_dir = ensure_installed()
     connection = ["-h", LOOPBACK, "-p", str(postgres.port), "-U", "postgres"]
@@ -120,17 +114,23 @@ def _command(postgres: PostgresServer, database: str, port: int, warehouse: Path
     return command
 
 
-def _create_privilege_tables(port: int) -> None:
-    """Read privileges of each kind once, so the metastore creates their tables now (see above)."""
+def open_client(port: int) -> tuple[Any, Any]:
+    """A thrift client of the metastore on `port` and its open transport (close it when done)."""
     from hive_metastore.ThriftHiveMetastore import Client  # type: ignore[import-untyped]
-    from hive_metastore.ttypes import HiveObjectRef, HiveObjectType, PrincipalType  # type: ignore[import-untyped]
     from thrift.protocol import TBinaryProtocol
     from thrift.transport import TSocket, TTransport
 
     transport = TTransport.TBufferedTransport(TSocket.TSocket(LOOPBACK, port))
     transport.open()
+    return Client(TBinaryProtocol.TBinaryProtocol(transport)), transport
+
+
+def _create_privilege_tables(port: int) -> None:
+    """Read privileges of each kind once, so the metastore creates their tables now (see above)."""
+    from hive_metastore.ttypes import HiveObjectRef, HiveObjectType, PrincipalType  # type: ignore[import-untyped]
+
+    client, transport = open_client(port)
     try:
-        client = Client(TBinaryProtocol.TBinaryProtocol(transport))
         for kind, extra in ((HiveObjectType.GLOBAL, {}), (HiveObjectType.DATABASE, {}), (HiveObjectType.TABLE, {}),
                             (HiveObjectType.COLUMN, {"columnName": "c"})):
             client.list_privileges("nobody", PrincipalType.USER,
@@ -154,7 +154,7 @@ def start_metastore(postgres: PostgresServer, root: Path, database: str = "metas
     warehouse.mkdir(exist_ok=True)
     last_error: RuntimeSetupError | None = None
     for _ in range(attempts):
-        port = _free_port()  # the service cannot bind port 0; another process may take it: retry
+        port = free_port()  # the service cannot bind port 0; another process may take it: retry
         started = processes.start(_command(postgres, database, port, warehouse), root / "metastore.log",
                                   with_parent=True)
         begun = time.monotonic()

@@ -50,7 +50,8 @@ def ensure_jdbc_jar() -> Path | None:
     return JDBC_JAR if JDBC_JAR.is_file() else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free now (for servers that cannot bind port 0: retry when it is taken)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -116,7 +117,7 @@ def start_server(database: str = "iceberg", attempts: int = 5, timeout_s: float 
                    check=True, capture_output=True)
     last_error: RuntimeSetupError | None = None
     for _ in range(attempts):
-        port = _free_port()  # the postmaster cannot bind port 0; another process may take it: retry
+        port = free_port()  # the postmaster cannot bind port 0; another process may take it: retry
         started = processes.start(_postmaster_command(bin_dir, data_dir, root, port), root / "server.log")
         try:
             _wait_ready(started, bin_dir, port, timeout_s)

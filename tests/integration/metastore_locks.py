@@ -17,9 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from urllib.parse import urlparse
 
-from hive_metastore.ThriftHiveMetastore import Client
 from hive_metastore.ttypes import (
     LockComponent,
     LockLevel,
@@ -29,24 +27,21 @@ from hive_metastore.ttypes import (
     ShowLocksRequest,
     UnlockRequest,
 )
-from thrift.protocol import TBinaryProtocol
-from thrift.transport import TSocket, TTransport
+
+from lab.hive_metastore import open_client
 
 
 class HeldTableLock:
-    """`with HeldTableLock(uri, db, table) as lock:` holds the table's exclusive lock until
+    """`with HeldTableLock(metastore_port, db, table) as lock:` holds the table's exclusive lock until
     `release()` (or the block's end)."""
 
-    def __init__(self, uri: str, database: str, table: str) -> None:
-        address = urlparse(uri)
-        self.database, self.table = database, table
-        self._transport = TTransport.TBufferedTransport(TSocket.TSocket(address.hostname, address.port))
-        self._client = Client(TBinaryProtocol.TBinaryProtocol(self._transport))
+    def __init__(self, port: int, database: str, table: str) -> None:
+        self.port, self.database, self.table = port, database, table
         self._lock_id: int | None = None
         self._guard = threading.Lock()  # the thrift client is used by the test and its releaser
 
     def __enter__(self) -> HeldTableLock:
-        self._transport.open()
+        self._client, self._transport = open_client(self.port)
         component = LockComponent(type=LockType.EXCLUSIVE, level=LockLevel.TABLE, dbname=self.database,
                                   tablename=self.table)
         response = self._client.lock(LockRequest(component=[component], user=getpass.getuser(),

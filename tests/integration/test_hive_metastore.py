@@ -91,7 +91,7 @@ def test_a_merge_that_loses_the_metastore_lock_race_is_verified_not_landed_and_r
         except BaseException as exc:  # noqa: BLE001 - reported by the test below
             errors.append(exc)
 
-    with HeldTableLock(hive_metastore.uri, dbt_project.schema, MODEL) as lock:
+    with HeldTableLock(hive_metastore.port, dbt_project.schema, MODEL) as lock:
         writer = threading.Thread(target=other_application_commits)
         writer.start()
         lock.wait_for_waiting(1, timeout_s=60, failed=errors)  # the other application queued first
