@@ -312,6 +312,8 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
              catalog_kind: str = "jdbc") -> Lab:
     """Start what is not given (PostgreSQL, cluster; the Hive Metastore for catalog_kind "hive")
     and the writers' Thrift Server application."""
+    if catalog_kind not in CATALOGS:
+        raise ValueError(f"catalog_kind is {catalog_kind!r}; expected one of {', '.join(sorted(CATALOGS))}")
     with ExitStack() as started:
         if postgres is None:
             postgres = start_server()

@@ -4,6 +4,9 @@ headline statistics."""
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
+
+import pytest
 
 from benchmarks.concurrency import (
     SMALL_FILE_BYTES,
@@ -17,6 +20,7 @@ from benchmarks.concurrency import (
     headline,
     ledger_mismatches,
     maintenance_kind,
+    open_lab,
     overlap_met,
     overlapped,
     plain_dbt_outcome,
@@ -161,3 +165,9 @@ def test_maintenance_kind_is_the_one_maintain_recorded_from_sparks_error() -> No
     assert maintenance_kind({"status": "failed", "reason": "x", "metrics": {"error": MISSING_FILES}}) == \
         "missing_files_to_delete"
     assert maintenance_kind({"status": "success", "reason": "a partition has 7 small files"}) is None
+
+
+def test_an_unknown_lab_catalog_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="catalog_kind is 'nessie'; expected one of hive, jdbc"):
+        open_lab(tmp_path / "run", catalog_kind="nessie")
+    assert not (tmp_path / "run").exists()
