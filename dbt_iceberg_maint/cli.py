@@ -529,16 +529,19 @@ REPORT_COLUMNS = (Column("rank", justify="right"), Column("table"), Column("scor
 @click.option("--estimates/--no-estimates", default=True, show_default=True,
               help="Estimate the bytes expire_snapshots and remove_orphan_files would free (lists each "
                    "table's location).")
-@click.option("--expire-older-than-hours", type=click.FloatRange(min=0), default=168, show_default=True)
-@click.option("--expire-retain-last", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--orphan-older-than-hours", type=click.FloatRange(min=0), default=72, show_default=True)
+@click.option("--expire-older-than-hours", type=click.FloatRange(min=0), default=None,
+              help="For every table. Default: each table's policy (expire_snapshots), else 168.")
+@click.option("--expire-retain-last", type=click.IntRange(min=1), default=None,
+              help="For every table. Default: each table's policy (expire_snapshots), else 5.")
+@click.option("--orphan-older-than-hours", type=click.FloatRange(min=0), default=None,
+              help="For every table. Default: each table's policy (remove_orphan_files), else 72.")
 @output_option
 @handle_errors
 def report_command(warehouse: str | None, catalog_properties: tuple[str, ...], catalog_name: str | None,
                    workers: int, project_dir: Path, profiles_dir: Path | None, target: str | None,
                    vars_yaml: str | None, history_table: str | None, out_dir: Path, days: float, estimates: bool,
-                   expire_older_than_hours: float, expire_retain_last: int, orphan_older_than_hours: float,
-                   output: str) -> None:
+                   expire_older_than_hours: float | None, expire_retain_last: int | None,
+                   orphan_older_than_hours: float | None, output: str) -> None:
     """A report over the maintenance history and the tables' current health: trends, what each
     run did, failure and skip streaks, the worst tables first, the last run's backlog, and what
     expire_snapshots and remove_orphan_files would free (docs/report.md). Writes report.html
@@ -548,13 +551,22 @@ def report_command(warehouse: str | None, catalog_properties: tuple[str, ...], c
     import os
 
     from dbt_iceberg_maint.invoke import default_profiles_dir
-    from dbt_iceberg_maint.report.shell import EstimateSettings, history_table_name, make_report, write_report
+    from dbt_iceberg_maint.report.shell import (
+        EstimateSettings,
+        history_table_name,
+        make_report,
+        project_policies,
+        write_report,
+    )
 
     catalog = _open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
     profiles = profiles_dir or (default_profiles_dir(project_dir, os.environ)
                                 if (project_dir / "dbt_project.yml").is_file() else None)
     name = history_table_name(history_table, project_dir, profiles, target, vars_yaml)
-    settings = EstimateSettings(expire_older_than_hours, expire_retain_last, orphan_older_than_hours)
+    # Each table's estimates assume its own policy's arguments unless an option sets them for all.
+    all_given = None not in (expire_older_than_hours, expire_retain_last, orphan_older_than_hours)
+    policies = project_policies(project_dir, profiles, target) if estimates and not all_given else {}
+    settings = EstimateSettings(expire_older_than_hours, expire_retain_last, orphan_older_than_hours, policies)
     report = make_report(catalog, name, days, dt.datetime.now(dt.timezone.utc),  # type: ignore[arg-type]
                          settings if estimates else None, workers)
     written = write_report(report, out_dir)

@@ -137,6 +137,24 @@ def planning_failed(table: str, operations: Sequence[str], error_text: str) -> t
     return tuple(MaintenanceResult(table, op, "failed", reason=reason, metrics=metrics) for op in operations)
 
 
+def record_args(outcomes: Iterable[tuple[str, str, str, str | None, str | None]],
+                nodes: Mapping[str, str] | None = None, history_checked: bool = False) -> list[str] | None:
+    """The run-operation that records outcomes no macro recorded, (table, operation, status,
+    reason, sql) each, skipped or failed: execute_maintenance_steps with `settled: true` logs
+    their result lines and writes their history rows, running nothing (docs/history.md). None
+    when there is none."""
+    steps = [{"table": table, "operation": operation, "status": status, "reason": reason or status, "sql": sql}
+             for table, operation, status, reason, sql in outcomes]
+    if not steps:
+        return None
+    args: dict[str, Any] = {"steps": steps, "settled": True}
+    if nodes:
+        args["nodes"] = {t: n for t, n in nodes.items() if t in {s["table"] for s in steps}}
+    if history_checked:
+        args["history_checked"] = True
+    return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args", json.dumps(args)]
+
+
 def replay(pending: Sequence[PlanStep]) -> list[str]:
     """The run-operation that executes the logged plan's remaining steps as recorded, once each
     planned step's arguments pass the guards of its procedure (execute_maintenance_steps checks
@@ -258,6 +276,16 @@ def run_maintenance(
     invocation = run(maintenance_args(select, operations, dry_run=dry_run, force=force, as_of=as_of, shard=shard))
     results: list[MaintenanceResult] = []
     invocations = 1
+    # Failures no macro could record (Spark stopped it mid-step): their history rows at the end.
+    unrecorded: list[MaintenanceResult] = []
+
+    def finish() -> MaintenanceReport:
+        recording = record_args((r.table, r.operation, r.status, r.reason, r.sql) for r in unrecorded
+                                if r.status in ("skipped", "failed"))
+        if recording is not None and not dry_run:
+            run(recording)
+        return MaintenanceReport(tuple(results), invocations + int(recording is not None and not dry_run),
+                                 tuple(problems))
     while True:  # until a plan is logged: each round settles one table whose planning failed
         logged = marker_messages(invocation)
         plan = MaintenancePlan.from_log(logged)
@@ -270,10 +298,12 @@ def run_maintenance(
         planning = [table for table, operation in started(logged) if operation is None]
         if selection is None or not planning:  # refused before anything ran: arguments, policies, selection
             raise UsageError(f"iceberg_maintenance stopped before planning: {_refusal_text(invocation)}")
-        results.extend(planning_failed(planning[-1], selection.operations, error_text(invocation)))
+        failed_planning = planning_failed(planning[-1], selection.operations, error_text(invocation))
+        results.extend(failed_planning)
+        unrecorded.extend(failed_planning)
         rest = [t.model for t in selection.tables if t.table != planning[-1]]
         if not rest:
-            return MaintenanceReport(tuple(results), invocations, tuple(problems))
+            return finish()
         invocation = run(maintenance_args(rest, selection.operations, dry_run=dry_run, force=force, as_of=as_of))
         invocations += 1
     pending = plan.steps
@@ -298,8 +328,9 @@ def run_maintenance(
                 if not released.success:
                     failed = replace(failed, reason=f"{failed.reason} ({LEASE_KEPT})")
             results.append(failed)
+            unrecorded.append(failed)
         if not pending:
-            return MaintenanceReport(tuple(results), invocations, tuple(problems))
+            return finish()
         invocation = run(replay(pending))
         invocations += 1
 

@@ -45,6 +45,9 @@ STATUSES: Final = (SUCCESS, SKIPPED, FAILED, DRY_RUN)
 PLANNED: Final = "planned"
 STEP_STATUSES: Final = (PLANNED, SKIPPED, FAILED)
 STEP_KEYS: Final = ("table", "operation", "status", "reason", "sql")
+# How a skipped step's reason starts when the fleet engine's budget closed before it started (its
+# history row; iceberg_healthy's max_backlog_operations counts them).
+BACKLOG_REASON_PREFIX: Final = "backlog:"
 
 # Maintenance operations in the canonical order (Iceberg's advice); `compaction` is an alias
 # of rewrite_data_files in `operations` arguments and the policy's section name.
@@ -101,6 +104,7 @@ def as_dict() -> dict[str, object]:
         "statuses": list(STATUSES),
         "step_statuses": list(STEP_STATUSES),
         "step_keys": list(STEP_KEYS),
+        "backlog_reason_prefix": BACKLOG_REASON_PREFIX,
         "operations": list(OPERATIONS),
         "default_operations": list(DEFAULT_OPERATIONS),
         "operation_aliases": dict(OPERATION_ALIASES),

@@ -41,11 +41,19 @@ from dbt_iceberg_maint.fleet.scheduler import FleetReport, Step, StepOutcome, Ta
 from dbt_iceberg_maint.fleet.worker import invocation_from_dict
 from dbt_iceberg_maint.invoke import DbtInvocation, ParsedManifests, default_profiles_dir, invoke_dbt
 from dbt_iceberg_maint.leases import LEASE_KEPT, RUN_ID_ENV, create_logs_args, give_back_args
-from dbt_iceberg_maint.maintenance import error_text, interrupted_step, marker_messages, needs_probe, probed
+from dbt_iceberg_maint.maintenance import (
+    error_text,
+    interrupted_step,
+    marker_messages,
+    needs_probe,
+    probed,
+    record_args,
+)
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.selection import Shard, check_catalog_patterns
-from dbt_iceberg_maint.results import MaintenanceResult, history_written, parse_result_lines
+from dbt_iceberg_maint.protocol import BACKLOG_REASON_PREFIX
+from dbt_iceberg_maint.results import MaintenanceResult, history_problems, history_written, parse_result_lines
 from dbt_iceberg_maint.rewrite_probe import probe_args
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -276,7 +284,7 @@ def _outcome(step: Step, ran: Ran, started: float, finished: float, worker: int,
         result = reported[-1]
         kind = result.metrics.get("kind") if result.status == "failed" else None
         return replace(base, status=result.status, reason=result.reason, metrics=dict(result.metrics),
-                       kind=kind if isinstance(kind, str) else None,
+                       kind=kind if isinstance(kind, str) else None, recorded=True,
                        left_files=scheduler.left_behind(step.eligible_files, result.metrics)
                        if result.status == "success" else None)
     if invocation.usage_error or (invocation.success and not reported):
@@ -302,6 +310,16 @@ def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[s
     if history_checked:
         args["history_checked"] = True
     return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args", json.dumps(args), *dbt_args]
+
+
+def unrecorded_args(outcomes: Sequence[StepOutcome], nodes: Mapping[str, str], dbt_args: Sequence[str],
+                    history_checked: bool = False) -> list[str] | None:
+    """record_args for the outcomes no macro recorded: the plan's skips, the budget's backlog (a
+    skip), timeouts, a step stopped without its result line."""
+    args = record_args([(o.table, o.operation, "failed" if o.status == "failed" else "skipped", o.reason, o.sql)
+                        for o in outcomes if not o.recorded and o.status in ("skipped", "failed", "backlog")],
+                       nodes, history_checked)
+    return None if args is None else [*args, *dbt_args]
 
 
 def _probed_outcome(outcome: StepOutcome, probe: Ran) -> StepOutcome:
@@ -487,14 +505,21 @@ def run_fleet(
     outcomes = [StepOutcome(s.table, s.operation, s.status, s.reason or None, s.sql)
                 for t in ordered for s in t.steps if s.status != "planned"]
     due = [s for t in ordered for s in t.due]
+    worker_env = {**(env or {}), RUN_ID_ENV: run_id}
+    # Every step gets its history row: the ones no macro ran are recorded at the end (record_args).
+    history_on = planner.project_var(project, vars_yaml, "dbt_iceberg_maint_history_enabled") is not False
+    nodes = {t.table: t.model for t in ordered if t.model and not t.model.startswith("catalog:")}
     if dry_run or not due:
         outcomes += [StepOutcome(s.table, s.operation, "dry_run", f"dry run: {s.reason}", s.sql,
                                  eligible_files=s.eligible_files, eligible_bytes=s.eligible_bytes) for s in due]
+        recording = unrecorded_args(outcomes, nodes, worker_args) if history_on and not dry_run else None
+        only = (InProcessWorker(1, worker_env, project, profiles, worker_args).run(recording, None).invocation
+                if recording else None)
         return FleetReport(run_id, tuple(outcomes), ordered, concurrency, "none", budget, timeout, planning_s,
-                           0.0, dry_run=dry_run, resumed_from=None if resume is None else str(resume),
-                           catalog=coverage)
+                           0.0, int(only is not None), len(only.sql_statements) if only else 0, dry_run=dry_run,
+                           resumed_from=None if resume is None else str(resume), catalog=coverage,
+                           history_problems=_history_problems(only))
 
-    worker_env = {**(env or {}), RUN_ID_ENV: run_id}
     in_process = concurrency == 1 and timeout is None
     work_dir = Path(tempfile.mkdtemp(prefix="dbt-iceberg-maint-fleet-"))
     workers: list[InProcessWorker | SubprocessWorker] = [
@@ -552,6 +577,7 @@ def run_fleet(
                 state.cond.notify_all()
 
     execution_started = time.monotonic()
+    recorded: DbtInvocation | None = None
     try:
         if in_process:
             work(workers[0])
@@ -561,17 +587,36 @@ def run_fleet(
                 thread.start()
             for thread in threads:
                 thread.join()
+        if errors:
+            raise IcebergMaintError(f"the fleet engine stopped: {errors[0]}") from errors[0]
+        left = [s for t in ordered for s in state.queues.get(t.table, [])]
+        backlog = [StepOutcome(s.table, s.operation, "backlog",
+                               f"{BACKLOG_REASON_PREFIX} not started, the budget of {budget or 0:g} s closed",
+                               s.sql, eligible_files=s.eligible_files, eligible_bytes=s.eligible_bytes) for s in left]
+        recording = (unrecorded_args([*outcomes, *state.outcomes, *backlog], nodes, worker_args, history_ready[0])
+                     if history_on else None)
+        if recording:
+            recorded = workers[0].run(recording, None).invocation
+            invocations[0] += 1
+            statements[0] += len(recorded.sql_statements) if recorded else 0
     finally:
         for worker in workers:
             worker.close()
-    if errors:
-        raise IcebergMaintError(f"the fleet engine stopped: {errors[0]}") from errors[0]
     execution_s = time.monotonic() - execution_started
-    left = [s for t in ordered for s in state.queues.get(t.table, [])]
-    backlog = [StepOutcome(s.table, s.operation, "backlog", f"not started: the budget of {budget or 0:g} s closed",
-                           s.sql, eligible_files=s.eligible_files, eligible_bytes=s.eligible_bytes) for s in left]
     order = {(s.table, s.operation): i for i, s in enumerate(s for t in ordered for s in t.steps)}
     every = sorted([*outcomes, *state.outcomes, *backlog], key=lambda o: order.get((o.table, o.operation), 0))
     return FleetReport(run_id, tuple(every), ordered, concurrency, workers[0].mode, budget, timeout, planning_s,
                        execution_s, invocations[0], statements[0],
-                       resumed_from=None if resume is None else str(resume), catalog=coverage)
+                       resumed_from=None if resume is None else str(resume), catalog=coverage,
+                       history_problems=_history_problems(recorded))
+
+
+def _history_problems(invocation: DbtInvocation | None) -> tuple[str, ...]:
+    """What kept the recorded outcomes' history rows from being written: the macros' problems, or
+    the recording invocation's own failure."""
+    if invocation is None:
+        return ()
+    problems = history_problems(marker_messages(invocation))
+    if not invocation.success:
+        problems += (f"the outcomes the engine settled were not recorded: {error_text(invocation)}",)
+    return problems

@@ -71,4 +71,6 @@ def fleet_table(report: FleetReport) -> Callable[[Console], None]:
                      if backlog["steps"] else "")
                   + (f"[red]{len(report.failed)} step(s) failed[/red]" if report.failed
                      else "[green]no step failed[/green]"))
+        for problem in report.history_problems:
+            out.print(f"[yellow]warning: maintenance history not written: {problem}[/yellow]")
     return text

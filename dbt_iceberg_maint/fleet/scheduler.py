@@ -214,6 +214,7 @@ class StepOutcome:
     left_files: int | None = None  # eligible files a capped or partial compaction left behind
     statements: int = 0
     calls: tuple[tuple[int, int | None], ...] = ()  # each CALL's (started, ended) epoch ms
+    recorded: bool = False  # a macro logged its result line and wrote its history row
 
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "operation": self.operation, "status": self.status, "reason": self.reason,
@@ -262,6 +263,7 @@ class FleetReport:
     resumed_from: str | None = None
     # --include-catalog: tables taken, patterns matching nothing, tables left to dbt, uncovered.
     catalog: Mapping[str, Any] | None = None
+    history_problems: tuple[str, ...] = ()  # why history rows were not written (docs/history.md)
 
     @property
     def failed(self) -> tuple[StepOutcome, ...]:
@@ -293,6 +295,7 @@ class FleetReport:
                        "statements": self.statements, "calls": self.calls,
                        "left_files": sum(o.left_files or 0 for o in self.outcomes),
                        "backlog": backlog_totals(self.outcomes)},
+            "history_problems": list(self.history_problems),
         }
 
     def to_json(self) -> str:

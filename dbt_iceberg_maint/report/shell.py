@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dbt_iceberg_maint.errors import HistoryError, TableMissingError, TableReadError, UsageError
 from dbt_iceberg_maint.metadata.catalog import MetadataCatalog, profile_setting
-from dbt_iceberg_maint.metadata.planner import concurrently, project_var, read_health
+from dbt_iceberg_maint.metadata.planner import concurrently, iceberg_models, load_manifest, project_var, read_health
+from dbt_iceberg_maint.policy import engine
+from dbt_iceberg_maint.policy.checks import parse_instant
 from dbt_iceberg_maint.report import render
 from dbt_iceberg_maint.report.core import build_report
 from dbt_iceberg_maint.report.estimates import estimate
@@ -25,11 +28,36 @@ HISTORY_COLUMNS = ("run_id", "invocation_id", "path", "node", "table_name", "ope
 
 @dataclass(frozen=True)
 class EstimateSettings:
-    """The expire_snapshots and remove_orphan_files arguments the estimates assume."""
+    """The expire_snapshots and remove_orphan_files arguments the estimates assume: one given here
+    holds for every table; None: each table's own policy (`policies`: table name, lower case ->
+    resolved policy), else the package defaults."""
 
-    expire_older_than_hours: float = 168
-    expire_retain_last: int = 5
-    orphan_older_than_hours: float = 72
+    expire_older_than_hours: float | None = None
+    expire_retain_last: int | None = None
+    orphan_older_than_hours: float | None = None
+    policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def for_table(self, name: str, now: dt.datetime) -> tuple[float, int, float]:
+        """(expire older_than hours, retain_last, orphan older_than hours) for table `name`."""
+        policy = (self.policies.get(name.lower()) or self.policies.get(".".join(name.lower().split(".")[-2:]))
+                  or engine.resolved(None))
+        expire, orphan = policy[engine.section_of("expire_snapshots")], policy[engine.section_of("remove_orphan_files")]
+        instant = parse_instant("policy expire_snapshots", "older_than", expire["older_than"]).value
+        expire_hours = (now - instant).total_seconds() / 3600 if instant else expire["older_than_hours"]
+        return (self.expire_older_than_hours if self.expire_older_than_hours is not None else float(expire_hours),
+                self.expire_retain_last if self.expire_retain_last is not None else int(expire["retain_last"]),
+                self.orphan_older_than_hours if self.orphan_older_than_hours is not None
+                else float(orphan["older_than_hours"]))
+
+
+def project_policies(project_dir: Path, profiles_dir: Path | None, target: str | None) -> dict[str, dict[str, Any]]:
+    """Each Iceberg model's and source table's resolved policy (meta.iceberg_maint), by
+    'schema.table' in lower case; empty outside a dbt project."""
+    if not (project_dir / "dbt_project.yml").is_file():
+        return {}
+    manifest = load_manifest(project_dir.resolve(), profiles_dir, target)
+    return {f"{t.ref.schema}.{t.ref.identifier}".lower(): engine.resolved(t.raw_policy)
+            for t in iceberg_models(manifest)}
 
 
 def history_table_name(explicit: str | None, project_dir: Path, profiles_dir: Path | None, target: str | None,
@@ -86,10 +114,13 @@ def estimates(catalog: MetadataCatalog, tables: Sequence[str], settings: Estimat
 
     def one(name: str) -> Estimates:
         try:
-            return estimate(name, catalog.load(name), now_ms, settings.expire_older_than_hours,
-                            settings.expire_retain_last, settings.orphan_older_than_hours)
+            expire_hours, retain_last, orphan_hours = settings.for_table(name, now)
+        except (TypeError, ValueError) as exc:  # a policy maintain() itself would refuse
+            return Estimates(name, 0, 0, error=f"its policy's expire_snapshots/remove_orphan_files arguments: {exc}")
+        try:
+            return estimate(name, catalog.load(name), now_ms, expire_hours, retain_last, orphan_hours)
         except Exception as exc:  # one table's unreadable metadata or location: the others go on
-            return Estimates(name, settings.expire_older_than_hours, settings.expire_retain_last,
+            return Estimates(name, expire_hours, retain_last, orphan_older_than_hours=orphan_hours,
                              error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
     return concurrently(list(tables), one, workers)

@@ -57,6 +57,9 @@
       {%- do outcome.update(iceberg_maint_plan_case(case)) -%}
     {%- elif kind == 'step_errors' -%}
       {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_step_errors(kwargs.steps)}) -%}
+    {%- elif kind == 'settled_errors' -%}
+      {%- do outcome.update({'errors': dbt_iceberg_maint._iceberg_maint_settled_errors(kwargs.steps,
+            kwargs.get('record'), kwargs.get('settled', false), kwargs.get('nodes'))}) -%}
     {%- elif kind == 'protocol' -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_protocol()}) -%}
     {%- elif kind == 'log_marker' -%}

@@ -9,6 +9,7 @@
       'statuses': ['success', 'skipped', 'failed', 'dry_run'],
       'step_statuses': ['planned', 'skipped', 'failed'],
       'step_keys': ['table', 'operation', 'status', 'reason', 'sql'],
+      'backlog_reason_prefix': 'backlog:',
       'operations': ['rewrite_data_files', 'rewrite_position_delete_files', 'expire_snapshots',
                      'remove_orphan_files', 'rewrite_manifests'],
       'default_operations': ['rewrite_data_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests'],

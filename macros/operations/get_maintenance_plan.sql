@@ -579,27 +579,34 @@
     operations, and for a planned step SQL that is one CALL of its operation's procedure on its
     table. `record` ({policy, snapshot_id}: the tables' policy and the snapshot the plan read,
     the fleet engine passes it) records the checks of the steps that ran as iceberg_maintenance
-    does, so the intervals and the fixed point hold for the engine's runs too. -#}
-{% macro execute_maintenance_steps(steps, record=none, history_checked=false) %}
+    does, so the intervals and the fixed point hold for the engine's runs too. `settled`: the
+    steps are outcomes the caller decided without a macro (the fleet engine's plan skips, budget
+    backlog, timeouts): only skipped and failed steps, each logs its result line and history
+    row, none fails the invocation; `nodes` ({table: node label}) names their dbt nodes. -#}
+{% macro execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none) %}
   {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps, record=record,
-      history_checked=history_checked)) }}
+      history_checked=history_checked, settled=settled, nodes=nodes)) }}
 {% endmacro %}
 
-{% macro default__execute_maintenance_steps(steps, record=none, history_checked=false) %}
+{% macro default__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.execute_maintenance_steps is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__execute_maintenance_steps(steps, record=none, history_checked=false) %}
+{% macro spark__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none) %}
+  {%- set check_boolean = dbt_iceberg_maint._iceberg_maint_check_boolean -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)
         + dbt_iceberg_maint._iceberg_maint_record_errors(record)
-        + dbt_iceberg_maint._iceberg_maint_check_boolean('execute_maintenance_steps', 'history_checked',
-            history_checked)) -%}
+        + check_boolean('execute_maintenance_steps', 'history_checked', history_checked)
+        + check_boolean('execute_maintenance_steps', 'settled', settled)
+        + dbt_iceberg_maint._iceberg_maint_settled_errors(steps, record, settled, nodes)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set tables = {} -%}
+  {%- for table, node in (nodes or {}).items() -%}{%- do tables.update({table: {'node': node}}) -%}{%- endfor -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, path='execute_maintenance_steps',
-        history_checked=history_checked) -%}
+        tables=tables, history_checked=history_checked) -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
-  {%- if failed -%}
+  {%- if failed and not settled -%}
     {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "
         ~ failed | map(attribute='operation') | join(', ')) }}
   {%- endif -%}
@@ -636,6 +643,38 @@
   {%- if snapshot_id is not none and (snapshot_id is not number or snapshot_id is boolean
         or snapshot_id != snapshot_id | int) -%}
     {%- do errors.append(owner ~ ' snapshot_id is ' ~ tojson(snapshot_id) ~ '; expected a whole number or none') -%}
+  {%- endif -%}
+  {{ return(errors) }}
+{% endmacro %}
+
+
+{#- Problems of execute_maintenance_steps' `settled` and `nodes`: settled steps are outcomes to
+    record, so none may be planned and there is no check to record; nodes is none or a mapping
+    of table names to node labels. -#}
+{% macro _iceberg_maint_settled_errors(steps, record, settled, nodes) %}
+  {%- set owner = 'execute_maintenance_steps' -%}
+  {%- set errors = [] -%}
+  {%- if settled is true -%}
+    {%- for step in steps -%}
+      {%- if step is mapping and step.get('status') == 'planned' -%}
+        {%- do errors.append(owner ~ ": step " ~ loop.index ~ " is planned; with `settled: true` every step must be "
+              ~ "skipped or failed (an outcome to record, not a statement to run)") -%}
+      {%- endif -%}
+    {%- endfor -%}
+    {%- if record is not none -%}
+      {%- do errors.append(owner ~ ": `record` cannot be given with `settled: true` (no step runs, no check "
+            ~ "is settled)") -%}
+    {%- endif -%}
+  {%- endif -%}
+  {%- if nodes is not none -%}
+    {%- set valid = namespace(ok=nodes is mapping) -%}
+    {%- for table, node in (nodes.items() if nodes is mapping else []) -%}
+      {%- if table is not string or node is not string -%}{%- set valid.ok = false -%}{%- endif -%}
+    {%- endfor -%}
+    {%- if not valid.ok -%}
+      {%- do errors.append(owner ~ ": argument `nodes` is " ~ tojson(nodes) ~ "; expected none or a mapping "
+            ~ "of table names to dbt node labels") -%}
+    {%- endif -%}
   {%- endif -%}
   {{ return(errors) }}
 {% endmacro %}

@@ -7,7 +7,8 @@
     a mistake fails that test only, never the whole project's parse. -#}
 {% test iceberg_healthy(model, max_small_files=none, max_small_files_in_partition=none, max_snapshots=none,
     max_delete_files=none, max_manifests=none, max_data_manifests=none, max_days_since_compaction=none,
-    max_hours_since_compaction=none, max_days_since_expiry=none, max_hours_since_expiry=none) %}
+    max_hours_since_compaction=none, max_days_since_expiry=none, max_hours_since_expiry=none,
+    max_backlog_operations=none) %}
   {%- if execute -%}
     {#- Referencing kwargs makes the macro accept unknown keywords, so they are named below. -#}
     {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_healthy_errors({
@@ -15,23 +16,25 @@
           'max_snapshots': max_snapshots, 'max_delete_files': max_delete_files, 'max_manifests': max_manifests,
           'max_data_manifests': max_data_manifests, 'max_days_since_compaction': max_days_since_compaction,
           'max_hours_since_compaction': max_hours_since_compaction, 'max_days_since_expiry': max_days_since_expiry,
-          'max_hours_since_expiry': max_hours_since_expiry}, kwargs)) -%}
+          'max_hours_since_expiry': max_hours_since_expiry, 'max_backlog_operations': max_backlog_operations},
+          kwargs)) -%}
   {%- endif -%}
   {{ return(adapter.dispatch('test_iceberg_healthy', 'dbt_iceberg_maint')(model, max_small_files,
       max_small_files_in_partition, max_snapshots, max_delete_files, max_manifests, max_data_manifests,
-      max_days_since_compaction, max_hours_since_compaction, max_days_since_expiry, max_hours_since_expiry)) }}
+      max_days_since_compaction, max_hours_since_compaction, max_days_since_expiry, max_hours_since_expiry,
+      max_backlog_operations)) }}
 {% endtest %}
 
 {% macro default__test_iceberg_healthy(model, max_small_files, max_small_files_in_partition, max_snapshots,
     max_delete_files, max_manifests, max_data_manifests, max_days_since_compaction, max_hours_since_compaction,
-    max_days_since_expiry, max_hours_since_expiry) %}
+    max_days_since_expiry, max_hours_since_expiry, max_backlog_operations) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.iceberg_healthy is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__test_iceberg_healthy(model, max_small_files, max_small_files_in_partition, max_snapshots,
     max_delete_files, max_manifests, max_data_manifests, max_days_since_compaction, max_hours_since_compaction,
-    max_days_since_expiry, max_hours_since_expiry) %}
+    max_days_since_expiry, max_hours_since_expiry, max_backlog_operations) %}
   {%- if not execute -%}{{ return(dbt_iceberg_maint._iceberg_maint_health_rows_sql([])) }}{%- endif -%}
   {%- set thresholds = {} -%}
   {%- for name, value in [['max_small_files', max_small_files],
@@ -39,7 +42,8 @@
         ['max_delete_files', max_delete_files], ['max_manifests', max_manifests],
         ['max_data_manifests', max_data_manifests], ['max_days_since_compaction', max_days_since_compaction],
         ['max_hours_since_compaction', max_hours_since_compaction], ['max_days_since_expiry', max_days_since_expiry],
-        ['max_hours_since_expiry', max_hours_since_expiry]] if value is not none -%}
+        ['max_hours_since_expiry', max_hours_since_expiry], ['max_backlog_operations', max_backlog_operations]]
+        if value is not none -%}
     {%- do thresholds.update({name: value}) -%}
   {%- endfor -%}
   {%- if model is string and model.strip().startswith('(') -%}
@@ -58,7 +62,7 @@
   {{ return({'max_small_files': 'count', 'max_small_files_in_partition': 'count', 'max_snapshots': 'count',
       'max_delete_files': 'count', 'max_manifests': 'count', 'max_data_manifests': 'count',
       'max_days_since_compaction': 'days', 'max_hours_since_compaction': 'hours', 'max_days_since_expiry': 'days',
-      'max_hours_since_expiry': 'hours'}) }}
+      'max_hours_since_expiry': 'hours', 'max_backlog_operations': 'count'}) }}
 {% endmacro %}
 
 
@@ -136,6 +140,9 @@
   {%- do figures.update(deep) -%}
   {%- do figures.update({'exists': true, 'iceberg': true, 'small_file_threshold_bytes': small,
         'checked_hours_ago': dbt_iceberg_maint._iceberg_maint_checked_hours_ago(properties)}) -%}
+  {%- if thresholds.get('max_backlog_operations') is not none -%}
+    {%- do figures.update(dbt_iceberg_maint._iceberg_maint_backlog_figures(table)) -%}
+  {%- endif -%}
   {{ return(figures) }}
 {% endmacro %}
 
@@ -175,7 +182,9 @@
   {%- for name, kind in dbt_iceberg_maint._iceberg_maint_healthy_arguments().items()
         if thresholds.get(name) is not none -%}
     {%- set limit = thresholds[name] -%}
-    {%- if kind == 'count' -%}
+    {%- if name == 'max_backlog_operations' -%}
+      {%- do rows.extend(dbt_iceberg_maint._iceberg_maint_backlog_violations(table, limit, figures)) -%}
+    {%- elif kind == 'count' -%}
       {%- set figure, noun, fix = counts[name] -%}
       {%- set value = figures.get(figure) -%}
       {%- if value is not none and value > limit -%}
@@ -229,4 +238,63 @@
           ~ literal(row.message) ~ ' as `message`') -%}
   {%- endfor -%}
   {{ return(selects | join('\nunion all\n')) }}
+{% endmacro %}
+
+
+{#- The backlog the last maintenance run left on `table`, read from the maintenance history
+    (docs/history.md): the run is the newest run_id with a row for the table in the last 7 days
+    (the history is partitioned by day); its backlog, the operations whose latest row in that run
+    is a skip whose reason starts with the protocol's backlog prefix (the fleet engine's budget
+    closed before they started; a resumed run, same run id, that did them ends it). With no
+    history table the figure is unknown, which fails the threshold (a check that can never fire
+    would pass silently). -#}
+{% macro _iceberg_maint_backlog_figures(table) %}
+  {%- set history = dbt_iceberg_maint._iceberg_maint_history_settings() -%}
+  {%- if not dbt_iceberg_maint._iceberg_maint_table_exists(history.relation) -%}
+    {{ return({'backlog_history_missing': history.relation}) }}
+  {%- endif -%}
+  {%- set rows = run_query(dbt_iceberg_maint._iceberg_maint_backlog_sql(history.relation, table)).rows -%}
+  {%- if not rows or rows[0][0] is none -%}
+    {{ return({'backlog_operations': 0, 'backlog_run_id': none}) }}
+  {%- endif -%}
+  {{ return({'backlog_run_id': rows[0][0], 'backlog_operations': rows[0][1] | int,
+      'backlog_list': rows[0][2] or ''}) }}
+{% endmacro %}
+
+
+{#- Pure: one row (run_id, backlog count, the backlog's operations) for the newest run that
+    recorded `table` in the history `relation` within 7 days; no row when none did. -#}
+{% macro _iceberg_maint_backlog_sql(relation, table) %}
+  {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
+  {%- set backlog = "status = 'skipped' and reason like "
+        ~ literal(dbt_iceberg_maint._iceberg_maint_protocol().backlog_reason_prefix ~ '%') -%}
+  {{ return("with steps as (
+  select run_id, operation, started_at, case when " ~ backlog ~ " then 1 else 0 end as backlog
+  from " ~ relation ~ "
+  where lower(table_name) = " ~ literal(table | lower) ~ " and started_at >= current_timestamp() - interval 7 days
+),
+latest as (select max_by(run_id, started_at) as run_id from steps),
+operations as (
+  select s.run_id, s.operation, max_by(s.backlog, s.started_at) as backlog
+  from steps s join latest l on s.run_id = l.run_id group by s.run_id, s.operation
+)
+select run_id, sum(backlog) as backlog,
+       concat_ws(', ', sort_array(collect_list(case when backlog = 1 then operation end))) as operations
+from operations group by run_id") }}
+{% endmacro %}
+
+
+{#- Pure: the max_backlog_operations row, if violated. -#}
+{% macro _iceberg_maint_backlog_violations(table, limit, figures) %}
+  {%- if figures.get('backlog_history_missing') -%}
+    {{ return([{'table': table, 'check': 'max_backlog_operations', 'value': none, 'threshold': limit,
+        'message': table ~ ': no maintenance history (table ' ~ figures.backlog_history_missing ~ ' does not exist), '
+          ~ 'so the backlog of its last maintenance run cannot be read'}]) }}
+  {%- endif -%}
+  {%- set value = figures.get('backlog_operations') -%}
+  {%- if value is none or value <= limit -%}{{ return([]) }}{%- endif -%}
+  {{ return([{'table': table, 'check': 'max_backlog_operations', 'value': value, 'threshold': limit,
+      'message': table ~ ': the last maintenance run (' ~ figures.backlog_run_id ~ ') left ' ~ value
+        ~ ' operation(s) as backlog (' ~ figures.backlog_list ~ '), more than ' ~ limit
+        ~ ' (its budget closed before they started; a longer --budget or more --concurrency reaches them)'}]) }}
 {% endmacro %}

@@ -147,3 +147,21 @@ def test_a_missing_history_table_says_which_and_why(maintained: DbtProject, tmp_
     code, output = report(maintained, tmp_path, "--history-table", f"{maintained.schema}.no_history")
     assert code == 1 and f"table {maintained.schema}.no_history does not exist" in output, output
     assert "dbt_iceberg_maint_history_enabled" in output
+
+
+def test_estimates_assume_each_models_own_policy_unless_an_option_sets_it(maintained: DbtProject,
+                                                                          tmp_path: Path) -> None:
+    """event_log's policy (integration_tests/dbt_project.yml): expire_snapshots older_than_hours 1,
+    retain_last 2; remove_orphan_files not set, so the package default 72 h. An option given
+    holds for every table; the others still come from the policy."""
+    table = f"{maintained.schema}.event_log"
+
+    def settings(*args: str) -> tuple[Any, ...]:
+        code, output = report(maintained, tmp_path / "-".join(args or ("policy",)), "--output", "json", *args)
+        assert code == 0, output
+        [found] = [t["estimates"] for t in json.loads(output)["tables"] if t["table"] == table]
+        assert found["error"] is None, found
+        return found["expire_older_than_hours"], found["expire_retain_last"], found["orphan_older_than_hours"]
+
+    assert settings() == (1, 2, 72)
+    assert settings("--expire-retain-last", "4") == (1, 4, 72)

@@ -64,8 +64,11 @@ def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: p
         f"port: {thrift_server.port}, user: dbt, schema: fleet_models, threads: 1, connect_retries: 3, "
         "connect_timeout: 10}\n")
     (root / "packages.yml").write_text(f"packages:\n  - local: {Path(__file__).resolve().parents[2]}\n")
+    # t0 has a health test of the backlog a budgeted run left (dbt test --select t0_backlog).
+    backlog_test = ("        data_tests:\n          - dbt_iceberg_maint.iceberg_healthy:\n"
+                    "              name: t0_backlog\n              arguments: {max_backlog_operations: 0}\n")
     tables = "".join(f"      - name: {name}\n        meta: {{iceberg_maint: {POLICY}}}\n"
-                     for name in (*TABLES, *OTHERS, BRITTLE))
+                     + (backlog_test if name == "t0" else "") for name in (*TABLES, *OTHERS, BRITTLE))
     (root / "models" / "sources.yml").write_text(
         f"sources:\n  - name: lake\n    schema: {LAKE}\n    tables:\n{tables}"
         f"      - name: slow\n        meta: {{iceberg_maint: {SLOW_POLICY}}}\n"
@@ -122,6 +125,23 @@ def spark_calls(server: ThriftServer) -> list[tuple[str, float, float | None]]:
     return calls
 
 
+def history(sql: ThriftSql, run_id: str) -> list[tuple[Any, ...]]:
+    """A run's rows of the maintenance history: (table, operation, status, reason)."""
+    sql.execute(f"refresh table {LAKE}.iceberg_maint_history")
+    return [tuple(row) for row in sql.rows(f"select table_name, operation, status, reason from "
+                                            f"{LAKE}.iceberg_maint_history where run_id = '{run_id}'")]
+
+
+def backlog_test(project: Path) -> tuple[str, str | None]:
+    """`dbt test --select t0_backlog`: its status and the message of its one row, if any (the
+    test's SELECT of literal rows is in its SQL)."""
+    tested = invoke_dbt(["test", "--select", "t0_backlog"], project, project)
+    [node] = tested.nodes
+    sql = " ".join(e.msg for e in tested.events if e.name == "SQLQuery" and e.node_id == node.unique_id)
+    found = re.search(r"'([^']*backlog[^']*), more than 0", sql)
+    return node.status, None if found is None else f"{found.group(1)}, more than 0"
+
+
 def test_bad_input_exits_2_and_changes_nothing(lake: Path, thrift_sql: ThriftSql,
                                                thrift_server: ThriftServer) -> None:
     before = {name: state(thrift_sql, name) for name in TABLES}
@@ -168,6 +188,13 @@ def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_wor
         assert thrift_sql.scalar(f"select count(*) from {table}.data_files") == 3
     report = tmp_path / "cut.json"
     report.write_text(cut.to_json())
+    # Every step has its history row, the backlog too (recorded by the engine, as no macro ran it).
+    assert sorted(history(thrift_sql, cut.run_id)) == sorted(
+        (r.table, r.operation, "skipped" if r.status == "backlog" else r.status, r.reason) for r in cut.outcomes)
+    assert all((r.reason or "").startswith("backlog: not started, the budget of ") for r in backlog)
+    # iceberg_healthy's max_backlog_operations fails on a table the budget left untouched...
+    assert backlog_test(lake) == ("fail", f"{LAKE}.t0: the last maintenance run ({cut.run_id}) left 2 operation(s) "
+                                          "as backlog (expire_snapshots, rewrite_data_files), more than 0")
 
     # The next run resumes from that report, on two workers: every table ends healthy.
     window_start = time.time()
@@ -205,6 +232,8 @@ def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_wor
         properties = dict(thrift_sql.rows(f"show tblproperties {LAKE}.{table}"))
         parent = thrift_sql.scalar(f"select parent_id from {LAKE}.{table}.snapshots")
         assert properties.get("dbt-iceberg-maint.checked-snapshot.rewrite_data_files") == str(parent), properties
+    # ...and passes once the resumed run (the same run id) did that work.
+    assert backlog_test(lake) == ("pass", None)
     again = fleet(lake, catalog, TABLES, dry_run=True)
     assert [r.status for r in again.outcomes] == ["skipped"] * 2 * len(TABLES), again.to_json()
     assert all(t.figures["tiers"] == ["summary"] for t in again.tables), again.to_json()
@@ -242,14 +271,12 @@ def test_a_step_past_its_timeout_is_stopped_and_the_other_tables_are_still_maint
     print(f"\nfleet with a timeout: {took:.1f} s; the timed-out CALL ended in the server "
           f"{time.monotonic() - begun:.1f} s after the run began")
     assert thrift_sql.scalar(f"select count(*) from {LAKE}.slow") == rows
-    # History after the kill: one row for each step that finished, none for the killed one.
-    history = f"{LAKE}.iceberg_maint_history"
-    thrift_sql.execute(f"refresh table {history}")
-    written = thrift_sql.rows(f"select table_name, operation, status from {history} "
-                              f"where run_id = '{report.run_id}'")
-    finished = sorted((o.table, o.operation, o.status) for o in report.outcomes
-                      if o.status == "success")
-    assert sorted(tuple(row) for row in written) == finished, (written, finished)
+    # History after the kill: exactly one row per step. The finished steps' rows come from their
+    # macros; the killed step and the one skipped after it from the engine, once the rest ended.
+    written = history(thrift_sql, report.run_id)
+    assert sorted(written) == sorted((o.table, o.operation, o.status, o.reason) for o in report.outcomes), written
+    assert ((f"{LAKE}.slow", "rewrite_data_files", "failed", stopped.reason) in written
+            and "stopped after the step timeout of 10 s" in (stopped.reason or ""))
 
 
 def test_lease_logs_are_created_up_front_on_request(lake: Path, thrift_sql: ThriftSql) -> None:
@@ -297,7 +324,16 @@ def test_steps_spark_rejects_are_decided_and_give_their_lease_back(lake: Path, c
     assert (compaction.kind, compaction.metrics["probe"]["metrics"]["failed_data_files_count"] > 0) == (
         "not_iceberg_conflict", True), report.to_json()
     assert "deterministic: re-run once with failed commits tolerated" in (compaction.reason or "")
-    assert len(compaction.calls) == 2 and report.invocations == 5  # 2 steps, the re-run, 2 give-backs
+    # 2 steps, the re-run, 2 give-backs, and the history rows of the two steps no macro finished.
+    assert len(compaction.calls) == 2 and report.invocations == 6
+    # Their rows say failed; the re-run (through maintain(), failed commits tolerated) has its own,
+    # as it ran: its CALL returned, with the files it failed to rewrite in its output.
+    rows = thrift_sql.rows(f"select path, operation, status, get_json_object(output, '$.failed_data_files_count') "
+                           f"from {LAKE}.iceberg_maint_history where run_id = '{report.run_id}'")
+    assert sorted(tuple(row) for row in rows) == [
+        ("execute_maintenance_steps", "expire_snapshots", "failed", None),
+        ("execute_maintenance_steps", "rewrite_data_files", "failed", None),
+        ("maintain", "rewrite_data_files", "success", "3")], rows
     assert expiry.kind == "invalid_request" and "GC is disabled" in expiry.metrics["error"], expiry
     assert "lease" not in (expiry.reason or ""), expiry.reason
     assert report.exit_code == 1 and state(thrift_sql, BRITTLE) == before

@@ -16,7 +16,7 @@ from tests.unit.test_properties_macros import render_cases
 T = "analytics.events"
 ALL = ("max_small_files, max_small_files_in_partition, max_snapshots, max_delete_files, max_manifests, "
        "max_data_manifests, max_days_since_compaction, max_hours_since_compaction, max_days_since_expiry, "
-       "max_hours_since_expiry")
+       "max_hours_since_expiry, max_backlog_operations")
 
 ERROR_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "valid": ({"given": {"max_snapshots": 0, "max_days_since_expiry": 0.5}}, []),
@@ -55,6 +55,10 @@ ERROR_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "both_units": (
         {"given": {"max_days_since_compaction": 1, "max_hours_since_compaction": 24}},
         ["iceberg_healthy: give `max_days_since_compaction` or `max_hours_since_compaction`, not both"],
+    ),
+    "backlog_fraction": (
+        {"given": {"max_backlog_operations": 0.5}},
+        ["iceberg_healthy: argument `max_backlog_operations` is 0.5; expected a whole number >= 0"],
     ),
     "unknown_only": (
         {"given": {}, "unknown": {"max_snapshot": 3}},
@@ -133,6 +137,27 @@ VIOLATION_CASES: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
         violations({"max_days_since_expiry": 1, "max_days_since_compaction": 1}, oldest_snapshot_age_hours=None,
                    hours_since_rewrite_data_files=None),
         [],
+    ),
+    "backlog_over_the_threshold": (
+        violations({"max_backlog_operations": 0}, backlog_operations=2, backlog_run_id="nightly-7",
+                   backlog_list="expire_snapshots, rewrite_data_files"),
+        [{"table": T, "check": "max_backlog_operations", "value": 2, "threshold": 0,
+          "message": f"{T}: the last maintenance run (nightly-7) left 2 operation(s) as backlog (expire_snapshots, "
+                     "rewrite_data_files), more than 0 (its budget closed before they started; a longer --budget "
+                     "or more --concurrency reaches them)"}],
+    ),
+    "backlog_within_the_threshold": (
+        violations({"max_backlog_operations": 1}, backlog_operations=1, backlog_run_id="nightly-7",
+                   backlog_list="rewrite_data_files"),
+        [],
+    ),
+    "no_run_no_backlog": (violations({"max_backlog_operations": 0}, backlog_operations=0, backlog_run_id=None), []),
+    # No history to read fails the check: it could otherwise never fire.
+    "backlog_without_history": (
+        violations({"max_backlog_operations": 3}, backlog_history_missing="analytics.iceberg_maint_history"),
+        [{"table": T, "check": "max_backlog_operations", "value": None, "threshold": 3,
+          "message": f"{T}: no maintenance history (table analytics.iceberg_maint_history does not exist), so the "
+                     "backlog of its last maintenance run cannot be read"}],
     ),
     "missing_table": (
         {"table": T, "thresholds": {"max_snapshots": 1}, "figures": {"exists": False}},

@@ -63,6 +63,16 @@ def invocation(*messages: str, success: bool) -> DbtInvocation:
     return DbtInvocation(args=(), success=success, nodes=(), log_messages=messages)
 
 
+# What execute_maintenance_steps(settled=true) answers: it writes the history rows.
+RECORDED = invocation(success=True)
+
+
+def settled(results: Sequence[MaintenanceResult]) -> dict[str, Any]:
+    """execute_maintenance_steps' arguments that record `results` (docs/history.md)."""
+    return {"steps": [{"table": r.table, "operation": r.operation, "status": r.status, "reason": r.reason,
+                       "sql": r.sql} for r in results], "settled": True}
+
+
 class Recorder:
     """Plays back invocations in order and keeps the arguments it was called with."""
 
@@ -137,12 +147,14 @@ def test_a_run_time_failure_is_recorded_and_the_logged_plan_is_replayed() -> Non
             ),
             success=True,
         ),
+        RECORDED,  # the failed step's history row (no macro could write it)
     )
 
     report = run_maintenance(select=["tag:maintained"], force=True, as_of="2026-11-01 00:00:00", invoke=dbt)
 
     assert [call[0] for call in dbt.calls] == [
         "dbt_iceberg_maint.iceberg_maintenance",
+        "dbt_iceberg_maint.execute_maintenance_steps",
         "dbt_iceberg_maint.execute_maintenance_steps",
     ]
     assert dbt.calls[0][1] == {
@@ -165,7 +177,8 @@ def test_a_run_time_failure_is_recorded_and_the_logged_plan_is_replayed() -> Non
     assert failed.metrics["error"].startswith(CODEC_ERROR)  # dbt's error message, the informative head
     assert len(failed.metrics["error"]) == 2000
     assert failed.metrics["exception_class"] == "java.lang.IllegalArgumentException"
-    assert (report.invocations, report.exit_code) == (2, 1)
+    assert dbt.calls[2][1] == settled(report.results[:1])
+    assert (report.invocations, report.exit_code) == (3, 1)
     assert json.loads(report.to_json())["counts"] == {"success": 6, "skipped": 1, "dry_run": 0, "failed": 1}
 
 
@@ -176,11 +189,13 @@ def test_a_replayed_step_that_fails_again_is_recorded_and_the_replay_continues()
         invocation(marker("PLAN", plan), start_line("analytics.event_log", OPS[0]), CODEC_ERROR, success=False),
         invocation(start_line("analytics.event_log", OPS[1]), CODEC_ERROR, success=False),
         invocation(*(result_line("analytics.event_log", op) for op in OPS[2:]), success=True),
+        RECORDED,
     )
     report = run_maintenance(invoke=dbt)
-    assert [call[1].get("steps") for call in dbt.calls[1:]] == [STEPS[1:4], STEPS[2:4]]
+    assert [call[1].get("steps") for call in dbt.calls[1:3]] == [STEPS[1:4], STEPS[2:4]]
     assert [r.status for r in report.results] == ["failed", "failed", "success", "success"]
-    assert report.invocations == 3
+    assert dbt.calls[3][1] == settled(report.results[:2])
+    assert report.invocations == 4
 
 
 def test_a_failure_of_the_last_step_ends_the_run() -> None:
@@ -198,11 +213,14 @@ def test_a_failure_of_the_last_step_ends_the_run() -> None:
             success=False,
         ),
         invocation(marker("LEASES", []), success=False),
+        RECORDED,
     )
     report = run_maintenance(invoke=dbt)
     # Nothing is left to replay: only the table's lease, which the stopped invocation left taken,
     # is given back (break_lease with this run as holder). That failing too is said in the reason.
-    assert [call[0] for call in dbt.calls][1:] == ["dbt_iceberg_maint.break_lease"]
+    assert [call[0] for call in dbt.calls][1:] == ["dbt_iceberg_maint.break_lease",
+                                                   "dbt_iceberg_maint.execute_maintenance_steps"]
+    assert dbt.calls[2][1] == settled(report.results[-1:])
     assert dbt.calls[1][1]["relation"] == "analytics.event_log"
     assert dbt.calls[1][1]["holder"].startswith("dbt-iceberg-maint-")
     assert [r.status for r in report.results] == ["success", "success", "success", "failed"]
@@ -252,11 +270,13 @@ def test_a_table_whose_planning_fails_costs_one_invocation_not_one_per_operation
             *(result_line("analytics.events", op) for op in OPS),
             success=True,
         ),
+        RECORDED,
     )
     report = run_maintenance(
         operations=["compaction", "expire_snapshots", "remove_orphan_files", "rewrite_manifests"], invoke=dbt
     )
-    assert [call[1].get("select") for call in dbt.calls] == [None, ["iceberg_maint_integration_tests.events"]]
+    assert [call[1].get("select") for call in dbt.calls[:2]] == [None, ["iceberg_maint_integration_tests.events"]]
+    assert dbt.calls[2][1] == settled(report.results[:4])
     assert dbt.calls[1][1]["operations"] == list(OPS)
     assert [(r.table, r.operation, r.status) for r in report.results] == [
         *(("analytics.event_log", op, "failed") for op in OPS),
@@ -291,7 +311,8 @@ def test_markers_and_the_error_come_from_dbts_structured_events() -> None:
         LoggedEvent("MainEncounteredError", "Flushing usage events"),
     )
     first = DbtInvocation(args=(), success=False, nodes=(), log_messages=tuple(e.msg for e in events), events=events)
-    dbt = Recorder(first, invocation(*(result_line("analytics.event_log", op) for op in OPS[1:]), success=True))
+    dbt = Recorder(first, invocation(*(result_line("analytics.event_log", op) for op in OPS[1:]), success=True),
+                   RECORDED)
 
     report = run_maintenance(invoke=dbt)
 

@@ -42,6 +42,14 @@ CASES: list[dict[str, Any]] = [
         {**STEP, "sql": "CALL system.rewrite_manifests(table => 'analytics.other')"},
         {**STEP, "sql": "CALL system.rewrite_manifests(table => 'analytics.events'); drop table x"},
         "rewrite_manifests"]}},
+    {"id": "settled_ok", "kind": "settled_errors", "kwargs": {
+        "steps": [{**STEP, "status": "skipped", "sql": None}, {**STEP, "status": "failed"}], "settled": True,
+        "nodes": {"analytics.events": "project.events"}}},
+    {"id": "settled_bad", "kind": "settled_errors", "kwargs": {
+        "steps": [{**STEP, "status": "skipped"}, STEP], "settled": True, "record": {"policy": {}},
+        "nodes": {"analytics.events": 3}}},
+    # Without `settled`, planned steps run as ever.
+    {"id": "not_settled", "kind": "settled_errors", "kwargs": {"steps": [STEP]}},
 ]
 
 
@@ -98,6 +106,19 @@ def test_steps_to_replay_are_validated_strictly(rendered: DbtInvocation) -> None
         + call,
         "execute_maintenance_steps: step 6 is \"rewrite_manifests\"; expected a mapping with keys table, operation, "
         "status, reason, sql",
+    ]
+
+
+def test_settled_steps_are_outcomes_to_record_not_statements_to_run(rendered: DbtInvocation) -> None:
+    outcome = cases(rendered)
+    assert outcome["settled_ok"]["errors"] == outcome["not_settled"]["errors"] == []
+    assert outcome["settled_bad"]["errors"] == [
+        "execute_maintenance_steps: step 2 is planned; with `settled: true` every step must be skipped or failed "
+        "(an outcome to record, not a statement to run)",
+        "execute_maintenance_steps: `record` cannot be given with `settled: true` (no step runs, no check is "
+        "settled)",
+        "execute_maintenance_steps: argument `nodes` is {\"analytics.events\": 3}; expected none or a mapping of "
+        "table names to dbt node labels",
     ]
 
 

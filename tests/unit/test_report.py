@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.errors import HistoryError, UsageError
+from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.report import render
 from dbt_iceberg_maint.report.core import WEIGHT_FAILED_STEP, WEIGHT_STREAK_RUN, build_report
 from dbt_iceberg_maint.report.estimates import SnapshotNode, freed, orphans, retained_snapshots
 from dbt_iceberg_maint.report.model import CurrentHealth, Estimates, HistoryRow, blocked_kind
-from dbt_iceberg_maint.report.shell import history_table_name
+from dbt_iceberg_maint.report.shell import EstimateSettings, history_table_name
 
 NOW = dt.datetime(2026, 3, 10, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -187,3 +188,19 @@ def test_history_table_name(tmp_path: Path) -> None:
     assert history_table_name("x.y", tmp_path, None, None, None) == "x.y"
     with pytest.raises(UsageError, match="--history-table"):
         history_table_name(None, tmp_path, None, None, None)
+
+
+def test_estimate_settings_come_from_each_tables_policy_unless_given() -> None:
+    now = dt.datetime(2026, 11, 27, 12, tzinfo=dt.timezone.utc)
+    policies = {
+        "analytics.events": {**engine.resolved({"expire_snapshots": {"older_than_hours": 1, "retain_last": 2},
+                                                "remove_orphan_files": {"older_than_hours": 96}})},
+        "analytics.audit": engine.resolved({"expire_snapshots": {"older_than": "2026-11-26 12:00:00"}}),
+    }
+    settings = EstimateSettings(policies=policies)
+    assert settings.for_table("analytics.events", now) == (1, 2, 96)
+    assert settings.for_table("lake.ANALYTICS.events", now) == (1, 2, 96)  # a catalog-qualified name
+    assert settings.for_table("analytics.audit", now) == (24, 5, 72)  # an absolute older_than, from now
+    assert settings.for_table("analytics.undeclared", now) == (168, 5, 72)  # the package defaults
+    given = EstimateSettings(expire_retain_last=9, orphan_older_than_hours=30, policies=policies)
+    assert given.for_table("analytics.events", now) == (1, 9, 30)
