@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dbt_iceberg_maint import guards
 from dbt_iceberg_maint.errors import PolicyError
 from dbt_iceberg_maint.policy import checks
 from dbt_iceberg_maint.policy import sql as s
@@ -45,6 +46,11 @@ ERROR_CASES: list[tuple[str, str, dict[str, Any], list[str]]] = [
     ("cps_bad", "compute_partition_stats", {"snapshot_id": "42"}, [
         "compute_partition_stats: argument `snapshot_id` is 42; expected a snapshot id, a whole number >= 0"]),
 ]
+# Planned statistics steps as a plan logs them: execute_maintenance_steps replays them unchanged.
+REPLAYED = [{"table": "analytics.events", "operation": "compute_table_stats", "status": "planned", "reason": "r",
+             "sql": SQL_CASES[1][3]},
+            {"table": "analytics.events", "operation": "compute_partition_stats", "status": "planned", "reason": "r",
+             "sql": SQL_CASES[2][3]}]
 FILE_CASES: list[tuple[str, dict[str, Any] | None, str | None]] = [
     ("file_table", {"statistics_file": "s3://b/w/a/t/metadata/492561318942458718-cbe69fa8-203f-4fcd-97f3-925ae9fa3ea8.stats"},
      "492561318942458718"),
@@ -60,6 +66,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) 
     cases = [{"id": i, "procedure": p, "kwargs": {"relation": "analytics.events", **k}} for i, p, k, _ in SQL_CASES]
     cases += [{"id": i, "kind": "errors", "procedure": p, "kwargs": k} for i, p, k, _ in ERROR_CASES]
     cases += [{"id": i, "kind": "statistics_file_snapshot", "kwargs": {"metrics": m}} for i, m, _ in FILE_CASES]
+    cases += [{"id": "replayed", "kind": "step_errors", "kwargs": {"steps": REPLAYED}}]
     invocation = render(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": cases})],
                         tmp_path_factory.mktemp("dbt_target"))
     assert invocation.success, invocation.exception
@@ -106,3 +113,9 @@ def test_statistics_due_rule() -> None:
     assert statistics_due({"snapshot_id": None}, key, what).due is False
     planned = statistics_due({"snapshot_id": 5, key: 5, "rewrites_planned": ["rewrite_manifests"]}, key, what)
     assert planned.due is True and "rewrite_manifests" in planned.reason
+
+
+def test_a_planned_statistics_step_replays(rendered: dict[str, Any]) -> None:
+    assert rendered["replayed"]["errors"] == []
+    values, errors = guards.call_arguments(REPLAYED[0]["sql"], "CALL system.compute_table_stats(")
+    assert errors == [] and values["columns"] == "array('id', 'event_date', 'o\\'k')"
