@@ -181,3 +181,35 @@ def test_partition_stats_skip_an_unpartitioned_table_iceberg_refuses(
     assert "Table must be partitioned" in " ".join(invocation.log_messages)
     assert current_snapshot(spark, table) == snapshot
     assert metadata.load(f"{schema}.flat").metadata.partition_statistics == []
+
+
+def test_iceberg_maintenance_computes_them_for_a_model_at_most_once_a_day_by_default(
+        spark: SparkSession, dbt_project: DbtProject, metadata: MetadataCatalog) -> None:
+    dbt_project("seed")
+    dbt_project("run", "--vars", "{batch: 1}", "--select", "events")
+    table = dbt_project.table("events")
+    name = f"{dbt_project.schema}.events"
+    args = json.dumps({"select": ["events"], "operations": ["compute_table_stats", "compute_partition_stats"]})
+
+    invocation = dbt_project("run-operation", "iceberg_maintenance", "--args", args)
+    results = parse_result_lines(invocation.log_messages)
+    snapshot = current_snapshot(spark, table)
+    assert [(r.operation, r.status, r.reason) for r in results] == [
+        ("compute_table_stats", "success", f"no table statistics for the current snapshot {snapshot}"),
+        ("compute_partition_stats", "success", f"no partition statistics for the current snapshot {snapshot}")]
+    loaded = metadata.load(name).metadata
+    assert [f.snapshot_id for f in loaded.statistics] == [snapshot]
+    assert [f.snapshot_id for f in loaded.partition_statistics] == [snapshot]
+
+    # A write: the table statistics wait for their 24 h interval, the partition statistics (no
+    # interval) follow the new snapshot.
+    dbt_project("run", "--vars", "{batch: 2}", "--select", "events")
+    written = current_snapshot(spark, table)
+    invocation = dbt_project("run-operation", "iceberg_maintenance", "--args", args)
+    results = parse_result_lines(invocation.log_messages)
+    assert [(r.operation, r.status) for r in results] == [("compute_table_stats", "skipped"),
+                                                          ("compute_partition_stats", "success")]
+    assert "within interval_hours 24" in (results[0].reason or "")
+    assert results[1].reason == (f"no partition statistics for the current snapshot {written} "
+                                 f"(the last computed are for snapshot {snapshot})")
+    assert written in {f.snapshot_id for f in metadata.load(name).metadata.partition_statistics}
