@@ -20,6 +20,7 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
+from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.output import (
     EXIT_FAILURES,
     EXIT_USAGE,
@@ -186,8 +187,7 @@ def run_command(
     sys.exit(report.exit_code)
 
 
-MAINTENANCE_OPERATIONS = ("compaction", "rewrite_data_files", "rewrite_position_delete_files",
-                          "expire_snapshots", "remove_orphan_files", "rewrite_manifests")
+MAINTENANCE_OPERATIONS = ("compaction", *protocol.OPERATIONS)
 
 
 @main.command(
@@ -451,8 +451,7 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
               help="A model name, tag:<tag>, source:<source> or source:<source>.<table> (repeatable).")
 @click.option("--shard", default=None, help="'K/N': only the K-th of N disjoint shards of the selection.")
 @click.option("--operation", "operations", multiple=True,
-              type=click.Choice(["compaction", "rewrite_data_files", "rewrite_position_delete_files",
-                                 "expire_snapshots", "remove_orphan_files", "rewrite_manifests"]))
+              type=click.Choice(MAINTENANCE_OPERATIONS))
 @click.option("--parse", "parse", is_flag=True, help="Run `dbt parse` even when target/manifest.json exists.")
 @click.option("--vars", "vars_yaml", default=None,
               help="dbt --vars (YAML) the maintenance job would pass: dbt_iceberg_maint_enabled: false "

@@ -50,13 +50,16 @@ STEP_KEYS: Final = ("table", "operation", "status", "reason", "sql")
 BACKLOG_REASON_PREFIX: Final = "backlog:"
 
 # Maintenance operations in the canonical order (Iceberg's advice); `compaction` is an alias
-# of rewrite_data_files in `operations` arguments and the policy's section name.
+# of rewrite_data_files in `operations` arguments and the policy's section name. The statistics
+# come last: every rewrite before them commits a snapshot, and statistics are bound to one.
 OPERATIONS: Final = (
     "rewrite_data_files",
     "rewrite_position_delete_files",
     "expire_snapshots",
     "remove_orphan_files",
     "rewrite_manifests",
+    "compute_table_stats",
+    "compute_partition_stats",
 )
 DEFAULT_OPERATIONS: Final = ("rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests")
 OPERATION_ALIASES: Final = {"compaction": "rewrite_data_files"}

@@ -31,7 +31,7 @@ from dbt_iceberg_maint.metadata.reader import (
 )
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.gate import SnapshotLike
-from dbt_iceberg_maint.policy.operations import ColdScope
+from dbt_iceberg_maint.policy.operations import STATISTICS, ColdScope
 from dbt_iceberg_maint.policy.selection import CatalogSelection, Shard, catalog_nodes, declared_relations, select_nodes
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
@@ -44,6 +44,9 @@ R = TypeVar("R")
 HEALTH_FIELDS = ("table", "data_files", "small_files", "data_bytes", "delete_files", "records", "snapshots",
                  "oldest_snapshot_age_hours", "manifests", "data_manifests", "partitions",
                  "max_small_files_in_partition", "target_file_size_bytes", "small_file_threshold_bytes")
+# Beyond table_health's figures (Spark SQL shows no statistics files): whether the current snapshot
+# lacks table / partition statistics (None: the table has no snapshot, or no partitions for the latter).
+STATISTICS_FIELDS = ("statistics_stale", "partition_statistics_stale")
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ class HealthRecord:
     def to_dict(self) -> dict[str, Any]:
         if self.figures is None:
             return {"table": self.table, "error": self.error}
-        return {key: self.figures[key] for key in HEALTH_FIELDS}
+        return {**{key: self.figures[key] for key in HEALTH_FIELDS},
+                **{key: self.figures.get(key) for key in STATISTICS_FIELDS}}
 
 
 def concurrently(items: Sequence[T], work: Callable[[T], R], workers: int) -> list[R]:
@@ -90,6 +94,10 @@ def health_figures(name: str, table: Table, target_override: int | None = None,
         "max_small_files_in_partition": entries.max_small_files_in_partition,
         "target_file_size_bytes": target, "small_file_threshold_bytes": threshold,
     }
+    for key, operation in zip(STATISTICS_FIELDS, STATISTICS, strict=True):
+        current = summary.snapshot_id
+        applies = current is not None and (operation == "compute_table_stats" or partitioned(table))
+        figures[key] = statistics_snapshot(table, operation, current) != current if applies else None
     return figures, entries
 
 
@@ -107,6 +115,24 @@ def read_health(catalog: MetadataCatalog, names: Sequence[str] | None = None, wo
         return HealthRecord(name, figures, None, entries.file_sizes, entries.small_files_by_partition)
 
     return concurrently(chosen, one, workers)
+
+
+def partitioned(table: Table) -> bool:
+    """Whether any partition spec of the table has a field (Spark's partitions metadata table then
+    has a `partition` column, what the macros read)."""
+    return any(spec.fields for spec in table.metadata.partition_specs)
+
+
+def statistics_snapshot(table: Table, operation: str, current: int | None) -> int | None:
+    """The snapshot the table's statistics files of `operation`'s kind are for: the current one
+    when one of them is, else the newest listed (None: the table has none). Read from the table
+    metadata (`statistics`, `partition-statistics`), exact where the macros know only what the plan
+    recorded."""
+    files = table.metadata.statistics if operation == "compute_table_stats" else table.metadata.partition_statistics
+    ids = [int(f.snapshot_id) for f in files]
+    if current is not None and current in ids:
+        return current
+    return ids[-1] if ids else None
 
 
 # ---- plans ----
@@ -206,6 +232,11 @@ class _LazyTable:
             figures["delete_files"] = count if count is not None else self.entries(data_only=False).delete_files
         elif operation == "rewrite_manifests":
             figures["data_manifests"] = read_manifest_tier(self.manifests()).data_manifests
+        elif operation in STATISTICS:
+            figures["snapshot_id"] = self.summary.snapshot_id
+            figures[STATISTICS[operation][0]] = statistics_snapshot(self.table, operation, self.summary.snapshot_id)
+            if operation == "compute_partition_stats":
+                figures["partitioned"] = partitioned(self.table)
         return figures
 
     def figures(self, compacting: bool) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, HealthRecord, PlannedOperation
+from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord, PlannedOperation
 from dbt_iceberg_maint.output import Column
 
 HEALTH_COLUMNS = (Column("table"), *(Column(key, key.replace("_", " "), justify="right") for key in (
@@ -112,8 +112,8 @@ def health_html(records: Sequence[HealthRecord], before: Mapping[str, Mapping[st
         old = (before or {}).get(record.table)
         head = "<tr><th>figure</th>" + ("<th>before</th>" if old else "") + "<th>now</th></tr>"
         rows = []
-        for key in HEALTH_FIELDS[1:]:
-            now_value = figures[key]
+        for key in (*HEALTH_FIELDS[1:], *STATISTICS_FIELDS):
+            now_value = figures.get(key)
             was = old.get(key) if old else None
             changed = old is not None and was != now_value and key != "oldest_snapshot_age_hours"
             cls = ' class="changed"' if changed else ""

@@ -212,3 +212,29 @@ def rewrite_manifests_errors(use_caching: Any = None, spec_id: Any = None) -> li
         errors.append(f"rewrite_manifests: argument `spec_id` is {spec_id}; expected a partition spec id, a whole "
                       "number >= 0")
     return errors
+
+
+def snapshot_id(owner: str, value: Any) -> list[str]:
+    """`_iceberg_maint_check_snapshot_id`: Iceberg refuses one the table does not have."""
+    if value is not None and (not is_integer(value) or value < 0):
+        return [f"{owner}: argument `snapshot_id` is {value}; expected a snapshot id, a whole number >= 0"]
+    return []
+
+
+def compute_table_stats_errors(snapshot: Any = None, columns: Any = None) -> list[str]:
+    owner = "compute_table_stats"
+    errors = snapshot_id(owner, snapshot)
+    if columns is None:
+        return errors
+    if not isinstance(columns, (list, tuple)) or not columns:
+        return [*errors, f"{owner}: argument `columns` is {columns}; expected a non-empty list of column names, "
+                         "e.g. ['id', 'event_date']"]
+    for column in columns:
+        if not isinstance(column, str) or not column.strip() or column != column.strip() or "\n" in column:
+            errors.append(f"{owner}: argument `columns` has entry {column}; expected a column name, non-empty, "
+                          "without surrounding whitespace or line breaks")
+    return errors
+
+
+def compute_partition_stats_errors(snapshot: Any = None) -> list[str]:
+    return snapshot_id("compute_partition_stats", snapshot)

@@ -146,6 +146,9 @@ class Step:
         return asdict(self)
 
 
+# The operations that commit a snapshot (`replace`): a later step's due rule (expiry with no age
+# limit, the statistics) counts the ones planned before it (macros: _iceberg_maint_plan_steps).
+REWRITES = ("rewrite_data_files", "rewrite_position_delete_files", "rewrite_manifests")
 # A table the caller named that does not exist (macros: _iceberg_maint_plan_steps).
 TABLE_MISSING = "table {table} does not exist (a typo, or its model not built yet?)"
 # What a table the catalog says is not Iceberg is, when nothing more specific is known (macros:
@@ -314,6 +317,6 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
                 steps.append(Step(name, operation, "skipped", planned.reason))
             else:
                 steps.append(Step(name, operation, "planned", decision.reason, planned.sql))
-                if operation in ("rewrite_data_files", "rewrite_position_delete_files"):
+                if operation in REWRITES:
                     rewrites_planned.append(operation)
     return steps

@@ -10,8 +10,9 @@ shared policy case table (tests/policy_cases.yml) runs both.
 - `min_interval_hours`: every operation is skipped for that long after the last maintenance.
 - `skip_unchanged` / `min_new_records` / `min_new_bytes` look at the snapshots written since
   (added-records, added-files-size). expire_snapshots is exempt (snapshots become expirable by
-  age alone), and so is cold-scoped compaction when a write turned cold since the last
-  maintenance: its partition could not be compacted then and can now, without any new snapshot.
+  age alone), so are the statistics (a maintenance commit alone leaves them stale), and so is
+  cold-scoped compaction when a write turned cold since the last maintenance: its partition
+  could not be compacted then and can now, without any new snapshot.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def gate_reason(operation: str, gate: Mapping[str, Any], snapshots: Sequence[Sna
     hours_ago = round((now_ms - last.timestamp_ms) / 3600000.0, 1)
     if interval is not None and hours_ago < interval:
         return f"cost gate: last maintained {hours_ago} h ago, less than min_interval_hours {interval}"
-    if operation == "expire_snapshots":
+    if operation in ("expire_snapshots", "compute_table_stats", "compute_partition_stats"):
         return None
     writes = [s for s in ordered if s.timestamp_ms > last.timestamp_ms and s.operation != "replace"]
     if operation == "rewrite_data_files" and cold_partitions_hours:

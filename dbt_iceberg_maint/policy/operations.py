@@ -253,6 +253,55 @@ def _manifests_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanC
     return Planned(s.rewrite_manifests_sql(table, section["use_caching"]))
 
 
+# ---- compute_table_stats, compute_partition_stats ----
+
+# The table property recording the snapshot the statistics the plan last computed are for (the
+# macros' only way to know it without reading the metadata file; the Python planner reads the
+# metadata's statistics files). Macros: _iceberg_maint_statistics_snapshot_property.
+STATISTICS_SNAPSHOT_PREFIX = "dbt-iceberg-maint.statistics-snapshot."
+# The key of the due rule's health figure per operation, and what its statistics are called.
+STATISTICS = {"compute_table_stats": ("statistics_snapshot_id", "table statistics"),
+              "compute_partition_stats": ("partition_statistics_snapshot_id", "partition statistics")}
+
+
+def statistics_due(health: Mapping[str, Any], key: str, what: str) -> Decision:
+    """`_iceberg_maint_statistics_due`: due when a rewrite planned before it in this plan commits a
+    new snapshot, or the current snapshot (`snapshot_id`) is not the one the newest known
+    statistics are for (`health[key]`); a table without snapshots has nothing to compute."""
+    planned = health.get("rewrites_planned") or []
+    current = health.get("snapshot_id")
+    recorded = health.get(key)
+    if planned:
+        return Decision(True, f"the {' and '.join(planned)} commits planned first leave the table without {what} "
+                              "for its new snapshot")
+    if current is None:
+        return Decision(False, f"the table has no snapshot: no {what} to compute")
+    if recorded is not None and str(recorded) == str(current):
+        return Decision(False, f"{what} exist for the current snapshot {current}")
+    last = f" (the last computed are for snapshot {recorded})" if recorded is not None else ""
+    return Decision(True, f"no {what} for the current snapshot {current}{last}")
+
+
+def _table_stats_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
+    return statistics_due(health, *STATISTICS["compute_table_stats"])
+
+
+def _table_stats_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:
+    return Planned(s.compute_table_stats_sql(table, None, section["columns"]))
+
+
+def _partition_stats_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
+    """Iceberg refuses an unpartitioned table ("Table must be partitioned")."""
+    if health.get("partitioned") is False:
+        return Decision(False, "the table is unpartitioned: Iceberg computes partition statistics only for a "
+                               "partitioned table")
+    return statistics_due(health, *STATISTICS["compute_partition_stats"])
+
+
+def _partition_stats_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:
+    return Planned(s.compute_partition_stats_sql(table))
+
+
 OPERATIONS: Mapping[str, Operation] = {op.name: op for op in (
     Operation("rewrite_data_files", "compaction", {
         "enabled": True, "min_input_files": 5, "target_file_size_mb": None, "strategy": None, "sort_order": None,
@@ -272,4 +321,11 @@ OPERATIONS: Mapping[str, Operation] = {op.name: op for op in (
     Operation("rewrite_manifests", "rewrite_manifests", {"enabled": True, "min_manifests": 5, "use_caching": None,
                                                    "interval_hours": None},
               _manifests_errors, _manifests_due, _manifests_sql),
+    # Not default operations. Table statistics read every row: at most once a day by default;
+    # partition statistics read only manifests: no interval.
+    Operation("compute_table_stats", "compute_table_stats", {"enabled": True, "columns": None, "interval_hours": 24},
+              lambda section: checks.compute_table_stats_errors(None, section["columns"]),
+              _table_stats_due, _table_stats_sql),
+    Operation("compute_partition_stats", "compute_partition_stats", {"enabled": True, "interval_hours": None},
+              lambda section: checks.compute_partition_stats_errors(None), _partition_stats_due, _partition_stats_sql),
 )}

@@ -172,3 +172,16 @@ def rewrite_manifests_sql(table: TableRef, use_caching: Any = None) -> str:
     raise_if_errors(checks.rewrite_manifests_errors(use_caching))
     return table.call("rewrite_manifests", [] if use_caching is None else [("use_caching",
                                                                              boolean_literal(use_caching))])
+
+
+def compute_table_stats_sql(table: TableRef, snapshot_id: Any = None, columns: Sequence[str] | None = None) -> str:
+    raise_if_errors(checks.compute_table_stats_errors(snapshot_id, columns))
+    args = [] if snapshot_id is None else [("snapshot_id", str(snapshot_id))]
+    if columns is not None:
+        args.append(("columns", "array(" + ", ".join(string_literal(column) for column in columns) + ")"))
+    return table.call("compute_table_stats", args)
+
+
+def compute_partition_stats_sql(table: TableRef, snapshot_id: Any = None) -> str:
+    raise_if_errors(checks.compute_partition_stats_errors(snapshot_id))
+    return table.call("compute_partition_stats", [] if snapshot_id is None else [("snapshot_id", str(snapshot_id))])

@@ -10,6 +10,8 @@
       'remove_orphan_files': dbt_iceberg_maint._iceberg_maint_remove_orphan_files_errors,
       'rewrite_manifests': dbt_iceberg_maint._iceberg_maint_rewrite_manifests_errors,
       'rewrite_position_delete_files': dbt_iceberg_maint._iceberg_maint_rewrite_position_delete_files_errors,
+      'compute_table_stats': dbt_iceberg_maint._iceberg_maint_compute_table_stats_errors,
+      'compute_partition_stats': dbt_iceberg_maint._iceberg_maint_compute_partition_stats_errors,
   }[procedure]) }}
 {% endmacro %}
 
@@ -25,6 +27,8 @@
           'remove_orphan_files': dbt_iceberg_maint.get_remove_orphan_files_sql,
           'rewrite_manifests': dbt_iceberg_maint.get_rewrite_manifests_sql,
           'rewrite_position_delete_files': dbt_iceberg_maint.get_rewrite_position_delete_files_sql,
+          'compute_table_stats': dbt_iceberg_maint.get_compute_table_stats_sql,
+          'compute_partition_stats': dbt_iceberg_maint.get_compute_partition_stats_sql,
       }[case.procedure] -%}
       {%- do outcome.update({'sql': getter(**kwargs)}) -%}
     {%- elif kind == 'errors' -%}
@@ -78,6 +82,8 @@
       {%- endfor -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_unchanged_since(kwargs.checked, kwargs.current,
             lineage)}) -%}
+    {%- elif kind == 'statistics_file_snapshot' -%}
+      {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_statistics_file_snapshot(kwargs.metrics)}) -%}
     {%- elif kind == 'context' -%}
       {%- do outcome.update({'value': (model.get('resource_type') if model is mapping else none) | string}) -%}
     {%- elif kind == 'selection' -%}
@@ -112,6 +118,8 @@
       'remove_orphan_files': dbt_iceberg_maint.remove_orphan_files,
       'rewrite_manifests': dbt_iceberg_maint.rewrite_manifests,
       'rewrite_position_delete_files': dbt_iceberg_maint.rewrite_position_delete_files,
+      'compute_table_stats': dbt_iceberg_maint.compute_table_stats,
+      'compute_partition_stats': dbt_iceberg_maint.compute_partition_stats,
       'maintain': dbt_iceberg_maint.maintain,
   } -%}
   {%- set returned = macros[macro_name](**kwargs) -%}

@@ -3,8 +3,8 @@
     the last maintenance is the newest `replace` snapshot (rewrite_data_files,
     rewrite_position_delete_files, rewrite_manifests commit one); none means never maintained,
     no gate. min_interval_hours holds every operation; skip_unchanged, min_new_records and
-    min_new_bytes look at the snapshots since, and exempt expire_snapshots (due by age alone) and
-    cold-scoped compaction when a write turned cold since the last maintenance.
+    min_new_bytes look at the snapshots since, and exempt expire_snapshots (due by age alone), the
+    statistics (a maintenance commit alone leaves them stale) and cold-scoped compaction when a write turned cold since the last maintenance.
     gate: the resolved cost_gate section {enabled, skip_unchanged, min_new_records,
     min_new_bytes, min_interval_hours}. One query on the `snapshots` metadata table. -#}
 {% macro iceberg_maint_cost_gate_reason(relation, operation, gate, cold_partitions_hours=none, as_of=none) %}
@@ -71,7 +71,7 @@
   {%- if interval is not none and hours_ago < interval -%}
     {{ return('cost gate: last maintained ' ~ hours_ago ~ ' h ago, less than min_interval_hours ' ~ interval) }}
   {%- endif -%}
-  {%- if operation == 'expire_snapshots' -%}{{ return(none) }}{%- endif -%}
+  {%- if operation in ['expire_snapshots', 'compute_table_stats', 'compute_partition_stats'] -%}{{ return(none) }}{%- endif -%}
   {%- set since = namespace(writes=0, records=0, bytes=0, turned_cold=false) -%}
   {%- for row in ordered if row['operation'] != 'replace' -%}
     {%- if row['ts'] > last.ts -%}

@@ -3,7 +3,8 @@
     implies. No queries here, so the harness checks them without Spark. -#}
 
 {#- Canonical order (Iceberg's advice): compact data, then position deletes, then expire
-    snapshots, then remove orphans, then rewrite manifests. -#}
+    snapshots, then remove orphans, then rewrite manifests; then the table and partition
+    statistics, which belong to one snapshot (every rewrite before them commits a new one). -#}
 {% macro _iceberg_maint_operation_order() %}
   {{ return(dbt_iceberg_maint._iceberg_maint_protocol().operations) }}
 {% endmacro %}

@@ -11,7 +11,7 @@
       'step_keys': ['table', 'operation', 'status', 'reason', 'sql'],
       'backlog_reason_prefix': 'backlog:',
       'operations': ['rewrite_data_files', 'rewrite_position_delete_files', 'expire_snapshots',
-                     'remove_orphan_files', 'rewrite_manifests'],
+                     'remove_orphan_files', 'rewrite_manifests', 'compute_table_stats', 'compute_partition_stats'],
       'default_operations': ['rewrite_data_files', 'expire_snapshots', 'remove_orphan_files', 'rewrite_manifests'],
       'operation_aliases': {'compaction': 'rewrite_data_files'},
       'policy_other_keys': ['idempotent', 'isolation_level', 'commit_retry', 'properties', 'lint_ignore'],

@@ -85,7 +85,8 @@
 
 {#- What the plan reads about an existing table, tier by tier, each at most once (its Python twin
     is metadata/planner.py's _LazyTable):
-    - its properties: gc.enabled for expire_snapshots and remove_orphan_files, when each operation
+    - its properties: gc.enabled for expire_snapshots and remove_orphan_files, the snapshot the
+      statistics were last computed for (compute_table_stats, compute_partition_stats), when each operation
       with an interval_hours was last checked and at which snapshot the operations only new data
       can change were, the target file size when small files are counted and the policy sets none
       (a forced compaction, or one scoped to cold partitions, without an interval sends no SHOW
@@ -104,7 +105,8 @@
 {% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of, known_properties=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set section_of = dbt_iceberg_maint._iceberg_maint_policy_section -%}
-  {%- set needs_properties = namespace(value='expire_snapshots' in requested or 'remove_orphan_files' in requested) -%}
+  {%- set needs_properties = namespace(value=requested | select('in', ['expire_snapshots', 'remove_orphan_files',
+        'compute_table_stats', 'compute_partition_stats']) | list | length > 0) -%}
   {%- for operation in requested -%}
     {%- if resolved[section_of(operation)].interval_hours
           or (not force and dbt_iceberg_maint._iceberg_maint_skipped_when_unchanged(operation, resolved)) -%}
@@ -155,13 +157,26 @@
           threshold if compacting and scope is none else none, 'rewrite_manifests' in deciding,
           'rewrite_position_delete_files' in deciding and health.delete_files is none)) -%}
   {%- endif -%}
+  {#- The snapshot each kind of statistics was last computed for, as the plan recorded it. -#}
+  {%- set statistics = {} -%}
+  {%- for operation, key in dbt_iceberg_maint._iceberg_maint_statistics_keys().items() if operation in deciding -%}
+    {%- set text = (properties or {}).get(dbt_iceberg_maint._iceberg_maint_statistics_snapshot_property(operation)) -%}
+    {%- do statistics.update({key: text | int if text is string and text.isdigit() else none}) -%}
+  {%- endfor -%}
+  {#- Partition statistics need a partitioned table: the partitions metadata table has a
+      `partition` column then (limit 0: Spark reads no manifest). -#}
+  {%- if 'compute_partition_stats' in deciding and not force -%}
+    {%- do statistics.update({'partitioned': 'partition' in run_query('select * from ' ~ table
+          ~ '.partitions limit 0').column_names}) -%}
+  {%- endif -%}
   {%- set gated = not force and deciding and dbt_iceberg_maint._iceberg_maint_cost_gate_set(resolved.cost_gate) -%}
   {%- set snapshots = dbt_iceberg_maint._iceberg_maint_gate_snapshots(relation, as_of) if gated
         else {'rows': [], 'now_ms': none} -%}
   {{ return({'gc_enabled': ((properties or {}).get('gc.enabled', 'true') | lower) != 'false', 'health': health,
       'data_files': data_files, 'cold_scope': scope, 'unchanged_since_checked': unchanged,
       'snapshot_id': health.snapshot_id if health is not none else none,
-      'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked}) }}
+      'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked,
+      'statistics': statistics}) }}
 {% endmacro %}
 
 
@@ -313,11 +328,45 @@
             dbt_iceberg_maint._iceberg_maint_checked_snapshot_property(step.operation)) ~ " = '" ~ snapshot_id ~ "'") -%}
     {%- endif -%}
   {%- endfor -%}
+  {#- Statistics computed: the snapshot they are for, from the file name Iceberg gives it. -#}
+  {%- for step in steps -%}
+    {%- set result = results[loop.index0] -%}
+    {%- set computed = dbt_iceberg_maint._iceberg_maint_statistics_file_snapshot(result.get('metrics'))
+          if step.operation in dbt_iceberg_maint._iceberg_maint_statistics_keys() and result.status == 'success'
+          else none -%}
+    {%- if computed is not none -%}
+      {%- do recorded.append(dbt_iceberg_maint._iceberg_maint_string_literal(
+            dbt_iceberg_maint._iceberg_maint_statistics_snapshot_property(step.operation)) ~ " = '" ~ computed ~ "'") -%}
+    {%- endif -%}
+  {%- endfor -%}
   {%- if recorded -%}
     {%- call statement('iceberg_maint_record_checks', fetch_result=False) -%}
       alter table {{ table }} set tblproperties ({{ recorded | join(', ') }})
     {%- endcall -%}
   {%- endif -%}
+{% endmacro %}
+
+{#- The health key the statistics' due rule reads, per statistics operation. -#}
+{% macro _iceberg_maint_statistics_keys() %}
+  {{ return({'compute_table_stats': 'statistics_snapshot_id',
+      'compute_partition_stats': 'partition_statistics_snapshot_id'}) }}
+{% endmacro %}
+
+{#- The table property recording the snapshot the statistics that maintain() or
+    iceberg_maintenance last computed are for (Spark SQL shows no statistics files; Python:
+    operations.py STATISTICS_SNAPSHOT_PREFIX). Statistics computed by other means are unknown to
+    the macros: the next plan computes them once more. -#}
+{% macro _iceberg_maint_statistics_snapshot_property(operation) %}
+  {{ return('dbt-iceberg-maint.statistics-snapshot.' ~ operation) }}
+{% endmacro %}
+
+{#- Pure: the snapshot id in the name of the file a statistics procedure wrote (its output
+    `statistics_file`, `<snapshot id>-<uuid>.stats`, or `partition_statistics_file`,
+    `partition-stats-<snapshot id>-<uuid>.parquet`), or none. -#}
+{% macro _iceberg_maint_statistics_file_snapshot(metrics) %}
+  {%- set path = (metrics or {}).get('statistics_file') or (metrics or {}).get('partition_statistics_file') -%}
+  {%- set match = modules.re.match('(?:partition-stats-)?(\\d+)-', ((path or '') | string).split('/') | last) -%}
+  {{ return(match.group(1) if match else none) }}
 {% endmacro %}
 
 {#- The table property recording the table's current snapshot when the plan that last checked
@@ -424,6 +473,7 @@
     {%- if not force and section.enabled and not not_now and not gated and not few -%}
       {#- No health when orphan removal, which reads none, is the only operation decided. -#}
       {%- set checked = (facts.health or {}).copy() -%}
+      {%- do checked.update(facts.get('statistics') or {}) -%}
       {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
       {%- do checked.update({'rewrites_planned': rewrites_planned}) -%}
       {%- if resolved.expire_snapshots.older_than is not none -%}
@@ -455,7 +505,7 @@
         {%- do steps.append(step(table, operation, 'skipped', planned.reason)) -%}
       {%- else -%}
         {%- do steps.append(step(table, operation, 'planned', decision.reason, planned.sql)) -%}
-        {%- if operation in ['rewrite_data_files', 'rewrite_position_delete_files'] -%}
+        {%- if operation in ['rewrite_data_files', 'rewrite_position_delete_files', 'rewrite_manifests'] -%}
           {%- do rewrites_planned.append(operation) -%}
         {%- endif -%}
       {%- endif -%}

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, HealthRecord, PlannedOperation
+from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord, PlannedOperation
 from dbt_iceberg_maint.metadata.report import (
     HEALTH_COLUMNS,
     health_html,
@@ -30,7 +30,7 @@ RECORDS = [HealthRecord("s.t", FIGURES, None, (600, 700, 650, 1200, 100, 90), ((
 
 def test_json_keeps_the_macro_field_order_and_errors_per_table() -> None:
     document = health_rows(RECORDS)
-    assert list(document[0]) == list(HEALTH_FIELDS)
+    assert list(document[0]) == [*HEALTH_FIELDS, *STATISTICS_FIELDS]
     assert document[1] == {"table": "s.bad", "error": "s.bad: no table directory /w/s/bad"}
     console = Console(record=True, width=200, color_system=None)
     console.print(table(document, HEALTH_COLUMNS))
