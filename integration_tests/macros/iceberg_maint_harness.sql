@@ -110,6 +110,9 @@
       'rewrite_manifests': dbt_iceberg_maint.rewrite_manifests,
       'rewrite_position_delete_files': dbt_iceberg_maint.rewrite_position_delete_files,
       'maintain': dbt_iceberg_maint.maintain,
+      'find_left_behind_locations': dbt_iceberg_maint.find_left_behind_locations,
+      'remove_left_behind_locations': dbt_iceberg_maint.remove_left_behind_locations,
+      'get_remove_left_behind_locations_sql': dbt_iceberg_maint.get_remove_left_behind_locations_sql,
   } -%}
   {%- set returned = macros[macro_name](**kwargs) -%}
   {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'return',
