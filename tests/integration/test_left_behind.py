@@ -55,8 +55,8 @@ def state(spark: SparkSession, table: str) -> tuple[int, list[int]]:
 @pytest.fixture(scope="module")
 def lake(spark: SparkSession, dbt_project: DbtProject, warehouse: Path) -> dict[str, Any]:
     """A schema with live tables (one with its data in a sibling folder, one renamed into another
-    schema, one fully refreshed as dbt-spark does it for an incremental model: drop, create) and
-    two tables dropped without PURGE: one four days ago, one just now."""
+    schema, a dbt incremental model fully refreshed) and two tables dropped without PURGE: one
+    four days ago, one just now."""
     schema = dbt_project.schema
     ns = f"local.{schema}"
     root = warehouse / schema
@@ -71,9 +71,13 @@ def lake(spark: SparkSession, dbt_project: DbtProject, warehouse: Path) -> dict[
     spark.sql(f"create table {ns}.moved (id bigint) using iceberg")
     spark.sql(f"insert into {ns}.moved values (5)")
     spark.sql(f"alter table {ns}.moved rename to lb_elsewhere.moved")  # keeps {root}/moved
-    spark.sql(f"create table {ns}.refreshed using iceberg as select 6 as id")
-    spark.sql(f"drop table {ns}.refreshed")  # dbt-spark's incremental full refresh: drop, then create
-    spark.sql(f"create table {ns}.refreshed using iceberg as select 7 as id")
+    # A real dbt full refresh of an incremental Iceberg model: dbt-spark drops the table (no
+    # PURGE) and creates it again, at the same location, so no directory is left behind.
+    dbt_project("seed", "--select", "raw_events")
+    dbt_project("run", "--select", "events")
+    first_build = files_under(root / "events")
+    dbt_project("run", "--select", "events", "--full-refresh")
+    assert first_build < files_under(root / "events")  # the dropped table's files stay, inside the new one's
     spark.sql(f"create table {ns}.dropped (id bigint) using iceberg")
     spark.sql(f"insert into {ns}.dropped values (8), (9)")
     spark.sql(f"drop table {ns}.dropped")  # no PURGE: Iceberg deletes nothing
@@ -81,10 +85,11 @@ def lake(spark: SparkSession, dbt_project: DbtProject, warehouse: Path) -> dict[
     spark.sql(f"create table {ns}.fresh (id bigint) using iceberg")
     spark.sql(f"insert into {ns}.fresh values (10)")
     spark.sql(f"drop table {ns}.fresh")
-    live = {name: f"{ns}.{name}" for name in ("keep", "custom", "refreshed")} | {"moved": "local.lb_elsewhere.moved"}
+    live = {name: f"{ns}.{name}" for name in ("keep", "custom", "events", "raw_events")} | {
+        "moved": "local.lb_elsewhere.moved"}
     assert (root / "dropped" / "metadata").is_dir() and (root / "moved").is_dir()
-    assert spark.sql(f"describe table extended {ns}.refreshed").where("col_name = 'Location'").collect()[0][1] \
-        == str(root / "refreshed")  # the full refresh re-used the directory
+    assert spark.sql(f"describe table extended {ns}.events").where("col_name = 'Location'").collect()[0][1] \
+        == str(root / "events")
     return {"schema": schema, "root": root, "live": live}
 
 
