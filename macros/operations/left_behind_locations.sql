@@ -11,9 +11,10 @@
     schema's location recursively, selecting only path, modificationTime and length (column
     pruning: the files' content is never read), grouped by the directory directly under the
     schema's location; a directory is left behind when no table references it: no table of the
-    catalog (first the schema's own, then, only when candidates remain, every other namespace's)
-    has its location, `write.data.path`, `write.metadata.path`, `write.object-storage.path` or
-    `write.folder-storage.path` in it (or above it), and it is no nested namespace's location.
+    catalog (first the schema's own, then, only when candidates remain, every other top-level
+    namespace's) has its location, `write.data.path`, `write.metadata.path`,
+    `write.object-storage.path` or `write.folder-storage.path` in it (or above it), and it is no
+    nested namespace's location.
 
     Removal (`remove_left_behind_locations`) runs Iceberg's own `remove_orphan_files` through an
     Iceberg table of the schema (`table => <that table>, location => <the directory>`): Iceberg
@@ -169,14 +170,23 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
       and '/./' not in wanted ~ '/') }}
 {% endmacro %}
 
+{#- The path of a location without its scheme and authority ('s3a://bucket/wh/t' -> '/wh/t',
+    'file:/wh/t' -> '/wh/t'): what the exclusion compares, so a table written as s3a:// still
+    rules out its directory under a schema located at s3:// (a wider match only rules out more). -#}
+{% macro _iceberg_maint_path_part(path) %}
+  {%- set text = dbt_iceberg_maint._iceberg_maint_normalised_location(path) -%}
+  {%- set match = modules.re.fullmatch('[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?(/.*)?', text) -%}
+  {{ return((match.group(2) or '') if match else text) }}
+{% endmacro %}
+
 {#- Which directories directly under `root` the referenced paths ({path: who}) rule out:
     {'all': who or none (a path at or above root covers every directory), 'names': {name: who}}.
-    Pure. -#}
+    Paths are compared without scheme and authority. Pure. -#}
 {% macro _iceberg_maint_left_behind_excluded(root, referenced) %}
-  {%- set base = dbt_iceberg_maint._iceberg_maint_normalised_location(root) -%}
+  {%- set base = dbt_iceberg_maint._iceberg_maint_path_part(root) -%}
   {%- set result = {'all': none, 'names': {}} -%}
   {%- for path, who in referenced.items() -%}
-    {%- set wanted = dbt_iceberg_maint._iceberg_maint_normalised_location(path) -%}
+    {%- set wanted = dbt_iceberg_maint._iceberg_maint_path_part(path) -%}
     {%- if wanted == base or base.startswith(wanted ~ '/') -%}
       {%- if result.all is none -%}{%- do result.update({'all': who}) -%}{%- endif -%}
     {%- elif wanted.startswith(base ~ '/') -%}

@@ -45,6 +45,10 @@ CASES: list[dict[str, Any]] = [
     {"id": "excluded_parent", "kind": "excluded", "kwargs": {"root": "/w/s1", "referenced": {"/w/s1/a": "A",
                                                                                             "/w": "W"}}},
     {"id": "excluded_same", "kind": "excluded", "kwargs": {"root": "file:/w/s1/", "referenced": {"/w/s1": "S"}}},
+    {"id": "excluded_schemes", "kind": "excluded", "kwargs": {"root": "s3://lake/w/s1", "referenced": {
+        "s3a://lake/w/s1/t": "T", "s3n://other/w/s1/u/data": "U", "s3://lake/w/s2/v": "V"}}},
+    {"id": "excluded_bucket", "kind": "excluded", "kwargs": {"root": "s3://lake/w/s1", "referenced": {
+        "s3a://lake": "B"}}},
     {"id": "select_all", "kind": "selection", "kwargs": {"scan": SCAN}},
     {"id": "select_one", "kind": "selection", "kwargs": {"scan": SCAN, "locations": ["file:/w/s1/old/"]}},
     {"id": "select_refused", "kind": "selection", "kwargs": {"scan": SCAN, "locations": [
@@ -136,6 +140,10 @@ def test_a_path_a_table_references_rules_out_its_directory_or_all_of_them(
     # A table at or above the schema's location covers every directory under it.
     assert rendered["excluded_parent"]["value"] == {"all": "W", "names": {"a": "A"}}
     assert rendered["excluded_same"]["value"] == {"all": "S", "names": {}}
+    # Compared without scheme and authority: s3a:// and s3:// name one directory (a wider match
+    # only rules out more); a table at a bucket's root covers everything in it.
+    assert rendered["excluded_schemes"]["value"] == {"all": None, "names": {"t": "T", "u": "U"}}
+    assert rendered["excluded_bucket"]["value"] == {"all": "B", "names": {}}
 
 
 def test_only_found_old_enough_directories_inside_the_warehouse_are_removed(
