@@ -17,7 +17,8 @@
     nested namespace's location.
 
     Removal (`remove_left_behind_locations`) runs Iceberg's own `remove_orphan_files` through an
-    Iceberg table of the schema (`table => <that table>, location => <the directory>`): Iceberg
+    Iceberg table of the schema, else of another schema of the catalog (`table => <that table>,
+    location => <the directory>`): Iceberg
     lists the directory and deletes every file the carrier table does not reference that is older
     than `older_than` (its own 24 h floor applies, as does ours), and accepts a location outside
     the carrier's. The guards of orphan removal hold: older_than_hours >= 24; a dry run unless
@@ -308,6 +309,8 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
     {%- for row in run_query('show namespaces in ' ~ catalog) if (row[0] | string) != name -%}
       {%- set other = dbt_iceberg_maint._iceberg_maint_namespace_references(catalog ~ '.' ~ row[0]) -%}
       {%- do referenced.update(other.referenced) -%}
+      {#- A schema whose tables were all dropped: another schema's table carries the CALL. -#}
+      {%- if result.carrier is none and other.carriers -%}{%- do result.update({'carrier': other.carriers[0]}) -%}{%- endif -%}
     {%- endfor -%}
     {%- set excluded = dbt_iceberg_maint._iceberg_maint_left_behind_excluded(root, referenced) -%}
     {%- if excluded.all is not none -%}
@@ -380,7 +383,7 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
     (directly under the schema's location, referenced by no table) with no file younger than
     the floor; without `locations`, every found directory, those with young files skipped. The
     schema's location must lie strictly inside the warehouse location, and some Iceberg table of
-    the schema must carry the CALL. -#}
+    the catalog must carry the CALL. -#}
 {% macro _iceberg_maint_left_behind_selection(owner, scan, locations, older_than_hours) %}
   {%- set selection = {'remove': [], 'skip': [], 'errors': []} -%}
   {%- if scan.warehouse is none -%}
@@ -418,8 +421,8 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
     {%- endif -%}
   {%- endfor -%}
   {%- if selection.remove and scan.carrier is none -%}
-    {%- do selection.errors.append(owner ~ ": schema " ~ scan.namespace ~ " holds no Iceberg table (with gc enabled)"
-          ~ " to run Iceberg's remove_orphan_files through; nothing was removed") -%}
+    {%- do selection.errors.append(owner ~ ": catalog " ~ scan.namespace.split('.')[0] ~ " holds no Iceberg table"
+          ~ " (with gc enabled) to run Iceberg's remove_orphan_files through; nothing was removed") -%}
   {%- endif -%}
   {{ return(selection) }}
 {% endmacro %}

@@ -201,3 +201,21 @@ def test_dry_run_first_then_the_removal_deletes_only_the_left_behind_directory(
 
     _, _, returned = call(dbt_project, "find_left_behind_locations", schema=lake["schema"])
     assert [Path(e["location"]).name for e in returned["left_behind"]] == ["fresh"]
+
+
+def test_a_schema_whose_tables_were_all_dropped_is_swept_through_another_schemas_table(
+        spark: SparkSession, dbt_project: DbtProject, warehouse: Path, lake: dict[str, Any]) -> None:
+    spark.sql("create namespace local.lb_emptied")
+    spark.sql("create table local.lb_emptied.only (id bigint) using iceberg")
+    spark.sql("insert into local.lb_emptied.only values (1)")
+    spark.sql("drop table local.lb_emptied.only")
+    root = warehouse.resolve() / "lb_emptied"
+    age(root)
+    live_before = {name: state(spark, table) for name, table in lake["live"].items()}
+    _, results, _ = call(dbt_project, "remove_left_behind_locations", schema="lb_emptied", dry_run=False)
+    (result,) = results
+    assert result.status == "success" and Path(result.metrics["location"]).name == "only"
+    assert result.metrics["through_table"].startswith("local.") and ".lb_emptied." not in result.metrics[
+        "through_table"]
+    assert files_under(root) == set()
+    assert {name: state(spark, table) for name, table in lake["live"].items()} == live_before

@@ -171,7 +171,7 @@ def test_only_found_old_enough_directories_inside_the_warehouse_are_removed(
         assert error.startswith(f"{OWNER}: the location of schema local.s1 is 'file:/w/s1', not strictly inside the "
                                 "warehouse location"), error
     assert rendered["no_carrier"]["errors"] == [
-        f"{OWNER}: schema local.s1 holds no Iceberg table (with gc enabled) to run Iceberg's remove_orphan_files "
+        f"{OWNER}: catalog local holds no Iceberg table (with gc enabled) to run Iceberg's remove_orphan_files "
         "through; nothing was removed"]
     assert rendered["covered"]["errors"] == [
         f"{OWNER}: argument `locations` holds '/w/s1/old'; table x.t references it: never removed"]
