@@ -14,7 +14,7 @@
     catalog (first the schema's own, then, only when candidates remain, every other top-level
     namespace's) has its location, `write.data.path`, `write.metadata.path`,
     `write.object-storage.path` or `write.folder-storage.path` in it (or above it), and it is no
-    nested namespace's location.
+    namespace's location (nested in the schema or, when candidates remain, any other).
 
     Removal (`remove_left_behind_locations`) runs Iceberg's own `remove_orphan_files` through an
     Iceberg table of the schema, else of another schema of the catalog (`table => <that table>,
@@ -309,6 +309,12 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
     {%- for row in run_query('show namespaces in ' ~ catalog) if (row[0] | string) != name -%}
       {%- set other = dbt_iceberg_maint._iceberg_maint_namespace_references(catalog ~ '.' ~ row[0]) -%}
       {%- do referenced.update(other.referenced) -%}
+      {#- Another schema's own folder (a Hive `default` database's location is the warehouse, with
+          the other databases' folders in it) is never left behind. -#}
+      {%- set other_location = dbt_iceberg_maint._iceberg_maint_namespace_info(catalog ~ '.' ~ row[0]).get('Location') -%}
+      {%- if other_location -%}
+        {%- do referenced.update({other_location | string: 'namespace ' ~ catalog ~ '.' ~ row[0] ~ ' (its location)'}) -%}
+      {%- endif -%}
       {#- A schema whose tables were all dropped: another schema's table carries the CALL. -#}
       {%- if result.carrier is none and other.carriers -%}{%- do result.update({'carrier': other.carriers[0]}) -%}{%- endif -%}
     {%- endfor -%}

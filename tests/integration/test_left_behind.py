@@ -78,6 +78,12 @@ def lake(spark: SparkSession, dbt_project: DbtProject, warehouse: Path) -> dict[
     first_build = files_under(root / "events")
     dbt_project("run", "--select", "events", "--full-refresh")
     assert first_build < files_under(root / "events")  # the dropped table's files stay, inside the new one's
+    # Another schema located inside this one's folder, its only table dropped: its folder is that
+    # schema's, not left behind here.
+    spark.sql(f"create namespace local.lb_located_inside location '{root}/inner_schema'")
+    spark.sql("create table local.lb_located_inside.gone (id bigint) using iceberg")
+    spark.sql("insert into local.lb_located_inside.gone values (0)")
+    spark.sql("drop table local.lb_located_inside.gone")
     spark.sql(f"create table {ns}.dropped (id bigint) using iceberg")
     spark.sql(f"insert into {ns}.dropped values (8), (9)")
     spark.sql(f"drop table {ns}.dropped")  # no PURGE: Iceberg deletes nothing
@@ -129,6 +135,8 @@ def test_guards_refuse_and_change_nothing(spark: SparkSession, dbt_project: DbtP
          f"table local.{lake['schema']}.keep (its location) references it: never removed"),
         ({"locations": [str(root / "custom_data")], "dry_run": False}, "(write.data.path) references it"),
         ({"locations": [str(root / "moved")], "dry_run": False}, "table local.lb_elsewhere.moved (its location)"),
+        ({"locations": [str(root / "inner_schema")], "dry_run": False},
+         "namespace local.lb_located_inside (its location) references it"),
         ({"locations": [str(root / "fresh")], "dry_run": False}, "younger than older_than_hours 72"),
         ({"locations": [str(root / "dropped" / "data")], "dry_run": False}, "expected a directory directly under"),
         ({"locations": [str(root / "dropped"), str(root.parent)], "dry_run": False}, "expected a directory directly"),
