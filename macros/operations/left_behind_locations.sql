@@ -211,15 +211,17 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
 {% endmacro %}
 
 {#- The paths the tables of `namespace` reference, as {path: 'table <name> (<what>)'}, and the
-    Iceberg tables that can carry a remove_orphan_files CALL (gc not disabled). One DESCRIBE
-    TABLE EXTENDED per table; SHOW TBLPROPERTIES only for a table whose properties name a path. -#}
+    Iceberg tables that can carry a remove_orphan_files CALL (gc not disabled, a plain
+    identifier). One DESCRIBE TABLE EXTENDED per table (its name quoted: whatever the catalog
+    holds is read); SHOW TBLPROPERTIES only for a table whose properties name a path. -#}
 {% macro _iceberg_maint_namespace_references(namespace) %}
   {%- set referenced = {} -%}
   {%- set carriers = [] -%}
   {%- for row in run_query('show tables in ' ~ namespace) if not row['isTemporary'] -%}
     {%- set table = namespace ~ '.' ~ row['tableName'] -%}
+    {%- set quoted = namespace ~ '.`' ~ (row['tableName'] | string).replace('`', '``') ~ '`' -%}
     {%- set info = {} -%}
-    {%- for detail in run_query('describe table extended ' ~ table) -%}
+    {%- for detail in run_query('describe table extended ' ~ quoted) -%}
       {%- do info.update({(detail[0] | string).strip(): detail[1] | string}) -%}
     {%- endfor -%}
     {%- if info.get('Location') -%}
@@ -227,12 +229,13 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
     {%- endif -%}
     {%- set properties_text = info.get('Table Properties', '') -%}
     {%- if '.path=' in properties_text -%}
-      {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
+      {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(quoted) -%}
       {%- for key in dbt_iceberg_maint._iceberg_maint_left_behind_path_properties() if properties.get(key) -%}
         {%- do referenced.update({properties[key]: 'table ' ~ table ~ ' (' ~ key ~ ')'}) -%}
       {%- endfor -%}
     {%- endif -%}
-    {%- if (info.get('Provider', '') | lower) == 'iceberg' and 'gc.enabled=false' not in properties_text -%}
+    {%- if (info.get('Provider', '') | lower) == 'iceberg' and 'gc.enabled=false' not in properties_text | lower
+          and dbt_iceberg_maint._iceberg_maint_is_identifier(row['tableName'] | string) -%}
       {%- do carriers.append(table) -%}
     {%- endif -%}
   {%- endfor -%}
