@@ -448,9 +448,13 @@ def sql_problems(case: Mapping[str, Any], outcome: Mapping[str, Any], places: Ma
         text = str(sql).strip()
         head = text.split(None, 1)[0].lower() if text else ""
         twin = case.get("twin") if case["kind"] == "twin" else None
-        if head == "call":
-            problems.extend(oracle.call_problems(text, table_location=places.get("table_location"),
-                                                 rendered_at=_rendered_at(outcome)))
+        location = places.get("table_location")
+        if twin == "get_remove_left_behind_locations_sql" and location:
+            location = location.rstrip("/").rsplit("/", 1)[0]  # a directory beside the tables, in their schema
+        if twin == "get_find_left_behind_locations_sql":
+            problems.extend(oracle.listing_problems(text))
+        elif head == "call":
+            problems.extend(oracle.call_problems(text, table_location=location, rendered_at=_rendered_at(outcome)))
             call = oracle.parse_call(text)
             if colds and isinstance(call, oracle.Call) and call.procedure == "rewrite_data_files":
                 # The cold predicate read just before and just after the plan: either may be the one used.

@@ -217,6 +217,20 @@ def query_problems(sql: str, table: str) -> list[str]:
     return problems
 
 
+LISTING_VIEW = "iceberg_maint_left_behind_listing"
+_LISTING = re.compile(r"create or replace temporary view iceberg_maint_left_behind_listing using binaryFile options "
+                      r"\(path '(?:[^'\\]|\\.)*', recursiveFileLookup 'true'\)")
+
+
+def listing_problems(sql: str) -> list[str]:
+    """The left-behind sweep's listing (get_find_left_behind_locations_sql): exactly its CREATE
+    TEMPORARY VIEW over binaryFile with one path literal, or one SELECT reading only that view."""
+    if sql.lower().startswith("create"):
+        problems = lexical_problems(sql)
+        return problems if _LISTING.fullmatch(sql) else [*problems, f"not the left-behind listing view: {sql[:200]}"]
+    return query_problems(sql, LISTING_VIEW)
+
+
 def alter_problems(sql: str, table: str | None) -> list[str]:
     """`alter table <table> set tblproperties ('k' = 'v', ...)` and nothing else."""
     problems = lexical_problems(sql)

@@ -113,6 +113,25 @@ def test_judge_reads_the_oracle() -> None:
     assert fuzz.judge(policy, {**safe, "cold": ["part = 0", "part = 0 or part = 1"]}, places) == "accepted"
 
 
+def test_the_left_behind_twins_are_judged_by_their_own_rules() -> None:
+    """The listing twin may create its binaryFile view and read only it; the removal twin's CALL
+    may name a directory beside the table, inside its schema's location, never above it."""
+    places = {"table_location": ROOT, "qualified": "local.fuzz.target"}
+    listing = {"kind": "twin", "twin": "get_find_left_behind_locations_sql", "kwargs": {}}
+    view = ("create or replace temporary view iceberg_maint_left_behind_listing using binaryFile options "
+            "(path '/w/fuzz', recursiveFileLookup 'true')")
+    select = "select path from iceberg_maint_left_behind_listing where startswith(path, '/w/fuzz/')"
+    assert fuzz.judge(listing, {"errors": [], "sql": [view, select]}, places) == "accepted"
+    assert fuzz.judge(listing, {"errors": [], "sql": [view + "; drop table t", select]}, places).startswith("DEFECT")
+    assert fuzz.judge(listing, {"errors": [], "sql": [view, "select * from fuzz.other"]}, places).startswith("DEFECT")
+    removal = {"kind": "twin", "twin": "get_remove_left_behind_locations_sql", "kwargs": {}}
+    rendered_at = NOW.strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert fuzz.judge(removal, {"errors": [], "sql": _orphans("/w/fuzz/dropped"), "rendered_at": rendered_at},
+                      places) == "accepted"
+    assert fuzz.judge(removal, {"errors": [], "sql": _orphans("/w"), "rendered_at": rendered_at},
+                      places).startswith("DEFECT: remove_orphan_files location '/w'")
+
+
 def test_a_var_case_is_a_defect_when_a_probe_renders_one() -> None:
     case = {"kind": "var", "vars": {"dbt_iceberg_maint_catalog": "x; drop table t"}, "id": 1}
     probes = [{"kind": "twin", "twin": "get_rewrite_manifests_sql", "kwargs": {}, "id": "1.0"}]
