@@ -50,3 +50,33 @@
   {%- endfor -%}
   {{ return(properties) }}
 {% endmacro %}
+
+
+{#- Nessie keeps a table's files alive on every branch that references them, so Iceberg's
+    garbage-collecting procedures must never run there: expire_snapshots and remove_orphan_files
+    would delete files another branch still reads (Nessie's own garbage collector, nessie-gc,
+    knows all branches). The reason such a CALL is refused when `relation`'s catalog is a Nessie
+    catalog (its Spark setting spark.sql.catalog.<name>.type is nessie, or its catalog-impl is
+    Nessie's), else none. Read only for those two operations, right before their CALL: two or
+    three SET/SELECT statements that cannot fail. -#}
+{% macro _iceberg_maint_nessie_refusal(relation, operation) %}
+  {%- if operation not in ['expire_snapshots', 'remove_orphan_files'] or not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set catalog = dbt_iceberg_maint._iceberg_maint_relation_parts(relation).catalog -%}
+  {%- if catalog is none -%}{%- set catalog = run_query('select current_catalog()').rows[0][0] | string -%}{%- endif -%}
+  {%- set settings = {} -%}
+  {%- for key in ['type', 'catalog-impl'] -%}
+    {%- set rows = run_query('set spark.sql.catalog.' ~ catalog ~ '.' ~ key).rows -%}
+    {%- do settings.update({key: (rows[0][1] if rows else '') | string}) -%}
+  {%- endfor -%}
+  {%- if dbt_iceberg_maint._iceberg_maint_is_nessie(settings.type, settings['catalog-impl']) -%}
+    {{ return(operation ~ ' refused: catalog ' ~ catalog ~ ' is a Nessie catalog, where it would delete files that '
+        ~ "other branches still reference; run Nessie's garbage collector (nessie-gc) instead") }}
+  {%- endif -%}
+  {{ return(none) }}
+{% endmacro %}
+
+
+{#- Pure: whether a catalog's Spark settings (type, catalog-impl) name Nessie. -#}
+{% macro _iceberg_maint_is_nessie(type, catalog_impl) %}
+  {{ return((type or '') | lower == 'nessie' or 'nessie' in (catalog_impl or '') | lower) }}
+{% endmacro %}

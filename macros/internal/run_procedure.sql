@@ -30,6 +30,9 @@
     {{ return({'table': table, 'operation': operation, 'status': 'not_executed',
           'reason': 'dbt is parsing, not executing', 'sql': sql, 'metrics': {}, 'duration_ms': 0}) }}
   {%- endif -%}
+  {%- set refused = dbt_iceberg_maint._iceberg_maint_nessie_refusal(relation, operation)
+        if executed_status != 'dry_run' else none -%}
+  {%- if refused -%}{{ exceptions.raise_compiler_error(refused) }}{%- endif -%}
   {#- The table's lease, as for maintain(): another job's holds it → skipped, not run. A table
       that does not exist takes none (nothing is written for a mistyped name): the CALL fails
       with Iceberg's own error, as before. -#}

@@ -531,6 +531,10 @@
   {%- if dry_run -%}
     {{ return(log_result(step.table, step.operation, 'dry_run', 'dry run: ' ~ step.reason, step.sql, {}, 0)) }}
   {%- endif -%}
+  {%- set refused = dbt_iceberg_maint._iceberg_maint_nessie_refusal(step.table, step.operation) -%}
+  {%- if refused -%}
+    {{ return(log_result(step.table, step.operation, 'skipped', refused, step.sql, {}, 0)) }}
+  {%- endif -%}
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('start', {'table': step.table, 'operation': step.operation},
         info=false) -%}
   {%- set started = dbt_iceberg_maint._iceberg_maint_now() -%}

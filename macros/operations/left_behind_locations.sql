@@ -486,6 +486,11 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
   {%- set scan = dbt_iceberg_maint._iceberg_maint_left_behind_scan(owner, schema, hours, warehouse) -%}
   {%- set selection = dbt_iceberg_maint._iceberg_maint_left_behind_selection(owner, scan, locations, hours) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(selection.errors) -%}
+  {%- if not dry_run and selection.remove -%}
+    {#- It deletes through remove_orphan_files: never on Nessie, whose other branches may hold the files. -#}
+    {%- set refused = dbt_iceberg_maint._iceberg_maint_nessie_refusal(scan.carrier, 'remove_orphan_files') -%}
+    {%- if refused -%}{{ exceptions.raise_compiler_error(owner ~ ': ' ~ refused) }}{%- endif -%}
+  {%- endif -%}
   {%- set results = [] -%}
   {%- for entry in selection.skip -%}
     {%- do results.append(dbt_iceberg_maint._iceberg_maint_log_result(scan.namespace, owner, 'skipped',
