@@ -93,6 +93,7 @@ def cases_for(tables: Sequence[str]) -> list[dict[str, Any]]:
         "evolved": {"compaction": {"min_input_files": 2}, "rewrite_manifests": {"min_manifests": 3}},
         "unpartitioned": {"compaction": {"min_input_files": 3}},
         "deletes": {"rewrite_position_delete_files": {"min_input_files": 3}},
+        "deletion_vectors": {"compaction": {"min_input_files": 3}, "rewrite_manifests": {"min_manifests": 3}},
         "maintained": {"compaction": {"min_input_files": 2}},
     }
     gates = [

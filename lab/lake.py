@@ -37,6 +37,17 @@ def deletes(spark: SparkSession, table: str) -> None:
         spark.sql(f"delete from {table} where id = {i * 10 + 3}")
 
 
+def deletion_vectors(spark: SparkSession, table: str) -> None:
+    """Merge-on-read deletes on format v3: deletion vectors (Puffin), one per data file, several
+    in one Puffin file (so they share its path and size), the second delete's folded into the first."""
+    spark.sql(f"create table {table} (id bigint, category string) using iceberg partitioned by (category) "
+              "tblproperties ('format-version'='3', 'write.delete.mode'='merge-on-read')")
+    for i in range(6):
+        spark.sql(f"insert into {table} select id, 'd' from range({i * 10}, {i * 10 + 10})")
+    spark.sql(f"delete from {table} where id % 10 = 3")
+    spark.sql(f"delete from {table} where id % 10 = 4")
+
+
 def many_snapshots(spark: SparkSession, table: str) -> None:
     spark.sql(f"create table {table} (id bigint) using iceberg")
     _insert(spark, table, "(1)", 8)
@@ -81,7 +92,8 @@ def maintained(spark: SparkSession, table: str) -> None:
 
 
 VARIED: dict[str, Callable[[SparkSession, str], None]] = {
-    "fresh": fresh, "small_files": small_files, "deletes": deletes, "many_snapshots": many_snapshots,
+    "fresh": fresh, "small_files": small_files, "deletes": deletes, "deletion_vectors": deletion_vectors,
+    "many_snapshots": many_snapshots,
     "evolved": evolved, "unpartitioned": unpartitioned, "empty": empty, "cold_days": cold_days,
     "gc_disabled": gc_disabled, "maintained": maintained,
 }

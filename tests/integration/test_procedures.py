@@ -543,3 +543,27 @@ def test_a_nessie_catalog_never_gets_a_garbage_collecting_call(
             spark.conf.unset(key)
         else:
             spark.conf.set(key, original)
+
+
+def test_a_compaction_applies_the_deletion_vectors_of_a_format_v3_table(
+    spark: SparkSession, dbt_project: DbtProject, schema: str
+) -> None:
+    """Merge-on-read deletes on format v3 write deletion vectors (Puffin files, one vector per
+    data file); rewrite_data_files applies them and removes them in its own commit."""
+    table = f"local.{schema}.v3_deletes"
+    spark.sql(f"create or replace table {table} (id bigint, part string) using iceberg partitioned by (part) "
+              "tblproperties ('format-version'='3', 'write.delete.mode'='merge-on-read')")
+    for i in range(4):
+        spark.sql(f"insert into {table} select id, 'a' from range({i * 10}, {i * 10 + 10})")
+    spark.sql(f"delete from {table} where id % 10 = 3")
+    vectors = spark.sql(f"select file_format, referenced_data_file, record_count from {table}.delete_files").collect()
+    assert [(v[0], v[2]) for v in vectors] == [("PUFFIN", 1)] * 4 and len({v[1] for v in vectors}) == 4
+    before = fingerprint(spark, table)
+
+    _, results, returned = call(dbt_project, "rewrite_data_files", relation=f"{schema}.v3_deletes",
+                                options={"min-input-files": 2})
+
+    assert results[0].status == "success", results
+    assert (returned["rewritten_data_files_count"], returned["removed_delete_files_count"]) == (4, 4), returned
+    assert scalar(spark, f"select count(*) from {table}.delete_files") == 0
+    assert fingerprint(spark, table) == before and before[0] == 36
