@@ -65,7 +65,8 @@
   {%- if catalog is none -%}{%- set catalog = run_query('select current_catalog()').rows[0][0] | string -%}{%- endif -%}
   {%- set settings = {} -%}
   {%- for key in ['type', 'catalog-impl'] -%}
-    {%- set rows = run_query('set spark.sql.catalog.' ~ catalog ~ '.' ~ key).rows -%}
+    {#- Backquoted: Spark's SET takes a key with a hyphen only so. -#}
+    {%- set rows = run_query('set `spark.sql.catalog.' ~ catalog ~ '.' ~ key ~ '`').rows -%}
     {%- do settings.update({key: (rows[0][1] if rows else '') | string}) -%}
   {%- endfor -%}
   {%- if dbt_iceberg_maint._iceberg_maint_is_nessie(settings.type, settings['catalog-impl']) -%}

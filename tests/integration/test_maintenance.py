@@ -382,7 +382,8 @@ def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
     invocations: list[DbtInvocation] = []
 
     def invoke(args: Sequence[str]) -> DbtInvocation:
-        if args[1] == "dbt_iceberg_maint.execute_maintenance_steps":  # before the replay: new manifests, a snapshot
+        replay = args[1] == "dbt_iceberg_maint.execute_maintenance_steps" and "settled" not in json.loads(args[3])
+        if replay:  # before the replay: new manifests, a snapshot
             spark.sql(f"alter table {event_log} unset tblproperties ('write.parquet.compression-codec')")
             for event_id in (9103, 9104, 9105):
                 spark.sql(f"insert into {event_log} values ({event_id}, 'view', date'2026-11-03', 1.00, 9)")
@@ -420,7 +421,11 @@ def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
         "dbt_iceberg_maint.maintain",  # the compaction re-run once, failed commits tolerated
         *give_back,
         "dbt_iceberg_maint.execute_maintenance_steps",
+        "dbt_iceberg_maint.execute_maintenance_steps",  # the failed compaction's history row
     ]
+    recorded = json.loads(invocations[-1].args[3])
+    assert recorded["settled"] is True and [(s["table"], s["operation"], s["status"]) for s in recorded["steps"]] == [
+        (plan.steps[0].table, "rewrite_data_files", "failed")] and invocations[-1].success
     # Under partial progress (the policy's default) Iceberg reports a group that failed to
     # rewrite as a failed commit; re-run once, the group failed to rewrite again: deterministic.
     failed = first(report.results, "the failed compaction's result")
@@ -433,8 +438,13 @@ def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
     ), failed.reason
     assert (failed.metrics["kind"], failed.metrics["retryable"]) == ("not_iceberg_conflict", False)
     assert failed.metrics["probe"]["metrics"]["failed_data_files_count"] > 0
-    # The failed run, the re-run once, the give-back if any, the replay.
-    assert (report.invocations, report.exit_code) == (3 + len(give_back), 1)
+    # The failed run, the re-run once, the give-back if any, the replay, the failed step's row.
+    assert (report.invocations, report.exit_code) == (4 + len(give_back), 1)
+    history = built.table("iceberg_maint_history")
+    spark.sql(f"refresh table {history}")
+    rows_of_failure = [r for r in spark.sql(f"select path, reason from {history} where status = 'failed' and "
+                                            "operation = 'rewrite_data_files'").collect() if r[1] == failed.reason]
+    assert [r[0] for r in rows_of_failure] == ["execute_maintenance_steps"], rows_of_failure
     # Nobody is left holding event_log's lease: its log's last event ends it.
     leases = built.table("iceberg_maint_leases")
     spark.sql(f"refresh table {leases}")
