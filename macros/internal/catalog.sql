@@ -61,19 +61,29 @@
     three SET/SELECT statements that cannot fail. -#}
 {% macro _iceberg_maint_nessie_refusal(relation, operation) %}
   {%- if operation not in ['expire_snapshots', 'remove_orphan_files'] or not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set catalog = dbt_iceberg_maint._iceberg_maint_relation_parts(relation).catalog -%}
-  {%- if catalog is none -%}{%- set catalog = run_query('select current_catalog()').rows[0][0] | string -%}{%- endif -%}
-  {%- set settings = {} -%}
-  {%- for key in ['type', 'catalog-impl'] -%}
-    {#- Backquoted: Spark's SET takes a key with a hyphen only so. -#}
-    {%- set rows = run_query('set `spark.sql.catalog.' ~ catalog ~ '.' ~ key ~ '`').rows -%}
-    {%- do settings.update({key: (rows[0][1] if rows else '') | string}) -%}
-  {%- endfor -%}
-  {%- if dbt_iceberg_maint._iceberg_maint_is_nessie(settings.type, settings['catalog-impl']) -%}
+  {%- set catalog = dbt_iceberg_maint._iceberg_maint_relation_parts(relation).catalog
+        or dbt_iceberg_maint._iceberg_maint_current_catalog() -%}
+  {%- set setting = dbt_iceberg_maint._iceberg_maint_catalog_setting -%}
+  {%- if dbt_iceberg_maint._iceberg_maint_is_nessie(setting(catalog, 'type'), setting(catalog, 'catalog-impl')) -%}
     {{ return(operation ~ ' refused: catalog ' ~ catalog ~ ' is a Nessie catalog, where it would delete files that '
         ~ "other branches still reference; run Nessie's garbage collector (nessie-gc) instead") }}
   {%- endif -%}
   {{ return(none) }}
+{% endmacro %}
+
+
+{#- The catalog a name without one resolves in: the session's current catalog. -#}
+{% macro _iceberg_maint_current_catalog() %}
+  {{ return(run_query('select current_catalog()').rows[0][0] | string) }}
+{% endmacro %}
+
+
+{#- The Spark setting spark.sql.catalog.<catalog>.<key>, none when unset. Backquoted: Spark's SET
+    takes a key with a hyphen (catalog-impl) only so. -#}
+{% macro _iceberg_maint_catalog_setting(catalog, key) %}
+  {%- set rows = run_query('set `spark.sql.catalog.' ~ catalog ~ '.' ~ key ~ '`').rows -%}
+  {%- set value = (rows[0][1] | string) if rows | length > 0 and rows[0][1] is not none else '' -%}
+  {{ return(none if value in ['', '<undefined>'] else value) }}
 {% endmacro %}
 
 

@@ -242,14 +242,6 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
   {{ return({'referenced': referenced, 'carriers': carriers}) }}
 {% endmacro %}
 
-{#- The warehouse location of `catalog` from Spark's configuration, or none. -#}
-{% macro _iceberg_maint_catalog_warehouse(catalog) %}
-  {%- set rows = run_query('set spark.sql.catalog.' ~ catalog ~ '.warehouse').rows -%}
-  {%- set value = (rows[0][1] | string) if rows | length > 0 and rows[0][1] is not none else '' -%}
-  {{ return(none if value in ['', '<undefined>'] else value) }}
-{% endmacro %}
-
-
 {#- ---- The scan --------------------------------------------------------------------------- -#}
 
 {#- Reads the catalog, lists the schema's location and returns {namespace, root, warehouse,
@@ -268,7 +260,7 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
         ~ "; pass `schema` made of letters, digits and underscores") }}
   {%- endif -%}
   {%- set catalog = parts[0] if parts | length == 2 else catalog_var -%}
-  {%- if catalog is none -%}{%- set catalog = run_query('select current_catalog()').rows[0][0] | string -%}{%- endif -%}
+  {%- set catalog = catalog or dbt_iceberg_maint._iceberg_maint_current_catalog() -%}
   {%- set name = parts[-1] -%}
   {%- set namespace = catalog ~ '.' ~ name -%}
   {%- set lit = dbt_iceberg_maint._iceberg_maint_string_literal -%}
@@ -283,7 +275,7 @@ select parts[0] as name, {{ lit(root ~ '/') }} || parts[0] as location, count(*)
   {%- endif -%}
   {%- set location = location | string -%}
   {%- set root = dbt_iceberg_maint._iceberg_maint_normalised_location(location) -%}
-  {%- set warehouse = warehouse or dbt_iceberg_maint._iceberg_maint_catalog_warehouse(catalog) -%}
+  {%- set warehouse = warehouse or dbt_iceberg_maint._iceberg_maint_catalog_setting(catalog, 'warehouse') -%}
   {#- References: the schema's own tables and nested namespaces first. -#}
   {%- set own = dbt_iceberg_maint._iceberg_maint_namespace_references(namespace) -%}
   {%- set referenced = own.referenced -%}
