@@ -172,9 +172,12 @@ class SubprocessWorker:
     mode = "subprocess"
 
     def __init__(self, index: int, env: Mapping[str, str], project_dir: Path, profiles_dir: Path,
-                 flags: Sequence[str], work_dir: Path, parse_state: Path | None = None) -> None:
+                 flags: Sequence[str], work_dir: Path, parse_state: Path | None = None,
+                 parse_once: bool = True) -> None:
         self.index, self.project_dir, self.profiles_dir, self.work_dir = index, project_dir, profiles_dir, work_dir
         self.flags = list(flags)
+        # False: every job parses (partially) with its own flags, for jobs whose --vars differ.
+        self.parse_once = parse_once
         # Its own dbt target and log folders: concurrent dbt processes must not write one
         # partial_parse.msgpack or manifest.json at once. It starts from a copy of the project's
         # `parse_state` (partial_parse.msgpack) so that its one parse is partial, not full.
@@ -200,7 +203,7 @@ class SubprocessWorker:
             preload = {"project_dir": str(self.project_dir), "profiles_dir": str(self.profiles_dir),
                        "flags": self.flags}
             self.process = subprocess.Popen([sys.executable, "-m", "dbt_iceberg_maint.fleet.worker", str(ready),
-                                             json.dumps(preload)],
+                                             *([json.dumps(preload)] if self.parse_once else [])],
                                             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
                                             env=self.env, cwd=str(self.project_dir), text=True,
                                             start_new_session=True)

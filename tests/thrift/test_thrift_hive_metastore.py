@@ -1,7 +1,9 @@
-"""The catalog production clusters run, over dbt Cloud's path: a Spark Thrift Server whose session
-catalog is Iceberg's `SparkSessionCatalog` (type hive) on the suite's real Hive Metastore, so Hive
-and Iceberg tables share schemas and two-part names; beside it a named `SparkCatalog` (type hive)
-on the same metastore.
+"""The catalog production clusters run: Spark's session catalog is Iceberg's `SparkSessionCatalog`
+(type hive) on the suite's real Hive Metastore, so Hive and Iceberg tables share schemas and
+two-part names; beside it a named `SparkCatalog` (type hive) on the same metastore. Every test runs
+over both dbt-spark methods users have: dbt Cloud's path (`thrift`, a Spark Thrift Server) and
+`session` (the profile's `session_hive` target: dbt and its own Spark application in one process,
+dbt_iceberg_maint/fleet/worker.py). Table state is read back over thrift either way.
 
 dbt builds a Hive (parquet) model and an Iceberg model side by side, each with the maintain()
 post-hook; a Hive table made outside dbt is a source declaring a policy. The Hive tables are never
@@ -17,11 +19,21 @@ from pathlib import Path
 
 import pytest
 
+from dbt_iceberg_maint.fleet.executor import SubprocessWorker
+from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.planner import iceberg_models, plan_models
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.spark import (
+    DRIVER_JAVA_OPTIONS_ENV,
+    ICEBERG_JAR_ENV,
+    WAREHOUSE_ENV,
+    log4j2_java_options,
+    resolve_iceberg_runtime,
+)
 from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
 from lab.hive_metastore import HiveMetastore
+from tests.conftest import CATALOG_URI_ENV, PACKAGES_PATH_ENV
 from tests.thrift.conftest import ThriftDbtProject, ThriftSql
 
 pytestmark = pytest.mark.integration
@@ -59,11 +71,51 @@ class SessionCatalogProject(ThriftDbtProject):
         return f"{self.schema}.{name}"  # two-part names: the session catalog
 
 
-@pytest.fixture(scope="module")
-def project(hms_server: ThriftServer, tmp_path_factory: pytest.TempPathFactory) -> SessionCatalogProject:
-    built = SessionCatalogProject(hms_server, "th_hms", tmp_path_factory.mktemp("dbt_hms"))
-    built("deps", "--quiet")
-    return built
+class SessionMethodProject:
+    """The project over `method: session` (the `session_hive` target): one worker process runs
+    every invocation, so its Spark application starts once; each job parses with its own --vars."""
+
+    def __init__(self, metastore: HiveMetastore, schema: str, folder: Path) -> None:
+        self.schema = schema
+        work = folder / "work"
+        work.mkdir(parents=True)
+        self.target_path = work / "target-0"  # the worker's own target folder
+        env = {PACKAGES_PATH_ENV: str(folder / "dbt_packages"), "DBT_ICEBERG_MAINT_TARGET": "session_hive",
+               "DBT_ICEBERG_MAINT_SCHEMA": schema, CATALOG_URI_ENV: metastore.uri,
+               WAREHOUSE_ENV: (folder / "hive_warehouse").as_uri(),
+               ICEBERG_JAR_ENV: resolve_iceberg_runtime().jars[0], DRIVER_JAVA_OPTIONS_ENV: log4j2_java_options()}
+        self.worker = SubprocessWorker(0, env, INTEGRATION_PROJECT, INTEGRATION_PROJECT, [], work, parse_once=False)
+
+    def __call__(self, *args: str) -> DbtInvocation:
+        ran = self.worker.run(args, timeout_s=600)
+        assert ran.invocation is not None, f"dbt {' '.join(args)} over session: {ran.error or 'timed out'}"
+        if not ran.invocation.success:
+            raise AssertionError(f"dbt {' '.join(args)} over session failed: {ran.invocation.exception}\n"
+                                 + "\n".join(ran.invocation.log_messages[-20:]))
+        return ran.invocation
+
+    def table(self, name: str) -> str:
+        return f"{self.schema}.{name}"
+
+
+Project = SessionCatalogProject | SessionMethodProject
+
+
+@pytest.fixture(scope="module", params=["thrift", "session"])
+def project(request: pytest.FixtureRequest, hms_server: ThriftServer, hive_metastore: HiveMetastore,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+    folder = tmp_path_factory.mktemp(f"dbt_hms_{request.param}")
+    built: Project
+    if request.param == "thrift":
+        built = SessionCatalogProject(hms_server, "th_hms", folder)
+    else:
+        built = SessionMethodProject(hive_metastore, "ss_hms", folder)
+    try:
+        built("deps", "--quiet")
+        yield built
+    finally:
+        if isinstance(built, SessionMethodProject):
+            built.worker.close()
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +139,7 @@ def location(sql: ThriftSql, table: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def side_by_side(project: SessionCatalogProject, sql: ThriftSql) -> dict[str, object]:
+def side_by_side(project: Project, sql: ThriftSql) -> dict[str, object]:
     """The Hive source table (three small files), then two dbt runs of the scenario."""
     sql.execute(f"create database if not exists {project.schema}")
     landing = project.table("hive_landing_events")
@@ -101,7 +153,7 @@ def side_by_side(project: SessionCatalogProject, sql: ThriftSql) -> dict[str, ob
 
 
 def test_hive_and_iceberg_tables_share_the_schema_and_two_part_names(
-    project: SessionCatalogProject, sql: ThriftSql, side_by_side: dict[str, object]
+    project: Project, sql: ThriftSql, side_by_side: dict[str, object]
 ) -> None:
     tables = {r[1] for r in sql.rows(f"show tables in {project.schema}")}
     assert {"hive_events", "iceberg_beside_hive", "hive_landing_events", "raw_events"} <= tables
@@ -115,7 +167,7 @@ def test_hive_and_iceberg_tables_share_the_schema_and_two_part_names(
 
 
 def test_the_post_hook_skips_the_hive_model_says_why_and_maintains_the_iceberg_one(
-    project: SessionCatalogProject, sql: ThriftSql, side_by_side: dict[str, object]
+    project: Project, sql: ThriftSql, side_by_side: dict[str, object]
 ) -> None:
     runs = side_by_side["runs"]
     assert isinstance(runs, list)
@@ -135,7 +187,7 @@ def test_the_post_hook_skips_the_hive_model_says_why_and_maintains_the_iceberg_o
 
 
 def test_iceberg_maintenance_names_the_hive_tables_it_skipped_and_leaves_them_untouched(
-    project: SessionCatalogProject, sql: ThriftSql, side_by_side: dict[str, object]
+    project: Project, sql: ThriftSql, side_by_side: dict[str, object]
 ) -> None:
     landing = project.table("hive_landing_events")
     invocation = project("run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--vars",
@@ -156,7 +208,7 @@ def test_iceberg_maintenance_names_the_hive_tables_it_skipped_and_leaves_them_un
     assert hive_history and all(str(r[0]).startswith(NOT_ICEBERG) for r in hive_history), hive_history
 
 
-def test_procedures_reach_the_named_hive_catalog(project: SessionCatalogProject, sql: ThriftSql,
+def test_procedures_reach_the_named_hive_catalog(project: Project, sql: ThriftSql,
                                                  side_by_side: dict[str, object]) -> None:
     invocation = project("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
                          json.dumps({"relation": f"{NAMED}.{project.schema}.iceberg_beside_hive"}))
@@ -166,7 +218,7 @@ def test_procedures_reach_the_named_hive_catalog(project: SessionCatalogProject,
 
 
 def test_the_python_planner_skips_the_hive_source_as_the_macros_do(
-    project: SessionCatalogProject, hive_metastore: HiveMetastore, side_by_side: dict[str, object]
+    project: Project, hive_metastore: HiveMetastore, side_by_side: dict[str, object]
 ) -> None:
     """pyiceberg's Hive catalog refuses to load a Hive table as Iceberg: the planner (dbt-iceberg-maint
     plan, health, maintain) skips it with the reason the macros give."""
