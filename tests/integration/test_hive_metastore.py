@@ -1,6 +1,7 @@
 """What only a Hive catalog does, on a real Hive Metastore (lab/hive_metastore.py): dbt's tables are
-the metastore's, and a commit that loses the metastore's lock race fails with the Hive catalog's
-own text, is classified, verified not landed and re-run by the runner.
+the metastore's, and a commit that loses the metastore's lock race, or times out waiting for that
+lock, fails with the Hive catalog's own text, is classified, verified not landed and re-run by the
+runner.
 
 The other integration checks run on this metastore too: every module naming
 `CATALOGS = ("embedded", "hive_metastore")` runs once per catalog (tests/conftest.py).
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +58,20 @@ def metastore_catalog(hive_metastore: HiveMetastore, warehouse: Path) -> Any:
 
 def snapshot_ids(spark: SparkSession, table: str) -> list[int]:
     return [r[0] for r in spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at").collect()]
+
+
+def assert_committed_fixture(fixture: Path, text: str, marker: str) -> None:
+    """The text as the runner met it is a committed fixture (recorded with
+    DBT_ICEBERG_MAINT_RECORD=1), classified as its JSON says: a CommitFailedException."""
+    result = classify(text)
+    verdict = {"kind": result.kind, "retryable": result.retryable, "exception_class": result.exception_class,
+               "files": list(result.files)}
+    assert verdict["exception_class"] == "org.apache.iceberg.exceptions.CommitFailedException"
+    if RECORD:
+        fixture.with_suffix(".txt").write_bytes(text.encode())
+        fixture.with_suffix(".json").write_text(json.dumps(verdict, indent=2) + "\n")
+    assert marker in fixture.with_suffix(".txt").read_bytes().decode("utf-8")
+    assert json.loads(fixture.with_suffix(".json").read_text()) == verdict
 
 
 def test_dbt_tables_are_the_metastores_iceberg_tables(
@@ -133,17 +150,78 @@ def test_a_merge_that_loses_the_metastore_lock_race_is_verified_not_landed_and_r
     row = spark.sql(f"select count(*) as n, count(distinct event_id) as ids from {table}").collect()[0]
     assert row["n"] == row["ids"] == rows_before + new_ids
 
-    # The text as the runner met it is a committed fixture, classified as its JSON says.
-    result = classify(lost)
-    verdict = {"kind": result.kind, "retryable": result.retryable, "exception_class": result.exception_class,
-               "files": list(result.files)}
-    assert verdict["exception_class"] == "org.apache.iceberg.exceptions.CommitFailedException"
-    if RECORD:
-        FIXTURE.with_suffix(".txt").write_bytes(lost.encode())
-        FIXTURE.with_suffix(".json").write_text(json.dumps(verdict, indent=2) + "\n")
-    committed = FIXTURE.with_suffix(".txt").read_bytes().decode("utf-8")
-    assert STALE_BASE in committed
-    assert json.loads(FIXTURE.with_suffix(".json").read_text()) == verdict
+    assert_committed_fixture(FIXTURE, lost, STALE_BASE)
+
+
+LOCK_TIMEOUT = "spark.sql.catalog.local.hadoop.iceberg.hive.lock-timeout-ms"
+LOCK_FIXTURE = FAILURES / "hive_metastore__lock_timeout"
+
+
+def reload_catalogs(spark: SparkSession) -> None:
+    """Spark caches catalog instances: the next statement builds `local` again from its settings."""
+    spark._jsparkSession.sessionState().catalogManager().reset()  # noqa: SLF001
+
+
+def test_a_merge_that_times_out_waiting_for_the_metastore_lock_is_verified_not_landed_and_re_run(
+    spark: SparkSession, dbt_project: DbtProject, hive_metastore: HiveMetastore, conflict_gate: ConflictGate,
+) -> None:
+    """Another process holds the table's metastore lock longer than Iceberg waits for it
+    (`iceberg.hive.lock-timeout-ms`, 3 minutes by default; 2 s here, set for the one catalog through
+    Spark's per-catalog Hadoop settings). The MERGE gives up with the Hive catalog's LockException,
+    nothing is committed, and the runner re-runs the model, declared not idempotent, once landed
+    verification proves its write did not land and the lock is free."""
+    dbt_project("build", "--select", "raw_events", MODEL, "--vars", SCENARIO % 2)
+    table = dbt_project.table(MODEL)
+    spark.sql(f"alter table {table} set tblproperties ('commit.retry.num-retries' = '0')")
+    before = snapshot_ids(spark, table)
+    counts = f"select count(*) as n, count(distinct event_id) as ids from {table}"
+    rows_before = spark.sql(counts).collect()[0]
+    spark.conf.set(LOCK_TIMEOUT, "2000")
+    reload_catalogs(spark)
+    released = threading.Event()
+    try:
+        with HeldTableLock(hive_metastore.port, dbt_project.schema, MODEL) as lock:
+            def release_once_the_merge_gave_up() -> None:
+                try:
+                    lock.wait_for_waiting(1, timeout_s=120)  # the MERGE's commit queued...
+                    deadline = time.monotonic() + 60
+                    while lock.waiting() and time.monotonic() < deadline:
+                        time.sleep(0.05)  # ...and withdrew its request when it timed out
+                finally:
+                    lock.release()
+                    released.set()
+
+            releaser = threading.Thread(target=release_once_the_merge_gave_up)
+            releaser.start()
+            report = run_dbt_with_retries(
+                ["--select", MODEL, "--vars", SCENARIO % 3], command="run", max_attempts=3,
+                project_dir=INTEGRATION_PROJECT, env=dbt_project.env, sleep=lambda _: released.wait(120),
+            )
+            releaser.join(timeout=150)
+    finally:
+        spark.conf.unset(LOCK_TIMEOUT)
+        reload_catalogs(spark)
+    assert not releaser.is_alive()
+
+    node = report.node(MODEL)
+    assert [a.status for a in node.attempts] == ["error", "success"], node.to_dict()
+    lost = first(node.attempts, "the MERGE's timed-out attempt").message or ""
+    assert re.search(r"LockException: Timed out after \d+ ms waiting for lock on "
+                     rf"{dbt_project.schema}\.{MODEL}", lost), lost
+    assert node.attempts[0].kind == "commit_failed"
+    document = node.to_dict()
+    assert document["write_landed"] is False, document
+    assert document["landed_evidence"]["snapshot_ids"] == [], document["landed_evidence"]
+    after = snapshot_ids(spark, table)
+    assert after[: len(before)] == before and len(after) == len(before) + 1  # the re-run's MERGE alone
+    raw = dbt_project.table("raw_events")
+    new_ids = spark.sql(f"select count(distinct event_id) from {raw} where batch = 3 and event_id not in "
+                        f"(select event_id from {raw} where batch <= 2)").collect()[0][0]
+    # One MERGE of batch 3: its new events inserted, its corrections updated in place.
+    row = spark.sql(counts).collect()[0]
+    assert (row["n"], row["ids"]) == (rows_before["n"] + new_ids, rows_before["ids"] + new_ids)
+
+    assert_committed_fixture(LOCK_FIXTURE, lost, "waiting for lock on")
 
 
 def test_the_planner_reads_the_metastore_from_many_threads(
