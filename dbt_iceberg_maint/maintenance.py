@@ -36,7 +36,7 @@ from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_di
 from dbt_iceberg_maint.leases import LEASE_KEPT, RUN_ID_ENV, give_back_args
 from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER, marker_payloads
 from dbt_iceberg_maint.results import MaintenanceResult, history_problems, parse_result_lines
-from dbt_iceberg_maint.rewrite_probe import judge_probe, probe_args
+from dbt_iceberg_maint.rewrite_probe import failed_commits, judge_probe, probe_args
 
 ERROR_DETAIL_CHARS = 2000
 
@@ -113,9 +113,12 @@ def settle(pending: Sequence[PlanStep], results: Iterable[MaintenanceResult]) ->
 
 def _failure_metrics(error_text: str) -> tuple[str, str, Mapping[str, Any]]:
     verdict = classify(error_text)
-    metrics = MappingProxyType({"error": error_text[:ERROR_DETAIL_CHARS], "kind": verdict.kind,
-                                "exception_class": verdict.exception_class})
-    return verdict.kind, verdict.summary, metrics
+    metrics: dict[str, Any] = {"error": error_text[:ERROR_DETAIL_CHARS], "kind": verdict.kind,
+                               "exception_class": verdict.exception_class}
+    breaker = failed_commits(error_text)
+    if breaker is not None:
+        metrics["failed_commits"] = breaker
+    return verdict.kind, verdict.summary, MappingProxyType(metrics)
 
 
 def interrupted_step(pending: Sequence[PlanStep], taken: Sequence[tuple[str, str | None]],

@@ -20,6 +20,7 @@ The re-run re-plans what the first attempt left: groups that committed are not r
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ from dbt_iceberg_maint.conflicts import classify
 
 # Iceberg never fails the call when this many commits failed: it returns its result instead.
 TOLERATED_FAILED_COMMITS = 2**31 - 1
+# The circuit breaker's own count, in the exception it raises (partial-progress.max-failed-commits).
+FAILED_COMMITS = re.compile(r"partial-progress\.enabled is true but (\d+) rewrite commits failed")
 REWRITE_FAILED_KIND = "not_iceberg_conflict"
 LOST_COMMIT_KIND = "rewrite_commit_conflict"
 
@@ -52,6 +55,15 @@ def probe_args(table: str, as_of: str | None = None, policy: Mapping[str, Any] |
     if as_of is not None:
         args["as_of"] = as_of
     return ["run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(args)]
+
+
+def failed_commits(error_text: str) -> int | None:
+    """The file groups Iceberg counted as failed when the circuit breaker stopped a compaction
+    (groups that lost their commit and groups that failed to rewrite alike; at most one count per
+    planned commit), read from the exception it raised; None for any other failure. Iceberg's
+    result row has no such column, and when it tolerates failures it only logs a warning."""
+    match = FAILED_COMMITS.search(error_text)
+    return int(match.group(1)) if match else None
 
 
 def _count(metrics: Mapping[str, Any], key: str) -> int:

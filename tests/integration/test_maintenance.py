@@ -437,6 +437,7 @@ def test_the_maintain_command_replays_the_logged_plan_after_a_run_time_failure(
         r"with failed commits tolerated, [1-9]\d* data file\(s\) failed to rewrite again", failed.reason
     ), failed.reason
     assert (failed.metrics["kind"], failed.metrics["retryable"]) == ("not_iceberg_conflict", False)
+    assert failed.metrics["failed_commits"] >= 1
     assert failed.metrics["probe"]["metrics"]["failed_data_files_count"] > 0
     # The failed run, the re-run once, the give-back if any, the replay, the failed step's row.
     assert (report.invocations, report.exit_code) == (4 + len(give_back), 1)

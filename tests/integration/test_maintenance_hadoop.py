@@ -106,6 +106,7 @@ def test_a_compaction_commit_lost_to_a_concurrent_commit_is_recovered_by_one_re_
 
     [result] = report.results
     assert re.search(r"partial-progress\.enabled is true but 1 rewrite commits failed", result.metrics["error"])
+    assert result.metrics["failed_commits"] == 1
     assert (result.status, result.metrics["kind"], result.metrics["retryable"]) == (
         "success", "rewrite_commit_conflict", True), result.reason
     assert "were not deterministic (a commit lost to a concurrent commit)" in result.reason

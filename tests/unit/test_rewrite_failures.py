@@ -12,7 +12,7 @@ import pytest
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.maintenance import run_maintenance
-from dbt_iceberg_maint.rewrite_probe import TOLERATED_FAILED_COMMITS, judge_probe, probe_args
+from dbt_iceberg_maint.rewrite_probe import TOLERATED_FAILED_COMMITS, failed_commits, judge_probe, probe_args
 from dbt_iceberg_maint.runner import NodeOutcome, plan_reruns
 
 # Iceberg 1.10's words, as PySpark and dbt print them (recorded from the suite's real runs).
@@ -57,6 +57,13 @@ LOST_WITHOUT_PARTIAL_PROGRESS = (
     "concurrent Iceberg operation.\n"
     "Caused by: org.apache.iceberg.exceptions.CommitFailedException: Version 4 already exists\n"
 )
+
+
+def test_the_circuit_breakers_count_is_read_from_its_exception_only() -> None:
+    assert failed_commits(PARTIAL_PROGRESS) == 1
+    assert failed_commits(PARTIAL_PROGRESS.replace("but 1 rewrite", "but 12 rewrite")) == 12
+    assert failed_commits(LOST_WITHOUT_PARTIAL_PROGRESS) is None
+    assert failed_commits(LOST_COMMIT_LOG) is None  # the driver log's lines carry no count
 
 
 def test_a_visible_cause_decides_and_is_never_undecided() -> None:
@@ -187,3 +194,4 @@ def test_the_maintain_command_re_runs_an_undecided_compaction_once(
                                                       "status": "failed", "reason": result.reason, "sql": STEP["sql"]}]
     assert result.reason is not None and "(rewrite_commit_conflict, undecided)" in result.reason
     assert result.metrics["probe"]["metrics"] == probe_metrics
+    assert result.metrics["failed_commits"] == 1  # the circuit breaker's count, from its exception
