@@ -1,9 +1,10 @@
 """Fuzzed bad input for the macros (issues 14 and 22): hypothesis draws procedure arguments, every
 `get_*_sql` twin's arguments (the twins are found in the package's macro files), every policy key
 (from the policy defaults the macros merge over), the dbt vars the macros read, `where` filters
-(argument and policy `compaction.where`, with `cold_partitions_hours`), orphan locations and
-relation names, with wrong types, negative/zero/huge numbers, SQL injection, quote-breaking
-string contents, unicode and empty strings. The integration project's `torture_fuzz_cases` runs
+(argument and policy `compaction.where`, with `cold_partitions_hours`), orphan locations,
+relation names and the replayed steps of `execute_maintenance_steps` (checked only), with wrong
+types, negative/zero/huge numbers, SQL injection, quote-breaking string contents, unicode and empty
+strings. The integration project's `torture_fuzz_cases` runs
 hundreds of them in one dbt invocation and `torture_fuzz_one` runs single cases through the public
 macro (or the twin) alone.
 
@@ -35,7 +36,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dbt_iceberg_maint.protocol import marker_payloads
+from dbt_iceberg_maint.protocol import OPERATIONS as PROTOCOL_OPERATIONS
+from dbt_iceberg_maint.protocol import STEP_STATUSES, marker_payloads
 from lab import fuzz_oracle as oracle
 
 REPO = Path(__file__).resolve().parent.parent
@@ -252,6 +254,61 @@ def _relation_case() -> st.SearchStrategy[dict[str, Any]]:
     return st.one_of(procedure, policy)
 
 
+# A replayed step's CALL: the right head with fuzzed arguments, or a head that is not its own.
+STEP_TAILS = (")", ", where => 'id > 0')", ", where => 'id > 0') or (1=1')", ", where => id > 0)",
+              ", where => 'x'); drop table fuzz.target", ", where => '1=1) or (1=1')",
+              ", older_than => TIMESTAMP '2000-01-01 00:00:00')", ", older_than => TIMESTAMP '2999-01-01 00:00:00')",
+              ", older_than => now())", f", location => '{LOCATION}')", f", location => '{PARENT}')",
+              f", location => '{NEIGHBOUR}')", f", location => '{LOCATION}/data\n')",
+              f", location => '{LOCATION}/data/../..')", ", retain_last => 1)", ", dry_run => true)",
+              ", options => map('min-input-files', '2'))", ", options => map('k', (select 1)))", ") -- x",
+              "); select 1")
+STEP_HEADS = ("local.system", "system", "spark_catalog.system", "local.fuzz", "local.system.x")
+
+
+def _step(operation: str) -> st.SearchStrategy[dict[str, Any]]:
+    """One step of a replayed plan: well-formed (its own CALL head, as the plan writes it for its
+    table) with fuzzed CALL arguments, and at most one other key fuzzed, so that the checks of
+    what a CALL carries are reached."""
+    def step(table: str, tail: str, mutation: tuple[str, Any]) -> dict[str, Any]:
+        head = "local.system" if table.startswith("local.") else "system"
+        drawn = {"table": table, "operation": operation, "status": "planned", "reason": "due",
+                 "sql": f"CALL {head}.{operation}(table => 'fuzz.target'{tail}"}
+        key, value = mutation
+        if key != "none":
+            drawn[key] = value
+        return drawn
+
+    where = st.tuples(st.just(", where => '"), st.one_of(st.sampled_from(WHERES), TEXTS), st.just("')")).map("".join)
+    tail = st.one_of(st.just(")"), st.sampled_from(STEP_TAILS), where)
+    other_call = st.tuples(st.sampled_from(STEP_HEADS), st.sampled_from(PROTOCOL_OPERATIONS),
+                           st.sampled_from(["fuzz.neighbour", "local.fuzz.target"]), st.sampled_from(STEP_TAILS)).map(
+        lambda p: f"CALL {p[0]}.{p[1]}(table => '{p[2]}'{p[3]}")
+    mutation = st.one_of(
+        st.just(("none", None)), st.just(("none", None)), st.just(("none", None)),
+        st.tuples(st.just("table"), RELATION_STRINGS), st.tuples(st.just("operation"), TEXTS),
+        st.tuples(st.just("status"), st.one_of(st.sampled_from((*STEP_STATUSES, "success")), SCALARS)),
+        st.tuples(st.just("reason"), st.one_of(TEXTS, SCALARS)),
+        st.tuples(st.just("sql"), st.one_of(other_call, TEXTS, SCALARS)), st.tuples(st.just("unknown"), SCALARS))
+    table = st.sampled_from(["fuzz.target", "local.fuzz.target"])
+    return st.builds(step, table, tail, mutation)
+
+
+def _steps_case() -> st.SearchStrategy[dict[str, Any]]:
+    """execute_maintenance_steps, the macro that runs a logged plan's SQL as given: steps whose CALLs
+    carry fuzzed arguments, and its other arguments. Checked, never executed (torture_fuzz.sql)."""
+    listed = st.lists(st.sampled_from(PROTOCOL_OPERATIONS).flatmap(_step), min_size=1, max_size=2)
+    steps = st.one_of(listed, listed, listed, st.just([]), ANY)
+    record = st.one_of(st.none(), st.fixed_dictionaries({"policy": st.one_of(st.just({}), ANY),
+                                                         "snapshot_id": st.one_of(st.none(), NUMBERS, TEXTS)}), ANY)
+    nodes = st.one_of(st.none(), st.just({"fuzz.target": "model.p.target"}),
+                      st.dictionaries(TEXTS, SCALARS, max_size=2))
+    kwargs = st.fixed_dictionaries({"steps": steps}, optional={
+        "settled": st.one_of(st.booleans(), SCALARS), "record": record, "nodes": nodes,
+        "history_checked": st.one_of(st.booleans(), SCALARS)})
+    return st.fixed_dictionaries({"kind": st.just("steps"), "kwargs": kwargs})
+
+
 def _var_case(names: Sequence[str]) -> st.SearchStrategy[dict[str, Any]]:
     return st.sampled_from(sorted(names)).flatmap(lambda name: st.fixed_dictionaries({
         "kind": st.just("var"), "vars": st.fixed_dictionaries({name: st.one_of(
@@ -346,7 +403,8 @@ def plan_cases(examples: int, seed: int, defaults: Mapping[str, Any],
              *draw_cases(_twin_case(twins), examples * 2, seed + 3), *draw_cases(_where_case(), examples, seed + 4),
              *draw_cases(_orphan_case(), max(5, examples // 2), seed + 5),
              *draw_cases(_relation_case(), max(5, examples // 5), seed + 2),
-             *draw_cases(_var_case(variables), max(2, examples // 10), seed + 6), *map(dict, EXPLICIT)]
+             *draw_cases(_var_case(variables), max(2, examples // 10), seed + 6),
+             *draw_cases(_steps_case(), examples, seed + 10), *map(dict, EXPLICIT)]
     # Each policy key of the defaults at least once (a new key is fuzzed the day it lands); the
     # quick sample (fewer than 20 examples) leaves the sweep to the full run.
     sweep = _key_sweep(defaults) if examples >= 20 else None
@@ -377,6 +435,8 @@ def target_of(case: Mapping[str, Any]) -> str:
         return str(case["twin"])
     if case["kind"] == "procedure":
         return str(case["procedure"])
+    if case["kind"] == "steps":
+        return "execute_maintenance_steps"
     if case.get("target") == "cold":
         return "policy:compaction.where+cold_partitions_hours"
     return "policy"
@@ -424,6 +484,11 @@ def names_an_argument(errors: Sequence[str], case: Mapping[str, Any]) -> bool:
         names.add("relation")
     names.update(case.get("kwargs", {}))
     names.update(case.get("vars", {}))
+    steps = (case.get("kwargs") or {}).get("steps") if case["kind"] == "steps" else None
+    for step in steps if isinstance(steps, list) else []:
+        if isinstance(step, Mapping):  # refused by its keys, or by an argument of its CALL (`where`, ...)
+            names.update(str(key) for key in step)
+            names.update(re.findall(r"(\w+)\s*=>", str(step.get("sql"))))
     for key, value in (case.get("policy") or {}).items():
         names.add(key)
         if isinstance(value, Mapping):
@@ -479,6 +544,23 @@ def sql_problems(case: Mapping[str, Any], outcome: Mapping[str, Any], places: Ma
     return problems
 
 
+def step_problems(case: Mapping[str, Any]) -> list[str]:
+    """An accepted replay: each planned step's CALL runs the step's own procedure on its own table."""
+    problems = []
+    for step in (case.get("kwargs") or {}).get("steps") or []:
+        if step.get("status") != "planned":
+            continue
+        call = oracle.parse_call(str(step.get("sql")))
+        if not isinstance(call, oracle.Call):
+            continue  # sql_problems reports it
+        if call.procedure != step.get("operation"):
+            problems.append(f"a {step.get('operation')} step runs {call.procedure}")
+        named = call.text("table")
+        if named is None or not oracle.same_table(named, str(step.get("table"))):
+            problems.append(f"a step on {step.get('table')!r} calls its procedure on {named!r}")
+    return problems
+
+
 def judge(case: Mapping[str, Any], outcome: Mapping[str, Any], places: Mapping[str, str] | None = None) -> str:
     """refused | unclear (a twin or var refused without naming what it was given: not a safety
     defect) | accepted | a defect description."""
@@ -490,7 +572,7 @@ def judge(case: Mapping[str, Any], outcome: Mapping[str, Any], places: Mapping[s
         if case["kind"] in ("twin", "var"):
             return "unclear"
         return f"refused without naming the argument: {errors}"
-    problems = sql_problems(case, outcome, places)
+    problems = sql_problems(case, outcome, places) + (step_problems(case) if case["kind"] == "steps" else [])
     if problems:
         return "DEFECT: " + "; ".join(dict.fromkeys(problems))
     if case["kind"] == "procedure" and outcome.get("status") != "dry_run":

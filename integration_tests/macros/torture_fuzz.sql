@@ -30,6 +30,15 @@
 
 {% macro torture_fuzz_one(case, relation, cold_relation=none) %}
   {%- set target = torture_fuzz_relation(case, cold_relation if case.get('target') == 'cold' else relation) -%}
+  {%- if case.kind == 'steps' -%}
+    {#- Through the public macro only when its checks refuse: an accepted step would really run. -#}
+    {%- set outcome = torture_fuzz_outcome(case, relation, cold_relation) -%}
+    {%- if outcome.errors -%}
+      {%- do dbt_iceberg_maint.execute_maintenance_steps(**(case.get('kwargs') or {})) -%}
+    {%- endif -%}
+    {%- do log('TORTURE_FUZZ ' ~ tojson(outcome), info=true) -%}
+    {{ return(none) }}
+  {%- endif -%}
   {%- if case.kind == 'twin' -%}
     {%- set rendered = torture_fuzz_twin(case.twin)(**(case.get('kwargs') or {})) -%}
     {%- do log('TORTURE_FUZZ ' ~ tojson({'id': case.id, 'errors': [], 'sql': rendered, 'status': 'rendered',
@@ -99,6 +108,20 @@
       {%- do arguments.update({'dry_run': true}) -%}
       {%- set result = torture_fuzz_procedure(case.procedure)(relation=relation, **arguments) -%}
       {%- do outcome.update({'sql': result.sql, 'status': result.status, 'rendered_at': torture_fuzz_now()}) -%}
+    {%- endif -%}
+  {%- elif case.kind == 'steps' -%}
+    {#- execute_maintenance_steps' own checks, in its order; an accepted plan is never executed. -#}
+    {%- set steps, record = kwargs.get('steps'), kwargs.get('record') -%}
+    {%- set check_boolean = dbt_iceberg_maint._iceberg_maint_check_boolean -%}
+    {%- do outcome.errors.extend(dbt_iceberg_maint._iceberg_maint_step_errors(steps)
+          + dbt_iceberg_maint._iceberg_maint_record_errors(record)
+          + check_boolean('execute_maintenance_steps', 'history_checked', kwargs.get('history_checked', false))
+          + check_boolean('execute_maintenance_steps', 'settled', kwargs.get('settled', false))
+          + dbt_iceberg_maint._iceberg_maint_settled_errors(steps, record, kwargs.get('settled', false),
+              kwargs.get('nodes'))) -%}
+    {%- if not outcome.errors -%}
+      {%- do outcome.update({'sql': steps | selectattr('status', 'equalto', 'planned') | map(attribute='sql') | list,
+            'status': 'accepted', 'rendered_at': torture_fuzz_now()}) -%}
     {%- endif -%}
   {%- elif case.kind == 'twin' -%}
     {%- set procedure = case.twin[4:-4] -%}

@@ -709,9 +709,12 @@
   {%- set owner = 'execute_maintenance_steps' -%}
   {%- set errors = [] -%}
   {%- if settled is true -%}
-    {%- for step in steps -%}
+    {#- Only a list is walked: other values of `steps` are _iceberg_maint_step_errors' to refuse. -#}
+    {%- set listed = steps is iterable and steps is not string and steps is not mapping -%}
+    {%- for step in (steps if listed else []) -%}
       {%- if step is mapping and step.get('status') == 'planned' -%}
-        {%- do errors.append(owner ~ ": step " ~ loop.index ~ " is planned; with `settled: true` every step must be "
+        {%- do errors.append(owner ~ ": argument `steps`, step " ~ loop.index ~ " is planned; with `settled: true` "
+              ~ "every step must be "
               ~ "skipped or failed (an outcome to record, not a statement to run)") -%}
       {%- endif -%}
     {%- endfor -%}
@@ -744,7 +747,7 @@
   {%- set protocol = dbt_iceberg_maint._iceberg_maint_protocol() -%}
   {%- set errors = [] -%}
   {%- for step in steps -%}
-    {%- set where = owner ~ ": step " ~ loop.index ~ " " -%}
+    {%- set where = owner ~ ": argument `steps`, step " ~ loop.index ~ " " -%}
     {%- if step is not mapping -%}
       {%- do errors.append(where ~ "is " ~ tojson(step) ~ "; expected a mapping with keys "
             ~ protocol.step_keys | join(', ')) -%}

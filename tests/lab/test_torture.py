@@ -70,5 +70,5 @@ def test_fuzzed_input_is_refused_naming_the_argument_or_works(spark: SparkSessio
     assert result["table_changed"] == 0
     assert result["tried"] >= 50 and result["refused"] > 0 and result["accepted"] > 0, result
     targets = [*twin_signatures(), *(f"var:{v}" for v in macro_vars()), "policy:compaction.where+cold_partitions_hours",
-               "remove_orphan_files", "relation"]
+               "remove_orphan_files", "relation", "execute_maintenance_steps"]
     assert covered(result, targets) == [], result["by_target"]

@@ -48,6 +48,8 @@ CASES: list[dict[str, Any]] = [
     {"id": "settled_bad", "kind": "settled_errors", "kwargs": {
         "steps": [{**STEP, "status": "skipped"}, STEP], "settled": True, "record": {"policy": {}},
         "nodes": {"analytics.events": 3}}},
+    # Not a list with `settled: true`: refused by the step checks, never walked (found by the fuzzer).
+    {"id": "settled_not_a_list", "kind": "settled_errors", "kwargs": {"steps": 1298, "settled": True}},
     # Without `settled`, planned steps run as ever.
     {"id": "not_settled", "kind": "settled_errors", "kwargs": {"steps": [STEP]}},
 ]
@@ -87,6 +89,9 @@ def test_operations_are_canonicalised_as_the_macros_do() -> None:
                                                                                   "rewrite_manifests")
 
 
+STEPS = "execute_maintenance_steps: argument `steps`, "
+
+
 def test_steps_to_replay_are_validated_strictly(rendered: DbtInvocation) -> None:
     outcome = cases(rendered)
     assert outcome["steps_ok"]["errors"] == []
@@ -95,16 +100,16 @@ def test_steps_to_replay_are_validated_strictly(rendered: DbtInvocation) -> None
         "{table, operation, status, reason, sql}"]
     call = "CALL system.rewrite_manifests(table => 'analytics.events'"
     assert outcome["steps_bad"]["errors"] == [
-        "execute_maintenance_steps: step 1 has unknown key(s) extra; allowed: table, operation, status, reason, sql",
-        "execute_maintenance_steps: step 1 has status \"success\"; allowed: planned, skipped, failed",
-        "execute_maintenance_steps: step 2 has operation \"vacuum\"; allowed: " + ", ".join(protocol.OPERATIONS),
-        "execute_maintenance_steps: step 3 has table \"events; drop\"; "
+        STEPS + "step 1 has unknown key(s) extra; allowed: table, operation, status, reason, sql",
+        STEPS + "step 1 has status \"success\"; allowed: planned, skipped, failed",
+        STEPS + "step 2 has operation \"vacuum\"; allowed: " + ", ".join(protocol.OPERATIONS),
+        STEPS + "step 3 has table \"events; drop\"; "
         "expected 'schema.table' or 'catalog.schema.table'",
-        "execute_maintenance_steps: step 4 has sql \"CALL system.rewrite_manifests(table => 'analytics.other')\"; "
+        STEPS + "step 4 has sql \"CALL system.rewrite_manifests(table => 'analytics.other')\"; "
         "expected one statement starting " + call,
-        "execute_maintenance_steps: step 5 has sql \"" + call + "); drop table x\"; expected one statement starting "
+        STEPS + "step 5 has sql \"" + call + "); drop table x\"; expected one statement starting "
         + call,
-        "execute_maintenance_steps: step 6 is \"rewrite_manifests\"; expected a mapping with keys table, operation, "
+        STEPS + "step 6 is \"rewrite_manifests\"; expected a mapping with keys table, operation, "
         "status, reason, sql",
     ]
 
@@ -113,13 +118,17 @@ def test_settled_steps_are_outcomes_to_record_not_statements_to_run(rendered: Db
     outcome = cases(rendered)
     assert outcome["settled_ok"]["errors"] == outcome["not_settled"]["errors"] == []
     assert outcome["settled_bad"]["errors"] == [
-        "execute_maintenance_steps: step 2 is planned; with `settled: true` every step must be skipped or failed "
-        "(an outcome to record, not a statement to run)",
+        STEPS + "step 2 is planned; with `settled: true` every step must be "
+        "skipped or failed (an outcome to record, not a statement to run)",
         "execute_maintenance_steps: `record` cannot be given with `settled: true` (no step runs, no check is "
         "settled)",
         "execute_maintenance_steps: argument `nodes` is {\"analytics.events\": 3}; expected none or a mapping of "
         "table names to dbt node labels",
     ]
+
+
+def test_settled_with_steps_that_are_no_list_is_refused_by_the_step_checks_alone(rendered: DbtInvocation) -> None:
+    assert cases(rendered)["settled_not_a_list"]["errors"] == []
 
 
 def test_marker_lines_have_one_reader() -> None:
