@@ -51,6 +51,9 @@ class CaseFacts:
     def data_files(self) -> int | None:
         return self.facts["data_files"]
 
+    def delete_files(self) -> int | None:
+        return self.facts["delete_files"]
+
     def health(self, operation: str) -> Mapping[str, Any]:
         return dict(self.facts["health"])
 
