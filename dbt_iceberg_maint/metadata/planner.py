@@ -283,7 +283,8 @@ class _LazyTable:
         entries = self.entries(data_only=False)
         fields, columns = layout(self.table)
         return cold_scope(fields, columns, entries.partition_states, hours, self.reference_ms,
-                          self.summary.oldest_snapshot_ms, entries.small_files)
+                          self.summary.oldest_snapshot_ms, entries.small_files,
+                          delete_ratio=self.summary.delete_files != 0)
 
 
 def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[str] | None = None,

@@ -42,11 +42,13 @@ class Decision:
 
 @dataclass(frozen=True)
 class ColdScope:
-    """What `_iceberg_maint_cold_scope` returns: the cold predicate (None: nothing is cold) and
-    the most small files one of those partitions holds."""
+    """What `_iceberg_maint_cold_scope` returns: the cold predicate (None: nothing is cold), the
+    most small files one of those partitions holds and the greatest share of one's rows deletion
+    vectors delete (None: not read, the table has no delete file)."""
 
     where: str | None
     max_small_files: int | None
+    max_delete_ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -137,18 +139,17 @@ def _compaction_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> De
     if largest >= threshold:
         return Decision(True, f"a {partition} has {largest} small files, >= min_input_files {threshold}")
     reason = f"no {partition} has >= {threshold} small files (largest: {largest})"
-    # Not under a cold scope: the ratio is the whole table's, and the compaction would touch only cold
-    # partitions, so a hot partition's deletes would make a step due that rewrites nothing.
-    ratio = None if isinstance(scope, ColdScope) else health.get("max_partition_delete_ratio")
+    # Under a cold scope only the cold partitions' ratio counts: the compaction touches nothing else.
+    ratio = scope.max_delete_ratio if isinstance(scope, ColdScope) else health.get("max_partition_delete_ratio")
     limit = delete_ratio_threshold(section)
     if ratio is None or not ratio > 0 or limit is None:
         return Decision(False, reason)
     # Iceberg rewrites a file whose deletion vectors delete >= the threshold of its rows; a partition
     # at or above it holds such a file (a partition's share is a weighted mean of its files' shares).
     if ratio >= limit:
-        return Decision(True, f"deletion vectors delete {round(ratio, 3)} of a partition's rows, "
+        return Decision(True, f"deletion vectors delete {round(ratio, 3)} of a {partition}'s rows, "
                               f">= delete-ratio-threshold {limit}")
-    return Decision(False, f"{reason}; deletion vectors delete at most {round(ratio, 3)} of a partition's rows, "
+    return Decision(False, f"{reason}; deletion vectors delete at most {round(ratio, 3)} of a {partition}'s rows, "
                            f"below delete-ratio-threshold {limit}")
 
 

@@ -152,7 +152,7 @@
     {%- set threshold = (target * 0.75) | int -%}
   {%- endif -%}
   {%- set scope = dbt_iceberg_maint._iceberg_maint_cold_scope(relation, compaction.cold_partitions_hours, as_of_text,
-        threshold) if compacting and compaction.cold_partitions_hours else none -%}
+        threshold, delete_ratio=delete_files != 0) if compacting and compaction.cold_partitions_hours else none -%}
   {%- if health is not none -%}
     {#- Deletion vectors only when the summary counts delete files (or has no count): the delete
         manifests are read then only. -#}

@@ -145,8 +145,8 @@
     Also due when deletion vectors delete >= the delete-ratio-threshold of a partition's rows
     (health.max_partition_delete_ratio): Iceberg rewrites a file at or above it whatever
     min-input-files says, and such a partition holds one (its share is a weighted mean of its
-    files' shares). Not under a cold scope: the ratio is the whole table's and the compaction
-    touches only cold partitions, so a hot partition's deletes would plan a step that rewrites nothing. -#}
+    files' shares). Under a cold scope only the cold partitions' ratio counts (scope.max_delete_ratio):
+    the compaction touches nothing else. -#}
 {#- The reason a compaction is not due when the current snapshot's summary counts fewer data files
     than min_input_files (no partition can hold that many small files) and no delete file (deletion
     vectors make a file due whatever min_input_files says), decided before any file list or cold
@@ -173,17 +173,17 @@
           ~ threshold}) }}
   {%- endif -%}
   {%- set reason = 'no ' ~ partition ~ ' has >= ' ~ threshold ~ ' small files (largest: ' ~ largest ~ ')' -%}
-  {%- set ratio = none if scope is mapping else health.get('max_partition_delete_ratio') -%}
+  {%- set ratio = scope.get('max_delete_ratio') if scope is mapping else health.get('max_partition_delete_ratio') -%}
   {%- set limit = dbt_iceberg_maint._iceberg_maint_delete_ratio_threshold(section) -%}
   {%- if ratio is none or not ratio > 0 or limit is none -%}
     {{ return({'due': false, 'reason': reason}) }}
   {%- endif -%}
   {%- if ratio >= limit -%}
-    {{ return({'due': true, 'reason': 'deletion vectors delete ' ~ (ratio | round(3)) ~ " of a partition's rows, "
-        ~ '>= delete-ratio-threshold ' ~ limit}) }}
+    {{ return({'due': true, 'reason': 'deletion vectors delete ' ~ (ratio | round(3)) ~ ' of a ' ~ partition
+        ~ "'s rows, >= delete-ratio-threshold " ~ limit}) }}
   {%- endif -%}
-  {{ return({'due': false, 'reason': reason ~ '; deletion vectors delete at most ' ~ (ratio | round(3))
-      ~ " of a partition's rows, below delete-ratio-threshold " ~ limit}) }}
+  {{ return({'due': false, 'reason': reason ~ '; deletion vectors delete at most ' ~ (ratio | round(3)) ~ ' of a '
+      ~ partition ~ "'s rows, below delete-ratio-threshold " ~ limit}) }}
 {% endmacro %}
 
 {#- {'sql': CALL text or none, 'reason': why there is nothing to run}. With cold_partitions_hours

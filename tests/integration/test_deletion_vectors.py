@@ -6,6 +6,7 @@ compaction that applies them, and the planner (pyiceberg) equal to the macros.""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, ModelTarget, health_figures, plan_table
 from dbt_iceberg_maint.policy.sql import TableRef
 from dbt_iceberg_maint.results import parse_result_lines
+from lab.equality import normalise_sql
 from lab.lake import create_v3
 
 if TYPE_CHECKING:
@@ -51,13 +53,15 @@ def fingerprint(spark: SparkSession, table: str) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def v3(spark: SparkSession, dbt_project: DbtProject) -> str:
+    return v3_table(spark, f"local.{dbt_project.schema}.v3_ratio")
+
+
+def v3_table(spark: SparkSession, table: str) -> str:
     """Partition a: 4 data files of 10 rows, each with a deletion vector of 4 rows (0.4 of the
     partition, above Iceberg's default 0.3); partition b: 30 rows, no deletes (the whole table's
     share, 16 of 70, is below 0.3: only the per-partition share makes the compaction due). 5 data
     files, fewer than min_input_files' 5 small files in any partition."""
-    schema = dbt_project.schema
-    spark.sql(f"create namespace if not exists local.{schema}")
-    table = f"local.{schema}.v3_ratio"
+    spark.sql(f"create namespace if not exists {table.rsplit('.', 1)[0]}")
     create_v3(spark, table, "part")
     for i in range(4):
         spark.sql(f"insert into {table} select id, 'a' from range({i * 10}, {i * 10 + 10})")
@@ -68,16 +72,21 @@ def v3(spark: SparkSession, dbt_project: DbtProject) -> str:
     return table
 
 
-def plan_by_macros(dbt_project: DbtProject, relation: str, policy: Any = None) -> dict[str, tuple[str, str]]:
+def plan_by_macros(dbt_project: DbtProject, relation: str, policy: Any = None) -> dict[str, tuple[Any, ...]]:
     results, _ = call(dbt_project, "maintain", relation=relation, operations=OPERATIONS, dry_run=True, policy=policy)
-    return {r.operation: (r.status, (r.reason or "").removeprefix("dry run: ")) for r in results}
+    return {r.operation: (r.status, (r.reason or "").removeprefix("dry run: "), normalise_sql(r.sql)) for r in results}
 
 
-def plan_by_planner(warehouse: Path, schema: str, policy: Any = None) -> dict[str, tuple[str, str]]:
+def plan_by_planner(warehouse: Path, schema: str, policy: Any = None,
+                    name: str = "v3_ratio") -> dict[str, tuple[Any, ...]]:
     catalog = open_catalog(config_from_options(str(warehouse), []))
-    target = ModelTarget(f"{schema}.v3_ratio", TableRef(schema, "v3_ratio"), {})
-    rows, _ = plan_table(target, catalog.load(f"{schema}.v3_ratio"), OPERATIONS, overrides=policy)
-    return {r.operation: (r.status, r.reason) for r in rows}
+    target = ModelTarget(f"{schema}.{name}", TableRef(schema, name), {})
+    rows, _ = plan_table(target, catalog.load(f"{schema}.{name}"), OPERATIONS, overrides=policy)
+    return {r.operation: (r.status, r.reason, normalise_sql(r.sql)) for r in rows}
+
+
+def reasons(plan: dict[str, tuple[Any, ...]]) -> dict[str, tuple[str, str]]:
+    return {operation: (step[0], step[1]) for operation, step in plan.items()}
 
 
 def test_health_counts_the_deletion_vectors_and_the_partition_delete_ratio(
@@ -101,13 +110,15 @@ def test_the_plan_skips_the_position_delete_rewrite_and_compacts_by_the_delete_r
     schema = dbt_project.schema
     relation = f"{schema}.v3_ratio"
     expected = {"rewrite_data_files": ("dry_run", RATIO_DUE), "rewrite_position_delete_files": ("skipped", NO_REWRITE)}
-    assert plan_by_macros(dbt_project, relation) == expected
-    assert plan_by_planner(warehouse, schema) == expected
+    macros = plan_by_macros(dbt_project, relation)
+    assert reasons(macros) == expected
+    assert plan_by_planner(warehouse, schema) == macros
     # The user's delete-ratio-threshold above the partition's share: not due.
     policy = {"compaction": {"options": {"delete-ratio-threshold": "0.5"}}}
     below = {"rewrite_data_files": ("skipped", BELOW_USER), "rewrite_position_delete_files": ("skipped", NO_REWRITE)}
-    assert plan_by_macros(dbt_project, relation, policy) == below
-    assert plan_by_planner(warehouse, schema, policy) == below
+    macros = plan_by_macros(dbt_project, relation, policy)
+    assert reasons(macros) == below
+    assert plan_by_planner(warehouse, schema, policy) == macros
 
     # maintain() runs the plan: the compaction applies the deletion vectors and removes them.
     before = fingerprint(spark, v3)
@@ -123,3 +134,20 @@ def test_the_plan_skips_the_position_delete_rewrite_and_compacts_by_the_delete_r
     after = plan_by_macros(dbt_project, relation)
     assert after["rewrite_data_files"][0] == "skipped"
     assert plan_by_planner(warehouse, schema) == after
+
+
+def test_under_a_cold_scope_the_cold_partitions_delete_ratio_decides(
+    spark: SparkSession, dbt_project: DbtProject, warehouse: Path
+) -> None:
+    """With cold_partitions_hours the ratio counts only cold partitions, the compaction's scope."""
+    schema = dbt_project.schema
+    v3_table(spark, f"local.{schema}.v3_cold")
+    time.sleep(2)  # every partition is quiet for longer than 0.0002 h
+    policy = {"compaction": {"cold_partitions_hours": 0.0002}}
+    macros = plan_by_macros(dbt_project, f"{schema}.v3_cold", policy)
+    assert reasons(macros) == {
+        "rewrite_data_files": ("dry_run", "deletion vectors delete 0.4 of a cold partition's rows, "
+                                          ">= delete-ratio-threshold 0.3"),
+        "rewrite_position_delete_files": ("skipped", NO_REWRITE)}
+    assert isinstance(macros["rewrite_data_files"][2], tuple)  # a `where` of the cold partitions
+    assert plan_by_planner(warehouse, schema, policy, "v3_cold") == macros
