@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,9 @@ class TableHealth:
     partitions: int
     data_manifests: int
     max_small_files_in_partition: int
+    # Format v3 (defaults: a result line logged before these figures existed has none).
+    deletion_vectors: int = 0
+    max_partition_delete_ratio: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,7 +44,7 @@ class TableHealth:
     def from_metrics(cls, metrics: Mapping[str, Any]) -> TableHealth:
         """From the table_health macro's dict (extra keys such as the thresholds are ignored)."""
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - metrics.keys())
+        missing = sorted({f.name for f in fields(cls) if f.default is MISSING} - metrics.keys())
         if missing:
             raise IcebergMaintError(f"table_health metrics lack {', '.join(missing)}: {dict(metrics)!r}")
         return cls(**{key: value for key, value in metrics.items() if key in names})

@@ -82,6 +82,8 @@ HEALTH_FIELDS: Final = (
     "data_manifests",
     "partitions",
     "max_small_files_in_partition",
+    "deletion_vectors",  # format v3: Puffin delete files (rewrite_position_delete_files leaves them)
+    "max_partition_delete_ratio",  # the greatest share of a partition's rows deletion vectors delete
     "target_file_size_bytes",
     "small_file_threshold_bytes",
 )

@@ -37,11 +37,18 @@ def deletes(spark: SparkSession, table: str) -> None:
         spark.sql(f"delete from {table} where id = {i * 10 + 3}")
 
 
+def create_v3(spark: SparkSession, table: str, partition_column: str = "category") -> None:
+    """An empty format v3 table (id bigint, `partition_column` string, partitioned by it) whose
+    deletes are merge-on-read: each writes deletion vectors."""
+    spark.sql(f"create or replace table {table} (id bigint, {partition_column} string) using iceberg "
+              f"partitioned by ({partition_column}) "
+              "tblproperties ('format-version'='3', 'write.delete.mode'='merge-on-read')")
+
+
 def deletion_vectors(spark: SparkSession, table: str) -> None:
     """Merge-on-read deletes on format v3: deletion vectors (Puffin), one per data file, several
     in one Puffin file (so they share its path and size), the second delete's folded into the first."""
-    spark.sql(f"create table {table} (id bigint, category string) using iceberg partitioned by (category) "
-              "tblproperties ('format-version'='3', 'write.delete.mode'='merge-on-read')")
+    create_v3(spark, table)
     for i in range(6):
         spark.sql(f"insert into {table} select id, 'd' from range({i * 10}, {i * 10 + 10})")
     spark.sql(f"delete from {table} where id % 10 = 3")

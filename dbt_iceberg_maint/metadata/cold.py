@@ -91,6 +91,8 @@ class PartitionState:
     current_spec: bool
     last_updated_ms: int | None
     small_files: int
+    rows: int = 0  # the data files' record_count
+    deleted_rows: int = 0  # the deletion vectors' record_count
 
 
 def partitions_where_sql(fields: Sequence[PartitionField], columns: Mapping[str, str],
@@ -117,8 +119,11 @@ def partitions_where_sql(fields: Sequence[PartitionField], columns: Mapping[str,
 
 
 def cold_scope(fields: Sequence[PartitionField], columns: Mapping[str, str], partitions: Sequence[PartitionState],
-               quiet_hours: float, now_ms: int, oldest_snapshot_ms: int | None, total_small_files: int) -> ColdScope:
-    """`_iceberg_maint_cold_scope` with a small-file threshold, from partition metadata."""
+               quiet_hours: float, now_ms: int, oldest_snapshot_ms: int | None, total_small_files: int,
+               delete_ratio: bool = False) -> ColdScope:
+    """`_iceberg_maint_cold_scope` with a small-file threshold, from partition metadata; with
+    `delete_ratio` also the cold partitions' greatest share of rows deletion vectors delete (per
+    partition; an unpartitioned table's whole share)."""
     limit_ms = now_ms - int(quiet_hours * 3600000)
 
     def is_cold(p: PartitionState) -> bool:
@@ -127,13 +132,19 @@ def cold_scope(fields: Sequence[PartitionField], columns: Mapping[str, str], par
 
     if not fields:
         cold = len(partitions) > 0 and all(is_cold(p) for p in partitions)
-        return ColdScope("true" if cold else None, total_small_files if cold else 0)
+        rows = sum(p.rows for p in partitions)
+        ratio = (sum(p.deleted_rows for p in partitions) / rows if cold and rows > 0 else 0.0) if delete_ratio \
+            else None
+        return ColdScope("true" if cold else None, total_small_files if cold else 0, ratio)
     chosen: list[tuple[Any, ...]] = []
     largest = 0
+    highest = 0.0
     for p in partitions:
         if not is_cold(p) or not p.current_spec:
             continue
         if partitions_where_sql(fields, columns, [p.values]) is not None:
             chosen.append(p.values)
             largest = max(largest, p.small_files)
-    return ColdScope(partitions_where_sql(fields, columns, chosen), largest)
+            if p.rows > 0:
+                highest = max(highest, p.deleted_rows / p.rows)
+    return ColdScope(partitions_where_sql(fields, columns, chosen), largest, highest if delete_ratio else None)

@@ -43,7 +43,8 @@ R = TypeVar("R")
 
 HEALTH_FIELDS = ("table", "data_files", "small_files", "data_bytes", "delete_files", "records", "snapshots",
                  "oldest_snapshot_age_hours", "manifests", "data_manifests", "partitions",
-                 "max_small_files_in_partition", "target_file_size_bytes", "small_file_threshold_bytes")
+                 "max_small_files_in_partition", "deletion_vectors", "max_partition_delete_ratio",
+                 "target_file_size_bytes", "small_file_threshold_bytes")
 # Beyond table_health's figures (Spark SQL shows no statistics files): whether the current snapshot
 # lacks table / partition statistics (None: the table has no snapshot, or no partitions for the latter).
 STATISTICS_FIELDS = ("statistics_stale", "partition_statistics_stale")
@@ -92,6 +93,8 @@ def health_figures(name: str, table: Table, target_override: int | None = None,
         "oldest_snapshot_age_hours": None if oldest is None else round((reference - oldest) / 3600000.0, 3),
         "manifests": tier2.manifests, "data_manifests": tier2.data_manifests, "partitions": entries.partitions,
         "max_small_files_in_partition": entries.max_small_files_in_partition,
+        "deletion_vectors": entries.deletion_vectors,
+        "max_partition_delete_ratio": round(entries.max_partition_delete_ratio, 4),
         "target_file_size_bytes": target, "small_file_threshold_bytes": threshold,
     }
     for key, operation in zip(STATISTICS_FIELDS, STATISTICS, strict=True):
@@ -197,6 +200,9 @@ class _LazyTable:
     def data_files(self) -> int | None:
         return self.summary.data_files
 
+    def delete_files(self) -> int | None:
+        return self.summary.delete_files
+
     def snapshots(self) -> list[SnapshotLike]:
         return list(self.summary.snapshots)
 
@@ -223,13 +229,19 @@ class _LazyTable:
             "snapshots": len(self.summary.snapshots),
             "oldest_snapshot_age_hours": None if oldest is None else round((self.reference_ms - oldest) / 3600000.0, 3),
         }
+        # Deletion vectors only when the summary counts delete files (or has no count), as the macros.
+        deletes = self.summary.delete_files != 0
         if operation == "rewrite_data_files":
             # A cold scope read every entry already (the engine asks for it first): reuse that read.
-            entries = self._entries.get((self.threshold, False)) or self.entries(data_only=True)
+            entries = self._entries.get((self.threshold, False)) or self.entries(data_only=not deletes)
             figures["max_small_files_in_partition"] = entries.max_small_files_in_partition
+            if deletes:
+                figures["max_partition_delete_ratio"] = entries.max_partition_delete_ratio
         elif operation == "rewrite_position_delete_files":
             count = self.summary.delete_files
             figures["delete_files"] = count if count is not None else self.entries(data_only=False).delete_files
+            if deletes:
+                figures["deletion_vectors"] = self.entries(data_only=False).deletion_vectors
         elif operation == "rewrite_manifests":
             figures["data_manifests"] = read_manifest_tier(self.manifests()).data_manifests
         elif operation in STATISTICS:
@@ -246,6 +258,7 @@ class _LazyTable:
         entries = self._entries.get((self.threshold, False)) or self._entries.get((self.threshold, True))
         if entries is None and compacting:
             entries = self.entries(data_only=True)
+        deletes = self._entries.get((self.threshold, False))  # the delete figures need the delete manifests
         manifests = read_manifest_tier(self._manifests) if self._manifests is not None else None
         return {
             "snapshot_id": summary.snapshot_id,  # the snapshot the plan read (the fixed point's record)
@@ -257,6 +270,8 @@ class _LazyTable:
             "small_files": None if entries is None else entries.small_files,
             "small_bytes": None if entries is None else entries.small_bytes,
             "max_small_files_in_partition": None if entries is None else entries.max_small_files_in_partition,
+            "deletion_vectors": None if deletes is None else deletes.deletion_vectors,
+            "max_partition_delete_ratio": None if deletes is None else round(deletes.max_partition_delete_ratio, 4),
             "manifests": None if manifests is None else manifests.manifests,
             "data_manifests": None if manifests is None else manifests.data_manifests,
             "eligible_files": entries.small_files if compacting and entries is not None else None,
@@ -268,7 +283,8 @@ class _LazyTable:
         entries = self.entries(data_only=False)
         fields, columns = layout(self.table)
         return cold_scope(fields, columns, entries.partition_states, hours, self.reference_ms,
-                          self.summary.oldest_snapshot_ms, entries.small_files)
+                          self.summary.oldest_snapshot_ms, entries.small_files,
+                          delete_ratio=self.summary.delete_files != 0)
 
 
 def plan_table(target: ModelTarget, table: Table | None, operations: Sequence[str] | None = None,

@@ -86,6 +86,9 @@ class EntryTier:
     file_sizes: tuple[int, ...]
     small_files_by_partition: tuple[tuple[str, int], ...]
     small_bytes: int = 0  # the small files' bytes (what a compaction of the whole table rewrites)
+    deletion_vectors: int = 0  # format v3: Puffin delete files
+    # The greatest (deletion vectors' deleted rows) / (data files' rows) of a (spec, partition).
+    max_partition_delete_ratio: float = 0.0
 
 
 def _int(summary: Mapping[str, str], key: str) -> int | None:
@@ -168,7 +171,7 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
                  data_only: bool = False) -> EntryTier:
     """Tier 3 over the live files. data_only: skip delete manifests (compaction needs data
     files only); partitions then count data files' partitions only."""
-    from pyiceberg.manifest import ManifestContent
+    from pyiceberg.manifest import FileFormat, ManifestContent
 
     metadata = table.metadata
     specs = metadata.specs()
@@ -188,9 +191,14 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
 
     data_files = small = small_bytes = data_bytes = records = delete_files = 0
     sizes: list[int] = []
-    partitions: dict[tuple[Any, ...], list[Any]] = {}  # key -> [last_ms, spec_id, newest_ms, small]
+    # key -> [last_ms, spec_id, newest_ms, small, rows, deleted rows]
+    partitions: dict[tuple[Any, ...], list[Any]] = {}
     # table_health groups small files by (spec_id, partition), the partitions table by partition.
     small_by_spec: dict[tuple[int, tuple[Any, ...]], int] = {}
+    # Rows of data files and rows deletion vectors delete, by (spec_id, partition) as table_health groups.
+    rows_by_spec: dict[tuple[int, tuple[Any, ...]], int] = {}
+    deleted_by_spec: dict[tuple[int, tuple[Any, ...]], int] = {}
+    vectors = 0
     for manifest in manifests:
         is_data = manifest.content == ManifestContent.DATA
         if data_only and not is_data:
@@ -206,7 +214,7 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
                 _json_value(union[fid][0], union[fid][1], file.partition[positions[fid]])
                 if fid in positions else None
                 for fid in union_ids)
-            state = partitions.setdefault(key, [None, file.spec_id, -1, 0])
+            state = partitions.setdefault(key, [None, file.spec_id, -1, 0, 0, 0])
             committed = snapshot_ms.get(entry.snapshot_id) if entry.snapshot_id is not None else None
             if committed is not None and (state[0] is None or committed > state[0]):
                 state[0] = committed
@@ -216,6 +224,8 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
                 data_files += 1
                 data_bytes += file.file_size_in_bytes
                 records += file.record_count
+                rows_by_spec[(file.spec_id, key)] = rows_by_spec.get((file.spec_id, key), 0) + file.record_count
+                state[4] += file.record_count
                 sizes.append(file.file_size_in_bytes)
                 if file.file_size_in_bytes < threshold:
                     small += 1
@@ -225,16 +235,21 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
                     small_by_spec[spec_key] = small_by_spec.get(spec_key, 0) + 1
             else:
                 delete_files += 1
+                if file.file_format == FileFormat.PUFFIN:
+                    vectors += 1
+                    state[5] += file.record_count
+                    deleted_by_spec[(file.spec_id, key)] = (deleted_by_spec.get((file.spec_id, key), 0)
+                                                            + file.record_count)
     current_count = len(current_spec.fields)
     position_in_union = [union_ids.index(pf.field_id) if pf.field_id in union else -1
                          for pf in current_spec.fields]
     states = []
-    for key, (last_ms, spec_id, _newest, small_count) in partitions.items():
+    for key, (last_ms, spec_id, _newest, small_count, rows, deleted) in partitions.items():
         # The macro maps the union struct's values onto the current spec's fields (same count
         # required); rows whose spec has another field count are not the current spec's.
         values = key if len(union_ids) == current_count else tuple(key[i] for i in position_in_union if i >= 0)
         same_shape = len(specs[spec_id].fields) == current_count and len(union_ids) == current_count
-        states.append(PartitionState(values, same_shape, last_ms, small_count))
+        states.append(PartitionState(values, same_shape, last_ms, small_count, rows, deleted))
     return EntryTier(
         data_files=data_files, small_files=small, data_bytes=data_bytes, records=records,
         delete_files=delete_files, partitions=len(partitions),
@@ -242,7 +257,9 @@ def read_entries(table: Table, manifests: list[ManifestFile], threshold: int,
         partition_states=tuple(states), file_sizes=tuple(sizes),
         small_files_by_partition=tuple(sorted(((_key_text(k), v[3]) for k, v in partitions.items() if v[3]),
                                               key=lambda kv: -kv[1])),
-        small_bytes=small_bytes,
+        small_bytes=small_bytes, deletion_vectors=vectors,
+        max_partition_delete_ratio=max((deleted / rows_by_spec[k] for k, deleted in deleted_by_spec.items()
+                                        if rows_by_spec.get(k, 0) > 0), default=0.0),
     )
 
 

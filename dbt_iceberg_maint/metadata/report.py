@@ -15,7 +15,7 @@ from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS,
 from dbt_iceberg_maint.output import Column
 
 HEALTH_COLUMNS = (Column("table"), *(Column(key, key.replace("_", " "), justify="right") for key in (
-    "data_files", "small_files", "delete_files", "snapshots", "manifests", "partitions",
+    "data_files", "small_files", "delete_files", "deletion_vectors", "snapshots", "manifests", "partitions",
     "max_small_files_in_partition")), Column("error"))
 PLAN_COLUMNS = (Column("status"), Column("table"), Column("operation"), Column("reason"), Column("sql"))
 

@@ -161,6 +161,7 @@ class TableFacts(Protocol):
 
     def gc_enabled(self) -> bool: ...
     def data_files(self) -> int | None: ...  # the current snapshot's summary; none when it has no count
+    def delete_files(self) -> int | None: ...  # likewise (deletion vectors included)
     def health(self, operation: str) -> Mapping[str, Any]: ...
     def cold_scope(self, hours: float) -> ColdScope: ...
     def snapshots(self) -> Sequence[SnapshotLike]: ...
@@ -287,8 +288,8 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
         if gated is not None:
             steps.append(Step(name, operation, "skipped", gated))
             continue
-        few = too_few_data_files(section, facts.data_files()) if operation == "rewrite_data_files" and not force \
-            else None
+        few = too_few_data_files(section, facts.data_files(), facts.delete_files()) \
+            if operation == "rewrite_data_files" and not force else None
         if few is not None:
             steps.append(Step(name, operation, "skipped", few))
             continue

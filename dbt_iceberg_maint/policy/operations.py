@@ -11,6 +11,7 @@ tests/unit/test_policy_cases.py fails until all of them exist and agree.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,12 @@ SERIAL_MAX_COMMITS = "10000"
 # Orphan removal lists the whole table location: at most every 12 h by default, so a post-hook pays
 # it twice a day per table, and a daily job (whose runs are a little under or over 24 h apart) every run.
 ORPHAN_INTERVAL_HOURS = 12
+# rewrite_data_files rewrites a data file whose deletion vectors delete at least this share of its rows,
+# whatever min-input-files says (Iceberg 1.10's BinPackRewriteFilePlanner, option delete-ratio-threshold).
+DELETE_RATIO_OPTION = "delete-ratio-threshold"
+DEFAULT_DELETE_RATIO_THRESHOLD = 0.3
+# How an option value given as text must read to be taken as the threshold (macros: the same pattern).
+_DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -35,11 +42,13 @@ class Decision:
 
 @dataclass(frozen=True)
 class ColdScope:
-    """What `_iceberg_maint_cold_scope` returns: the cold predicate (None: nothing is cold) and
-    the most small files one of those partitions holds."""
+    """What `_iceberg_maint_cold_scope` returns: the cold predicate (None: nothing is cold), the
+    most small files one of those partitions holds and the greatest share of one's rows deletion
+    vectors delete (None: not read, the table has no delete file)."""
 
     where: str | None
     max_small_files: int | None
+    max_delete_ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,17 +96,34 @@ def _compaction_errors(section: Mapping[str, Any]) -> list[str]:
     if failed is not None and (not checks.is_integer(failed) or failed < 0):
         errors.append(f"{owner}: argument `max_failed_commits` is {failed}; expected a whole number >= 0")
     errors += checks.boolean(owner, "partial_progress", section["partial_progress"])
+    if isinstance(section["options"], Mapping) and DELETE_RATIO_OPTION in section["options"] \
+            and delete_ratio_threshold(section) is None:
+        errors.append(f"{owner}: option `{DELETE_RATIO_OPTION}` is {section['options'][DELETE_RATIO_OPTION]}; "
+                      "expected a number greater than 0 and at most 1")
     return errors + checks.rewrite_data_files_errors(section["where"], section["strategy"], section["sort_order"],
                                                      section["options"])
 
 
-def too_few_data_files(section: Mapping[str, Any], data_files: int | None) -> str | None:
+def delete_ratio_threshold(section: Mapping[str, Any]) -> float | None:
+    """`_iceberg_maint_delete_ratio_threshold`: the compaction's `options['delete-ratio-threshold']`
+    when set, else Iceberg's default 0.3; None when the option is not a number in (0, 1]."""
+    value = (section["options"] or {}).get(DELETE_RATIO_OPTION) if isinstance(section["options"], Mapping) else None
+    if value is None:
+        return DEFAULT_DELETE_RATIO_THRESHOLD
+    if checks.is_number(value) or (isinstance(value, str) and _DECIMAL.fullmatch(value)):
+        number = float(value)
+        return number if 0 < number <= 1 else None
+    return None
+
+
+def too_few_data_files(section: Mapping[str, Any], data_files: int | None, delete_files: int | None = 0) -> str | None:
     """`_iceberg_maint_too_few_data_files`: the reason a compaction is not due when the current
     snapshot's summary counts fewer data files than min_input_files (then no partition can hold
-    that many small files), decided before any file list or cold scope is read; none when unknown
+    that many small files) and no delete file (deletion vectors make a file due whatever
+    min_input_files says), decided before any file list or cold scope is read; none when unknown
     or not fewer."""
     threshold = section["min_input_files"]
-    if data_files is None or data_files >= threshold:
+    if data_files is None or data_files >= threshold or delete_files != 0:
         return None
     return f"the table has {data_files} data files, fewer than min_input_files {threshold}: nothing to compact"
 
@@ -112,7 +138,19 @@ def _compaction_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> De
     partition = "cold partition" if isinstance(scope, ColdScope) else "partition"
     if largest >= threshold:
         return Decision(True, f"a {partition} has {largest} small files, >= min_input_files {threshold}")
-    return Decision(False, f"no {partition} has >= {threshold} small files (largest: {largest})")
+    reason = f"no {partition} has >= {threshold} small files (largest: {largest})"
+    # Under a cold scope only the cold partitions' ratio counts: the compaction touches nothing else.
+    ratio = scope.max_delete_ratio if isinstance(scope, ColdScope) else health.get("max_partition_delete_ratio")
+    limit = delete_ratio_threshold(section)
+    if ratio is None or not ratio > 0 or limit is None:
+        return Decision(False, reason)
+    # Iceberg rewrites a file whose deletion vectors delete >= the threshold of its rows; a partition
+    # at or above it holds such a file (a partition's share is a weighted mean of its files' shares).
+    if ratio >= limit:
+        return Decision(True, f"deletion vectors delete {round(ratio, 3)} of a {partition}'s rows, "
+                              f">= delete-ratio-threshold {limit}")
+    return Decision(False, f"{reason}; deletion vectors delete at most {round(ratio, 3)} of a {partition}'s rows, "
+                           f"below delete-ratio-threshold {limit}")
 
 
 def compaction_options(section: Mapping[str, Any], serial_group_commits: bool = False,
@@ -160,7 +198,20 @@ def _count_due(count: Any, threshold: Any, what: str) -> Decision:
 
 
 def _position_deletes_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
-    return _count_due(health.get("delete_files"), section["min_input_files"], "delete files")
+    """Deletion vectors (format v3, Puffin) are not rewritten by rewrite_position_delete_files
+    (Iceberg 1.10 returns nothing once every delete is one): only the other delete files count."""
+    threshold = section["min_input_files"]
+    vectors = int(health.get("deletion_vectors") or 0)
+    if vectors == 0:
+        return _count_due(health.get("delete_files"), threshold, "delete files")
+    count = int(health.get("delete_files") or 0) - vectors
+    if count >= threshold:
+        return Decision(True, f"{count} delete files besides {vectors} deletion vectors, >= threshold of {threshold}")
+    if count <= 0:
+        return Decision(False, f"only deletion vectors ({vectors}), which need no rewrite: rewrite_data_files "
+                               "applies them")
+    return Decision(False, f"only {count} delete files besides {vectors} deletion vectors (which need no rewrite), "
+                           f"below threshold of {threshold}")
 
 
 def _position_deletes_sql(table: s.TableRef, section: Mapping[str, Any], context: PlanContext) -> Planned:

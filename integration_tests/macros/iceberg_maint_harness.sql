@@ -121,6 +121,7 @@
       'compute_table_stats': dbt_iceberg_maint.compute_table_stats,
       'compute_partition_stats': dbt_iceberg_maint.compute_partition_stats,
       'maintain': dbt_iceberg_maint.maintain,
+      'table_health': dbt_iceberg_maint.table_health,
       'find_left_behind_locations': dbt_iceberg_maint.find_left_behind_locations,
       'remove_left_behind_locations': dbt_iceberg_maint.remove_left_behind_locations,
       'get_remove_left_behind_locations_sql': dbt_iceberg_maint.get_remove_left_behind_locations_sql,

@@ -41,9 +41,11 @@
   {%- set row = run_query(sql).rows[0] -%}
   {%- set health = {'table': table} -%}
   {%- for column in ['data_files', 'small_files', 'data_bytes', 'delete_files', 'records', 'snapshots',
-                     'manifests', 'data_manifests', 'partitions', 'max_small_files_in_partition'] -%}
+                     'manifests', 'data_manifests', 'partitions', 'max_small_files_in_partition',
+                     'deletion_vectors'] -%}
     {%- do health.update({column: row[column] | int}) -%}
   {%- endfor -%}
+  {%- do health.update({'max_partition_delete_ratio': (row['max_partition_delete_ratio'] | float) | round(4)}) -%}
   {%- set age = row['oldest_snapshot_age_hours'] -%}
   {%- do health.update({
         'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),
@@ -71,13 +73,17 @@
   {%- set sql -%}
 with files as (
   select {{ partition_key }}, file_size_in_bytes, record_count from {{ table }}.data_files
+), deletes as (
+  select {{ partition_key }}, file_format, record_count from {{ table }}.delete_files
 )
 select
   (select count(*) from files) as data_files,
   (select count(*) from files where file_size_in_bytes < {{ small }}) as small_files,
   (select coalesce(sum(file_size_in_bytes), 0) from files) as data_bytes,
   (select coalesce(sum(record_count), 0) from files) as records,
-  (select count(*) from {{ table }}.delete_files) as delete_files,
+  (select count(*) from deletes) as delete_files,
+  (select count(*) from deletes where file_format = 'PUFFIN') as deletion_vectors,
+  {{ dbt_iceberg_maint._iceberg_maint_max_delete_ratio_sql('files', 'deletes', partitioned) }} as max_partition_delete_ratio,
   (select count(*) from {{ table }}.snapshots) as snapshots,
   (select (unix_micros({{ reference }}) - unix_micros(min(committed_at))) / 3600000000.0
      from {{ table }}.snapshots) as oldest_snapshot_age_hours,
@@ -97,4 +103,22 @@ select
   {{ return('(select coalesce(max(small_files), 0) from (select count(*) as small_files from ' ~ files
       ~ ' where file_size_in_bytes < ' ~ small ~ ' group by ' ~ ('spec_id, partition' if partitioned else 'spec_id')
       ~ '))') }}
+{% endmacro %}
+
+
+{#- Deletion vectors (format v3: Puffin delete files, one per data file, record_count = the rows it
+    deletes) and the greatest share of a partition's rows they delete: sum of their record_count
+    over sum of the data files' record_count, per (spec_id, partition), as a scalar subquery (0 when
+    there is none). `files` and `deletes`: data_files and delete_files tables or queries of them. -#}
+{% macro _iceberg_maint_deletion_vectors_sql(table) %}
+  {{ return("(select count(*) from " ~ table ~ ".delete_files where file_format = 'PUFFIN')") }}
+{% endmacro %}
+
+{% macro _iceberg_maint_max_delete_ratio_sql(files, deletes, partitioned) %}
+  {%- set key = 'spec_id, partition' if partitioned else 'spec_id' -%}
+  {%- set same = 'f.spec_id = d.spec_id' ~ (' and f.partition <=> d.partition' if partitioned else '') -%}
+  {{ return('(select coalesce(max(d.deleted / f.records), cast(0 as double)) from (select ' ~ key
+      ~ ', sum(record_count) as records from ' ~ files ~ ' group by ' ~ key ~ ') f join (select ' ~ key
+      ~ ", sum(record_count) as deleted from " ~ deletes ~ " where file_format = 'PUFFIN' group by " ~ key
+      ~ ') d on ' ~ same ~ ' where f.records > 0)') }}
 {% endmacro %}

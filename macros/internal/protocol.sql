@@ -17,7 +17,8 @@
       'policy_other_keys': ['idempotent', 'isolation_level', 'commit_retry', 'properties', 'lint_ignore'],
       'health_fields': ['table', 'data_files', 'small_files', 'data_bytes', 'delete_files', 'records', 'snapshots',
                         'oldest_snapshot_age_hours', 'manifests', 'data_manifests', 'partitions',
-                        'max_small_files_in_partition', 'target_file_size_bytes', 'small_file_threshold_bytes'],
+                        'max_small_files_in_partition', 'deletion_vectors', 'max_partition_delete_ratio',
+                        'target_file_size_bytes', 'small_file_threshold_bytes'],
   }) }}
 {% endmacro %}
 

@@ -136,8 +136,9 @@
         resolved, properties or {}, health.snapshot_id if health is not none else none) -%}
   {%- set deciding = deciding | reject('in', unchanged.keys() | list) | list -%}
   {%- set data_files = health.data_files if health is not none else none -%}
+  {%- set delete_files = health.delete_files if health is not none else none -%}
   {%- set compacting = 'rewrite_data_files' in deciding and (force or dbt_iceberg_maint._iceberg_maint_too_few_data_files(
-        compaction, data_files) is none) -%}
+        compaction, data_files, delete_files) is none) -%}
   {%- set threshold = none -%}
   {%- if compacting and not force -%}
     {%- set mb = compaction.target_file_size_mb -%}
@@ -151,11 +152,16 @@
     {%- set threshold = (target * 0.75) | int -%}
   {%- endif -%}
   {%- set scope = dbt_iceberg_maint._iceberg_maint_cold_scope(relation, compaction.cold_partitions_hours, as_of_text,
-        threshold) if compacting and compaction.cold_partitions_hours else none -%}
+        threshold, delete_ratio=delete_files != 0) if compacting and compaction.cold_partitions_hours else none -%}
   {%- if health is not none -%}
+    {#- Deletion vectors only when the summary counts delete files (or has no count): the delete
+        manifests are read then only. -#}
+    {%- set deletes = delete_files != 0 -%}
     {%- do health.update(dbt_iceberg_maint._iceberg_maint_deep_figures(table,
           threshold if compacting and scope is none else none, 'rewrite_manifests' in deciding,
-          'rewrite_position_delete_files' in deciding and health.delete_files is none)) -%}
+          'rewrite_position_delete_files' in deciding and delete_files is none,
+          deletion_vectors='rewrite_position_delete_files' in deciding and deletes,
+          delete_ratio=compacting and not force and scope is none and deletes)) -%}
   {%- endif -%}
   {#- The snapshot each kind of statistics was last computed for, as the plan recorded it. -#}
   {%- set statistics = {} -%}
@@ -173,7 +179,7 @@
   {%- set snapshots = dbt_iceberg_maint._iceberg_maint_gate_snapshots(relation, as_of) if gated
         else {'rows': [], 'now_ms': none} -%}
   {{ return({'gc_enabled': ((properties or {}).get('gc.enabled', 'true') | lower) != 'false', 'health': health,
-      'data_files': data_files, 'cold_scope': scope, 'unchanged_since_checked': unchanged,
+      'data_files': data_files, 'delete_files': delete_files, 'cold_scope': scope, 'unchanged_since_checked': unchanged,
       'snapshot_id': health.snapshot_id if health is not none else none,
       'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked,
       'statistics': statistics}) }}
@@ -214,18 +220,22 @@
 {#- The plan's deeper figures, in one query, only those asked for: the most small files (below
     small_file_threshold_bytes) in one partition, the data manifests, the delete files; for the
     iceberg_healthy test also the table's small files (below small_files_below bytes) and all its
-    manifests. -#}
+    manifests; deletion_vectors: the Puffin delete files; delete_ratio: max_partition_delete_ratio. -#}
 {% macro _iceberg_maint_deep_figures(table, small_file_threshold_bytes, data_manifests, delete_files,
-    small_files_below=none, manifests=false) %}
+    small_files_below=none, manifests=false, deletion_vectors=false, delete_ratio=false) %}
   {%- set columns = {} -%}
   {%- if small_files_below is not none -%}
     {%- do columns.update({'small_files': '(select count(*) from ' ~ table ~ '.data_files where file_size_in_bytes < '
           ~ small_files_below ~ ')'}) -%}
   {%- endif -%}
+  {#- The layout (one DESCRIBE) only when a figure groups by partition. -#}
+  {%- set layout = namespace(partitioned=none) -%}
+  {%- if small_file_threshold_bytes is not none or delete_ratio -%}
+    {%- set layout.partitioned = dbt_iceberg_maint._iceberg_maint_table_layout(table).partition_fields | length > 0 -%}
+  {%- endif -%}
   {%- if small_file_threshold_bytes is not none -%}
-    {%- set partitioned = dbt_iceberg_maint._iceberg_maint_table_layout(table).partition_fields | length > 0 -%}
     {%- do columns.update({'max_small_files_in_partition': dbt_iceberg_maint._iceberg_maint_max_small_files_sql(
-          table ~ '.data_files', small_file_threshold_bytes, partitioned)}) -%}
+          table ~ '.data_files', small_file_threshold_bytes, layout.partitioned)}) -%}
   {%- endif -%}
   {%- if data_manifests -%}
     {%- do columns.update({'data_manifests': '(select count(*) from ' ~ table ~ '.manifests where content = 0)'}) -%}
@@ -236,12 +246,21 @@
   {%- if delete_files -%}
     {%- do columns.update({'delete_files': '(select count(*) from ' ~ table ~ '.delete_files)'}) -%}
   {%- endif -%}
+  {%- if deletion_vectors -%}
+    {%- do columns.update({'deletion_vectors': dbt_iceberg_maint._iceberg_maint_deletion_vectors_sql(table)}) -%}
+  {%- endif -%}
+  {%- if delete_ratio -%}
+    {%- do columns.update({'max_partition_delete_ratio': dbt_iceberg_maint._iceberg_maint_max_delete_ratio_sql(
+          table ~ '.data_files', table ~ '.delete_files', layout.partitioned)}) -%}
+  {%- endif -%}
   {%- set figures = {} -%}
   {%- if columns -%}
     {%- set selected = [] -%}
     {%- for name, sql in columns.items() -%}{%- do selected.append(sql ~ ' as ' ~ name) -%}{%- endfor -%}
     {%- set row = run_query('select ' ~ selected | join(', ')).rows[0] -%}
-    {%- for name in columns -%}{%- do figures.update({name: row[name] | int}) -%}{%- endfor -%}
+    {%- for name in columns -%}
+      {%- do figures.update({name: (row[name] | float) if name == 'max_partition_delete_ratio' else row[name] | int}) -%}
+    {%- endfor -%}
   {%- endif -%}
   {{ return(figures) }}
 {% endmacro %}
@@ -465,7 +484,8 @@
           else none) -%}
     {%- set gated = none if force or not section.enabled or not_now else dbt_iceberg_maint._iceberg_maint_cost_gate_decision(
           operation, resolved.cost_gate, facts.snapshots, facts.now_ms, cold_hours) -%}
-    {%- set few = dbt_iceberg_maint._iceberg_maint_too_few_data_files(section, facts.data_files)
+    {%- set few = dbt_iceberg_maint._iceberg_maint_too_few_data_files(section, facts.data_files,
+          facts.get('delete_files', 0))
           if operation == 'rewrite_data_files' and not force and section.enabled and not not_now and not gated
           else none -%}
     {%- set scope = facts.cold_scope if operation == 'rewrite_data_files' and cold_hours else none -%}

@@ -115,18 +115,46 @@
   {%- endif -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('policy compaction', 'partial_progress',
         section.partial_progress)) -%}
+  {%- if section.options is mapping and 'delete-ratio-threshold' in section.options
+        and dbt_iceberg_maint._iceberg_maint_delete_ratio_threshold(section) is none -%}
+    {%- do errors.append("policy compaction: option `delete-ratio-threshold` is "
+          ~ section.options['delete-ratio-threshold'] ~ "; expected a number greater than 0 and at most 1") -%}
+  {%- endif -%}
   {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_rewrite_data_files_errors(section.where, section.strategy,
         section.sort_order, section.options)) -%}
   {{ return(errors) }}
 {% endmacro %}
 
+{#- The compaction's options['delete-ratio-threshold'] when set, else Iceberg's default 0.3
+    (rewrite_data_files rewrites a data file whose deletion vectors delete at least that share of
+    its rows, whatever min-input-files says); none when the option is not a number in (0, 1].
+    Twin: policy/operations.py `delete_ratio_threshold`. -#}
+{% macro _iceberg_maint_delete_ratio_threshold(section) %}
+  {%- set value = section.options.get('delete-ratio-threshold') if section.options is mapping else none -%}
+  {%- if value is none -%}{{ return(0.3) }}{%- endif -%}
+  {%- if (value is number and value is not boolean)
+        or (value is string and modules.re.fullmatch('[0-9]*\\.?[0-9]+', value)) -%}
+    {%- set number = value | float -%}
+    {{ return(number if number > 0 and number <= 1 else none) }}
+  {%- endif -%}
+  {{ return(none) }}
+{% endmacro %}
+
 {#- Due when a partition has >= min_input_files small files; with health.cold_scope (the policy
-    sets cold_partitions_hours) only the partitions the compaction's `where` may select count. -#}
+    sets cold_partitions_hours) only the partitions the compaction's `where` may select count.
+    Also due when deletion vectors delete >= the delete-ratio-threshold of a partition's rows
+    (health.max_partition_delete_ratio): Iceberg rewrites a file at or above it whatever
+    min-input-files says, and such a partition holds one (its share is a weighted mean of its
+    files' shares). Under a cold scope only the cold partitions' ratio counts (scope.max_delete_ratio):
+    the compaction touches nothing else. -#}
 {#- The reason a compaction is not due when the current snapshot's summary counts fewer data files
-    than min_input_files (no partition can hold that many small files), decided before any file
-    list or cold scope is read; none when the count is unknown or not fewer. -#}
-{% macro _iceberg_maint_too_few_data_files(section, data_files) %}
-  {%- if data_files is none or data_files >= section.min_input_files -%}{{ return(none) }}{%- endif -%}
+    than min_input_files (no partition can hold that many small files) and no delete file (deletion
+    vectors make a file due whatever min_input_files says), decided before any file list or cold
+    scope is read; none when a count is unknown or not fewer. -#}
+{% macro _iceberg_maint_too_few_data_files(section, data_files, delete_files=0) %}
+  {%- if data_files is none or data_files >= section.min_input_files or delete_files != 0 -%}
+    {{ return(none) }}
+  {%- endif -%}
   {{ return('the table has ' ~ data_files ~ ' data files, fewer than min_input_files ' ~ section.min_input_files
       ~ ': nothing to compact') }}
 {% endmacro %}
@@ -144,8 +172,18 @@
     {{ return({'due': true, 'reason': 'a ' ~ partition ~ ' has ' ~ largest ~ ' small files, >= min_input_files '
           ~ threshold}) }}
   {%- endif -%}
-  {{ return({'due': false, 'reason': 'no ' ~ partition ~ ' has >= ' ~ threshold ~ ' small files (largest: ' ~ largest
-        ~ ')'}) }}
+  {%- set reason = 'no ' ~ partition ~ ' has >= ' ~ threshold ~ ' small files (largest: ' ~ largest ~ ')' -%}
+  {%- set ratio = scope.get('max_delete_ratio') if scope is mapping else health.get('max_partition_delete_ratio') -%}
+  {%- set limit = dbt_iceberg_maint._iceberg_maint_delete_ratio_threshold(section) -%}
+  {%- if ratio is none or not ratio > 0 or limit is none -%}
+    {{ return({'due': false, 'reason': reason}) }}
+  {%- endif -%}
+  {%- if ratio >= limit -%}
+    {{ return({'due': true, 'reason': 'deletion vectors delete ' ~ (ratio | round(3)) ~ ' of a ' ~ partition
+        ~ "'s rows, >= delete-ratio-threshold " ~ limit}) }}
+  {%- endif -%}
+  {{ return({'due': false, 'reason': reason ~ '; deletion vectors delete at most ' ~ (ratio | round(3)) ~ ' of a '
+      ~ partition ~ "'s rows, below delete-ratio-threshold " ~ limit}) }}
 {% endmacro %}
 
 {#- {'sql': CALL text or none, 'reason': why there is nothing to run}. With cold_partitions_hours

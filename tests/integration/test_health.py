@@ -40,6 +40,11 @@ def expected_health(spark: SparkSession, table: str, target: int, partitioned: b
         "max_small_files_in_partition": scalar(
             spark, f"select max(n) from (select count(*) as n from {table}.data_files "
                    f"where file_size_in_bytes < {small} group by {key})") or 0,
+        "deletion_vectors": scalar(spark, f"select count(*) from {table}.delete_files where file_format = 'PUFFIN'"),
+        "max_partition_delete_ratio": round(float(scalar(
+            spark, f"select max(d.deleted / f.records) from (select {key}, sum(record_count) as records "
+                   f"from {table}.data_files group by {key}) f join (select {key}, sum(record_count) as deleted "
+                   f"from {table}.delete_files where file_format = 'PUFFIN' group by {key}) d using ({key})") or 0), 4),
         "target_file_size_bytes": target,
         "small_file_threshold_bytes": small,
     }

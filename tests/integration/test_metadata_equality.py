@@ -52,5 +52,15 @@ def assert_planner_equals_macros(spark: SparkSession, catalog: MetadataCatalog, 
     for op in ("rewrite_data_files", "rewrite_position_delete_files", "expire_snapshots", "rewrite_manifests"):
         assert {(op, "dry_run"), (op, "skipped")} <= statuses, op
     assert ("expire_snapshots", "failed") in statuses  # gc.enabled=false
+    # Format v3: 6 deletion vectors of 2 rows over 6 data files of 10 rows (one partition); the
+    # position-delete rewrite leaves them to the compaction, as the v2 table's delete files are not.
+    vectors = planner_health[f"{dbt_project.schema}.deletion_vectors"]
+    assert (vectors["delete_files"], vectors["deletion_vectors"], vectors["max_partition_delete_ratio"]) == (6, 6, 0.2)
+    assert planner_plan[(f"{dbt_project.schema}.deletion_vectors", "rewrite_position_delete_files")][:2] == (
+        "skipped", "only deletion vectors (6), which need no rewrite: rewrite_data_files applies them")
+    v2 = planner_health[f"{dbt_project.schema}.deletes"]
+    assert (v2["delete_files"], v2["deletion_vectors"]) == (6, 0)
+    assert planner_plan[(f"{dbt_project.schema}.deletes", "rewrite_position_delete_files")][:2] == (
+        "dry_run", "6 delete files, >= threshold of 3")
     cold = planner_plan[(f"{dbt_project.schema}.cold_days", "rewrite_data_files")]
     assert cold[0] == "dry_run" and len(cold[2][1]) == 2  # both day partitions are cold

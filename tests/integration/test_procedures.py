@@ -13,6 +13,7 @@ import pytest
 
 from dbt_iceberg_maint.results import parse_result_lines
 from dbt_iceberg_maint.spark import CatalogSpec, prepare_warehouse
+from lab.lake import create_v3
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -552,8 +553,7 @@ def test_a_compaction_applies_the_deletion_vectors_of_a_format_v3_table(
     """Merge-on-read deletes on format v3 write deletion vectors (Puffin files, one vector per
     data file); rewrite_data_files applies them and removes them in its own commit."""
     table = f"local.{schema}.v3_deletes"
-    spark.sql(f"create or replace table {table} (id bigint, part string) using iceberg partitioned by (part) "
-              "tblproperties ('format-version'='3', 'write.delete.mode'='merge-on-read')")
+    create_v3(spark, table, "part")
     for i in range(4):
         spark.sql(f"insert into {table} select id, 'a' from range({i * 10}, {i * 10 + 10})")
     spark.sql(f"delete from {table} where id % 10 = 3")

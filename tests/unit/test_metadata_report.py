@@ -23,7 +23,8 @@ from dbt_iceberg_maint.output import table
 
 FIGURES = {"table": "s.t", "data_files": 6, "small_files": 6, "data_bytes": 4000, "delete_files": 0, "records": 12,
            "snapshots": 6, "oldest_snapshot_age_hours": 1.5, "manifests": 6, "data_manifests": 6, "partitions": 2,
-           "max_small_files_in_partition": 3, "target_file_size_bytes": 1000, "small_file_threshold_bytes": 750}
+           "max_small_files_in_partition": 3, "deletion_vectors": 0, "max_partition_delete_ratio": 0.0,
+           "target_file_size_bytes": 1000, "small_file_threshold_bytes": 750}
 RECORDS = [HealthRecord("s.t", FIGURES, None, (600, 700, 650, 1200, 100, 90), (("a", 3), ("b", 2))),
            HealthRecord("s.bad", None, "s.bad: no table directory /w/s/bad")]
 
@@ -36,10 +37,10 @@ def test_json_keeps_the_macro_field_order_and_errors_per_table() -> None:
     console.print(table(document, HEALTH_COLUMNS))
     lines = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in console.export_text().splitlines()]
     rows = [cells for cells in lines if cells]
-    assert rows[0] == ["table", "data files", "small files", "delete files", "snapshots", "manifests", "partitions",
-                       "max small files in partition", "error"]
-    assert rows[1] == ["s.t", "6", "6", "0", "6", "6", "2", "3", ""]
-    assert rows[2] == ["s.bad", "", "", "", "", "", "", "", "s.bad: no table directory /w/s/bad"]
+    assert rows[0] == ["table", "data files", "small files", "delete files", "deletion vectors", "snapshots",
+                       "manifests", "partitions", "max small files in partition", "error"]
+    assert rows[1] == ["s.t", "6", "6", "0", "0", "6", "6", "2", "3", ""]
+    assert rows[2] == ["s.bad", "", "", "", "", "", "", "", "", "s.bad: no table directory /w/s/bad"]
 
 
 def test_html_shows_distribution_partitions_and_changes(tmp_path: Path) -> None:

@@ -51,13 +51,16 @@ class CaseFacts:
     def data_files(self) -> int | None:
         return self.facts["data_files"]
 
+    def delete_files(self) -> int | None:
+        return self.facts["delete_files"]
+
     def health(self, operation: str) -> Mapping[str, Any]:
         return dict(self.facts["health"])
 
     def cold_scope(self, hours: float) -> ColdScope:
         scope = self.facts["cold_scope"]
         assert scope is not None, "a case with cold_partitions_hours gives its cold_scope"
-        return ColdScope(scope["where"], scope["max_small_files"])
+        return ColdScope(scope["where"], scope["max_small_files"], scope.get("max_delete_ratio"))
 
     def snapshots(self) -> list[GateSnapshot]:
         return [GateSnapshot.from_row(row) for row in self.facts["snapshots"]]
