@@ -1,7 +1,8 @@
 """The left-behind-directory sweep on real Spark + Iceberg through dbt: a table dropped without
 PURGE leaves its directory (Iceberg keeps every file); find_left_behind_locations reports it and
 nothing a current table references; remove_left_behind_locations dry-runs by default, refuses
-what its guards forbid with nothing changed, and deletes only that directory's files."""
+what its guards forbid with nothing changed, and deletes only that directory's files. On the
+embedded catalog and on a real Hive Metastore."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+# On a Hive Metastore a schema's folder is `<warehouse>/<schema>.db` (Iceberg's Hive catalog).
+CATALOGS = ("embedded", "hive_metastore")
 
 FOUR_DAYS = 4 * 24 * 3600
 
@@ -46,6 +49,13 @@ def age(folder: Path, seconds: int = FOUR_DAYS) -> None:
         os.utime(path, (then, then))
 
 
+def schema_folder(spark: SparkSession, namespace: str) -> Path:
+    """Where the catalog put a schema (its DESCRIBE NAMESPACE location)."""
+    rows = spark.sql(f"describe namespace extended {namespace}").collect()
+    location = {r[0]: r[1] for r in rows}["Location"]
+    return Path(location.removeprefix("file:"))
+
+
 def state(spark: SparkSession, table: str) -> tuple[int, list[int]]:
     rows = spark.sql(f"select count(*) from {table}").collect()[0][0]
     snapshots = [r[0] for r in spark.sql(f"select snapshot_id from {table}.snapshots order by committed_at").collect()]
@@ -59,8 +69,8 @@ def lake(spark: SparkSession, dbt_project: DbtProject, warehouse: Path) -> dict[
     four days ago, one just now."""
     schema = dbt_project.schema
     ns = f"local.{schema}"
-    root = warehouse / schema
     spark.sql(f"create namespace if not exists {ns}")
+    root = schema_folder(spark, ns)
     spark.sql("create namespace if not exists local.lb_elsewhere")
     spark.sql(f"create table {ns}.keep (id bigint) using iceberg")
     spark.sql(f"insert into {ns}.keep values (1), (2)")
@@ -94,8 +104,8 @@ def lake(spark: SparkSession, dbt_project: DbtProject, warehouse: Path) -> dict[
     live = {name: f"{ns}.{name}" for name in ("keep", "custom", "events", "raw_events")} | {
         "moved": "local.lb_elsewhere.moved"}
     assert (root / "dropped" / "metadata").is_dir() and (root / "moved").is_dir()
-    assert spark.sql(f"describe table extended {ns}.events").where("col_name = 'Location'").collect()[0][1] \
-        == str(root / "events")
+    location = spark.sql(f"describe table extended {ns}.events").where("col_name = 'Location'").collect()[0][1]
+    assert location.removeprefix("file:") == str(root / "events")
     return {"schema": schema, "root": root, "live": live}
 
 
@@ -118,7 +128,9 @@ def test_find_reports_only_the_directories_no_table_references(
     assert [(r.operation, r.status, Path(r.metrics["location"]).name) for r in results] == [
         ("find_left_behind_locations", "success", "dropped"), ("find_left_behind_locations", "success", "fresh")]
     assert "binaryFile" in results[0].sql and "no table references it" in (results[0].reason or "")
-    assert returned["location"] == str(root) and returned["warehouse"] == str(root.parent)
+    # As the catalog spells them (a metastore's with `file:`).
+    assert returned["location"].removeprefix("file:") == str(root)
+    assert returned["warehouse"].removeprefix("file:") == str(root.parent)
     assert files_under(root) == before
 
 
@@ -217,7 +229,7 @@ def test_a_schema_whose_tables_were_all_dropped_is_swept_through_another_schemas
     spark.sql("create table local.lb_emptied.only (id bigint) using iceberg")
     spark.sql("insert into local.lb_emptied.only values (1)")
     spark.sql("drop table local.lb_emptied.only")
-    root = warehouse.resolve() / "lb_emptied"
+    root = schema_folder(spark, "local.lb_emptied")
     age(root)
     live_before = {name: state(spark, table) for name, table in lake["live"].items()}
     _, results, _ = call(dbt_project, "remove_left_behind_locations", schema="lb_emptied", dry_run=False)

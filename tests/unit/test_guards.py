@@ -257,7 +257,7 @@ def test_macro_policy_where_is_guarded(rendered: dict[str, dict[str, Any]]) -> N
 
 def test_macro_replayed_orphan_steps_keep_the_floor(rendered: dict[str, dict[str, Any]]) -> None:
     errors = rendered["steps_orphans"]["errors"]
-    assert [e.split(" ", 3)[2] for e in errors] == ["1", "2", "3"], errors
+    assert [e.split(", step ", 1)[1].split(" ", 1)[0] for e in errors] == ["1", "2", "3"], errors
     assert "`older_than`" in errors[0] and "at least 24 h" in errors[0]
     assert "`older_than`" in errors[1]
     assert "`file_list_view`" in errors[2]
