@@ -5,7 +5,9 @@ iceberg_maintenance` with its model's policy, the other never. Measured: data fi
 commits, the latency of a typical dashboard query (last 7 days, per day: events, users, revenue)
 on both copies, alternating, and compaction throughput (bytes rewritten per second of
 rewrite_data_files) vs a pyarrow proxy reading and rewriting the same Parquet files, on those
-small commits and on a bulk table of bigger files.
+small commits and on a bulk table of bigger files. On that bulk table, at two sizes, our default
+compaction options (as maintain plans them) against Iceberg's option sets on the same table
+state: the median bytes/s of each, and ours over the best (goal >= 0.9).
 
 Maintenance makes a sawtooth: files pile up between runs and drop at each. So the file counts are
 sampled after every commit (after the maintenance where one ran) and the query latency right
@@ -285,6 +287,9 @@ def compare_options(spark: SparkSession, project: Path, days: int, reps: int,
     names = list(sets)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     identical_starts = 0
+    # One untimed compaction first: the first one in a Spark application pays the JVM's warm-up.
+    warmup = compact_once(spark, project, OURS, sets[OURS])
+    spark.sql(f"CALL system.rollback_to_snapshot('{field.SCHEMA}.{BULK}', {start})")
     for rep in range(reps):
         for name in names[rep % len(names):] + names[:rep % len(names)]:
             identical_starts += data_files(spark, BULK) == before
@@ -305,6 +310,7 @@ def compare_options(spark: SparkSession, project: Path, days: int, reps: int,
     ratio = round(ours_bps / figures[best]["median_bytes_per_s"], 3) if best and ours_bps else None
     loads = [r["load_1m"] for rs in runs.values() for r in rs]
     return {"repetitions": reps, "identical_start_states": identical_starts, "runs": reps * len(names),
+            "warmup": warmup,
             "option_sets": figures, "best_iceberg": best, "ours_over_best": ratio,
             "met": ratio is not None and ratio >= GOALS["ours_over_best_iceberg_min"],
             "load_1m": {"median": harness.median(loads), "max": max(loads)},
@@ -322,14 +328,15 @@ def bulk_throughput(spark: SparkSession, project: Path, work: Path, files: int, 
     bulk_table(spark, files, rows_per_file, days)
     before = data_files(spark, BULK)
     comparison = compare_options(spark, project, days, reps, option_sets())
-    first = comparison["option_sets"][OURS]["runs"][0]
-    if "error" in first:
-        raise RuntimeError(f"bulk compaction failed: {first['error']}")
+    ours = comparison["option_sets"][OURS]
+    if ours["failures"]:
+        raise RuntimeError(f"bulk compaction failed: {[r['error'] for r in ours['runs'] if 'error' in r]}")
     proxy = pyarrow_proxy(before, work / "proxy")
     spark.sql(f"drop table if exists {field.table(BULK)} purge")
+    # Spark's figure: our options' median compaction (every run rewrote the same bytes).
     return {"files": files, "rows_per_file": rows_per_file, "days": days, "files_before": len(before),
-            "files_after": first["files_after"],
-            **throughput(first["bytes"], first["seconds"], proxy["bytes"], proxy["seconds"]),
+            "files_after": ours["runs"][0]["files_after"],
+            **throughput(ours["runs"][0]["bytes"], ours["median_s"], proxy["bytes"], proxy["seconds"]),
             "options": comparison}
 
 
