@@ -5,7 +5,9 @@ iceberg_maintenance` with its model's policy, the other never. Measured: data fi
 commits, the latency of a typical dashboard query (last 7 days, per day: events, users, revenue)
 on both copies, alternating, and compaction throughput (bytes rewritten per second of
 rewrite_data_files) vs a pyarrow proxy reading and rewriting the same Parquet files, on those
-small commits and on a bulk table of bigger files.
+small commits and on a bulk table of bigger files. On that bulk table, at two sizes, our default
+compaction options (as maintain plans them) against Iceberg's option sets on the same table
+state: the median bytes/s of each, and ours over the best (goal >= 0.9).
 
 Maintenance makes a sawtooth: files pile up between runs and drop at each. So the file counts are
 sampled after every commit (after the maintenance where one ran) and the query latency right
@@ -18,6 +20,7 @@ Writes benchmarks/results/effect.{json,png}; prints a summary table."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections import defaultdict
@@ -25,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import field, harness
+from dbt_iceberg_maint.policy.operations import OPERATIONS, compaction_options
+from dbt_iceberg_maint.policy.sql import TableRef, map_literal, rewrite_data_files_sql
 from dbt_iceberg_maint.results import parse_result_lines
 
 if TYPE_CHECKING:
@@ -36,13 +41,32 @@ UNMAINTAINED = "effect_unmaintained"
 COMMITS_PER_DAY = 24
 ROWS_PER_COMMIT = 1000
 LATE_ROWS_PER_COMMIT = 100
-GOALS = {"speedup_min": 3.0, "fewer_files_min_pct": 95.0, "throughput_over_proxy_min": 0.5}
+GOALS = {"speedup_min": 3.0, "fewer_files_min_pct": 95.0, "throughput_over_proxy_min": 0.5,
+         "ours_over_best_iceberg_min": 0.9}
 BULK = "effect_bulk"
-# The bulk phase: files x rows per file, in 2 day partitions, at two sizes (about 10 and 40 MB):
+# The bulk phase: files x rows per file, in 8 day partitions, at two sizes (about 10 and 40 MB):
 # as the bytes grow, the compaction's fixed costs (planning, a job and a commit per file group)
-# stop dominating and its per-byte rate shows.
-BULK_SHAPES = ({"files": 24, "rows_per_file": 300_000}, {"files": 24, "rows_per_file": 1_200_000})
-BULK_SHAPES_QUICK = ({"files": 4, "rows_per_file": 20_000},)
+# stop dominating and its per-byte rate shows. Each day partition is one file group (far below
+# max-file-group-size-bytes), so 8 groups: enough for parallel group rewrites to matter.
+BULK_SHAPES = ({"files": 24, "rows_per_file": 300_000, "days": 8},
+               {"files": 24, "rows_per_file": 1_200_000, "days": 8})
+BULK_SHAPES_QUICK = ({"files": 8, "rows_per_file": 20_000, "days": 4},)
+# The bulk policy (every other compaction setting at its default); maintain runs it with force.
+BULK_POLICY = {"min_input_files": 2}
+OURS = "ours"
+# Iceberg 1.10's option sets compared with ours on the same table state: its defaults (no partial
+# progress: up to 5 groups rewritten at once, one commit at the end), that with one group at a
+# time, partial progress at its defaults (5 at once, groups committed in up to 10 commits by the
+# rewrite threads themselves) and at 2 or 4 groups at once with one commit per group.
+ICEBERG_OPTION_SETS: dict[str, dict[str, str]] = {
+    "iceberg_defaults": {},
+    "serial_one_commit": {"max-concurrent-file-group-rewrites": "1"},
+    "partial_progress_defaults": {"partial-progress.enabled": "true"},
+    "parallel_2_group_commits": {"partial-progress.enabled": "true", "partial-progress.max-failed-commits": "0",
+                                 "max-concurrent-file-group-rewrites": "2", "partial-progress.max-commits": "10000"},
+    "parallel_4_group_commits": {"partial-progress.enabled": "true", "partial-progress.max-failed-commits": "0",
+                                 "max-concurrent-file-group-rewrites": "4", "partial-progress.max-commits": "10000"},
+}
 
 
 def trapezoid_mean(points: list[tuple[float, float]]) -> float | None:
@@ -171,32 +195,152 @@ def pyarrow_proxy(files: dict[str, tuple[int, str]], out: Path) -> dict[str, flo
     return {"seconds": elapsed, "bytes": float(sum(size for size, _day in files.values()))}
 
 
-def bulk_throughput(spark: SparkSession, project: Path, work: Path, files: int, rows_per_file: int) -> dict[str, Any]:
-    """Compaction throughput on bigger files: `files` appends of `rows_per_file` rows (one file per
-    day partition each), compacted through `dbt run-operation maintain`, and the pyarrow proxy on
-    the same files. Separates Spark's per-byte rate from the fixed cost that dominates the small
-    commits above."""
+def bulk_table(spark: SparkSession, files: int, rows_per_file: int, days: int) -> None:
+    """`files` appends of `rows_per_file` rows, one file each, spread over `days` day partitions."""
     name = field.table(BULK)
     spark.sql(f"drop table if exists {name} purge")
     spark.sql(f"create table {name} (id bigint, user_id bigint, day date, amount double) "
               "using iceberg partitioned by (day)")
     for i in range(files):
         first = i * rows_per_file
-        spark.sql(f"insert into {name} select /*+ REPARTITION(1) */ id, id % 997, date_add(date'2026-01-01', {i % 2}), "
-                  f"(id % 1000) / 10.0 from range({first}, {first + rows_per_file})")
+        spark.sql(f"insert into {name} select /*+ REPARTITION(1) */ id, id % 997, "
+                  f"date_add(date'2026-01-01', {i % days}), (id % 1000) / 10.0 "
+                  f"from range({first}, {first + rows_per_file})")
+
+
+def current_snapshot(spark: SparkSession, name: str) -> int:
+    return int(spark.sql(f"select snapshot_id from {field.table(name)}.history where is_current_ancestor "
+                         "order by made_current_at desc limit 1").collect()[0][0])
+
+
+def snapshot_count(spark: SparkSession, name: str) -> int:
+    return int(spark.sql(f"select count(*) from {field.table(name)}.snapshots").collect()[0][0])
+
+
+def policy_options() -> dict[str, Any]:
+    """Our default compaction options for the bulk policy, as the Python engine plans them under
+    `force` (the macro engine plans the same: tests/policy_cases.yml)."""
+    section = {**OPERATIONS["rewrite_data_files"].defaults, **BULK_POLICY}
+    return compaction_options(section, bool(section["partial_progress"]), force=True)
+
+
+def call_statement(run: field.TimedDbt) -> tuple[str, float] | None:
+    """maintain's rewrite_data_files CALL (without dbt's comments) and its seconds."""
+    for sql, begun, ended in reversed(run.statements):
+        text = field.LEADING_COMMENTS.sub("", sql).strip()
+        if ".rewrite_data_files(" in text and text.upper().startswith("CALL") and ended is not None:
+            return text, (ended - begun) / 1000
+    return None
+
+
+def compact_once(spark: SparkSession, project: Path, option_set: str, options: dict[str, str]) -> dict[str, Any]:
+    """One compaction of the bulk table: ours through `dbt run-operation maintain` (the CALL's
+    own seconds, from dbt's statement events), an Iceberg option set as the same CALL sent
+    directly. A failed CALL is recorded, not raised: an unsafe option set failing is a finding."""
+    snapshots = snapshot_count(spark, BULK)
+    load = round(os.getloadavg()[0], 2)
+    record: dict[str, Any] = {"option_set": option_set, "load_1m": load}
+    if option_set == OURS:
+        args = {"relation": f"{field.SCHEMA}.{BULK}", "operations": ["rewrite_data_files"], "force": True,
+                "policy": {"compaction": BULK_POLICY}}
+        run = field.run_dbt(project, ["run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(args)])
+        result = {r.operation: r for r in parse_result_lines(run.messages)}.get("rewrite_data_files")
+        call = call_statement(run)
+        if not run.success or result is None or result.status != "success" or call is None:
+            record["error"] = f"{run.error} {result}"[:500]
+        else:
+            record.update({"bytes": int(result.metrics.get("rewritten_bytes_count", 0)), "seconds": call[1],
+                           "sql": call[0]})
+    else:
+        sql = rewrite_data_files_sql(TableRef(field.SCHEMA, BULK), options=options)
+        begun = time.perf_counter()
+        try:
+            row = spark.sql(sql).collect()[0].asDict()
+        except Exception as exc:  # noqa: BLE001 - the option set's failure is the figure
+            record["error"] = str(exc).splitlines()[0][:500]
+        else:
+            record.update({"bytes": int(row["rewritten_bytes_count"]), "seconds": time.perf_counter() - begun,
+                           "sql": sql})
+    record["commits"] = snapshot_count(spark, BULK) - snapshots
+    record["files_after"] = file_count(spark, BULK)
+    if "seconds" in record:
+        record["bytes_per_s"] = record["bytes"] / record["seconds"] if record["seconds"] else None
+        record["seconds"] = round(record["seconds"], 3)
+    return record
+
+
+def option_sets() -> dict[str, dict[str, str]]:
+    """Ours (the policy's options) and Iceberg's option sets, each with our min-input-files (and
+    target size when set) so every one rewrites the same files: only how groups run and commit differ."""
+    ours = policy_options()
+    same = {k: v for k, v in ours.items() if k in ("min-input-files", "target-file-size-bytes")}
+    return {OURS: ours, **{name: {**same, **extra} for name, extra in ICEBERG_OPTION_SETS.items()}}
+
+
+def compare_options(spark: SparkSession, project: Path, days: int, reps: int,
+                    sets: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Every option set `reps` times on the same table state (rolled back to the snapshot before
+    the first compaction after each one), the order rotated each repetition; the median bytes/s
+    of each, the best Iceberg set, and ours over it."""
+    start = current_snapshot(spark, BULK)
     before = data_files(spark, BULK)
-    args = {"relation": f"{field.SCHEMA}.{BULK}", "operations": ["rewrite_data_files"], "force": True,
-            "policy": {"compaction": {"min_input_files": 2}}}
-    run = field.run_dbt(project, ["run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(args)])
-    result = {r.operation: r for r in parse_result_lines(run.messages)}.get("rewrite_data_files")
-    if not run.success or result is None or result.status != "success":
-        raise RuntimeError(f"bulk compaction failed: {run.error} {result}")
-    after = data_files(spark, BULK)
-    proxy = pyarrow_proxy({path: before[path] for path in before.keys() - after.keys()}, work / "proxy")
-    spark.sql(f"drop table if exists {name} purge")
-    return {"files": files, "rows_per_file": rows_per_file, "files_before": len(before), "files_after": len(after),
-            **throughput(int(result.metrics.get("rewritten_bytes_count", 0)), (result.duration_ms or 0) / 1000,
-                         proxy["bytes"], proxy["seconds"])}
+    names = list(sets)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    identical_starts = 0
+    # One untimed compaction first: the first one in a Spark application pays the JVM's warm-up.
+    warmup = compact_once(spark, project, OURS, sets[OURS])
+    spark.sql(f"CALL system.rollback_to_snapshot('{field.SCHEMA}.{BULK}', {start})")
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            identical_starts += data_files(spark, BULK) == before
+            runs[name].append(compact_once(spark, project, name, sets[name]))
+            spark.sql(f"CALL system.rollback_to_snapshot('{field.SCHEMA}.{BULK}', {start})")
+    figures: dict[str, Any] = {}
+    for name in names:
+        done = [r for r in runs[name] if "error" not in r]
+        figures[name] = {"options": sets[name], "runs": runs[name], "failures": len(runs[name]) - len(done),
+                         "median_bytes_per_s": harness.median([r["bytes_per_s"] for r in done]),
+                         "median_s": harness.median([r["seconds"] for r in done]),
+                         "median_commits": harness.median([r["commits"] for r in done]),
+                         "all_files_rewritten": all(r["bytes"] == sum(s for s, _d in before.values())
+                                                    and r["files_after"] == days for r in done)}
+    # Only a set that never failed and always rewrote every file can be the best (Iceberg's own
+    # max-failed-commits lets a partial-progress call "succeed" with groups left uncommitted).
+    ranked = [n for n in names if n != OURS and figures[n]["failures"] == 0 and figures[n]["all_files_rewritten"]
+              and figures[n]["median_bytes_per_s"]]
+    best = max(ranked, key=lambda n: figures[n]["median_bytes_per_s"]) if ranked else None
+    ours_bps = figures[OURS]["median_bytes_per_s"]
+    ratio = round(ours_bps / figures[best]["median_bytes_per_s"], 3) if best and ours_bps else None
+    loads = [r["load_1m"] for rs in runs.values() for r in rs]
+    return {"repetitions": reps, "identical_start_states": identical_starts, "runs": reps * len(names),
+            "warmup": warmup,
+            "option_sets": figures, "best_iceberg": best, "ours_over_best": ratio,
+            "met": ratio is not None and ratio >= GOALS["ours_over_best_iceberg_min"],
+            "load_1m": {"median": harness.median(loads), "max": max(loads)},
+            "policy_options_in_maintain_call": all(
+                map_literal(sets[OURS]) in r.get("sql", "") for r in runs[OURS] if "error" not in r)}
+
+
+def bulk_throughput(spark: SparkSession, project: Path, work: Path, files: int, rows_per_file: int, days: int,
+                    reps: int) -> dict[str, Any]:
+    """Compaction throughput on bigger files: `files` appends of `rows_per_file` rows (one file per
+    day partition each, over `days` partitions: one file group each), compacted through
+    `dbt run-operation maintain`, and the pyarrow proxy on the same files. Separates Spark's
+    per-byte rate from the fixed cost that dominates the small commits above. Then our default
+    options against Iceberg's option sets on that same table state (`compare_options`)."""
+    bulk_table(spark, files, rows_per_file, days)
+    before = data_files(spark, BULK)
+    comparison = compare_options(spark, project, days, reps, option_sets())
+    ours = comparison["option_sets"][OURS]
+    if ours["failures"]:
+        raise RuntimeError(f"bulk compaction failed: {[r['error'] for r in ours['runs'] if 'error' in r]}")
+    proxy = pyarrow_proxy(before, work / "proxy")
+    spark.sql(f"drop table if exists {field.table(BULK)} purge")
+    # Spark's figure: our options' median compaction (every run rewrote the same bytes).
+    return {"files": files, "rows_per_file": rows_per_file, "days": days, "files_before": len(before),
+            "files_after": ours["runs"][0]["files_after"],
+            **throughput(ours["runs"][0]["bytes"], ours["median_s"], proxy["bytes"], proxy["seconds"]),
+            "options": comparison}
 
 
 def throughput(spark_bytes: int, spark_s: float, proxy_bytes: float, proxy_s: float) -> dict[str, Any]:
@@ -227,7 +371,7 @@ def timed_queries(spark: SparkSession, last_day: int, reps: int) -> dict[str, An
 
 
 def run(lake: field.Lake, work: Path, start: harness.RunStart, commits: int, maintain_every: int, reps: int,
-        quick: bool) -> dict[str, Any]:
+        quick: bool, bulk_reps: int) -> dict[str, Any]:
     started = time.perf_counter()
     files_over_commits: list[dict[str, int]] = []
     maintenance: list[dict[str, Any]] = []
@@ -278,9 +422,11 @@ def run(lake: field.Lake, work: Path, start: harness.RunStart, commits: int, mai
                          for name in (MAINTAINED, UNMAINTAINED)}
             bulk = []
             for shape in BULK_SHAPES_QUICK if quick else BULK_SHAPES:
-                bulk.append(bulk_throughput(spark, project, work, **shape))
+                bulk.append(bulk_throughput(spark, project, work, reps=bulk_reps, **shape))
+                compared = bulk[-1]["options"]
                 print(f"  effect: bulk compaction {bulk[-1]['spark_bytes']} bytes, {bulk[-1]['spark_over_proxy']}x "
-                      f"the proxy ({time.perf_counter() - started:.0f} s)", flush=True)
+                      f"the proxy; our options {compared['ours_over_best']}x the best Iceberg set "
+                      f"({compared['best_iceberg']}) ({time.perf_counter() - started:.0f} s)", flush=True)
         finally:
             spark.stop()
     return summarize(commits, maintain_every, reps, quick, lake.master, files_over_commits, maintenance, checkpoints,
@@ -316,7 +462,9 @@ def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master:
                   "fewer_files_met": (averaged_fewer or 0) >= GOALS["fewer_files_min_pct"],
                   "speedup_met_at_best_point": ((latency["best"] or {}).get("speedup") or 0) >= GOALS["speedup_min"],
                   "fewer_files_met_at_best_point": (files["best"]["fewer_pct"] or 0) >= GOALS["fewer_files_min_pct"],
-                  "throughput_met": (rates["spark_over_proxy"] or 0) >= GOALS["throughput_over_proxy_min"]},
+                  "throughput_met": (rates["spark_over_proxy"] or 0) >= GOALS["throughput_over_proxy_min"],
+                  # Our default compaction options against the best Iceberg option set, every bulk size.
+                  "default_options_met": bool(bulk) and all(b["options"]["met"] for b in bulk)},
         "duration_s": round(duration_s, 1), **harness.provenance(start, load),
         "settings": {"spark": field.SPARK_CONF,
                      "maintenance": "dbt run-operation dbt_iceberg_maint.iceberg_maintenance "
@@ -326,7 +474,7 @@ def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master:
 
 def plot(figures: dict[str, Any], path: Path) -> None:
     plt = harness.pyplot()
-    fig, (files_ax, latency_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (files_ax, latency_ax, options_ax) = plt.subplots(1, 3, figsize=(16, 4))
     points = figures["files"]["over_commits"]
     sawtooth = [(p["commit"], v) for p in points for v in ([p["maintained_before"]] if "maintained_before" in p
                                                            else []) + [p["maintained"]]]
@@ -351,7 +499,26 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     latency_ax.set_title(f"7-day dashboard query: {latency['time_averaged']['speedup']}x on average, "
                          f"{best}x at best", fontsize=9)
     latency_ax.legend(fontsize=8)
+    plot_options(options_ax, figures["throughput"]["bulk"])
     harness.save_figure(fig, path)
+
+
+def plot_options(ax: Any, bulk: list[dict[str, Any]]) -> None:
+    """Median compaction bytes/s of each option set, a bar group per bulk size."""
+    if not bulk:
+        return
+    names = list(bulk[0]["options"]["option_sets"])
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        xs = [j + i * width for j in range(len(bulk))]
+        ys = [(b["options"]["option_sets"][name]["median_bytes_per_s"] or 0) / 1e6 for b in bulk]
+        ax.bar(xs, ys, width, label=name, color="#2e7d32" if name == OURS else None)
+    ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(bulk))])
+    ax.set_xticklabels([f"{b['spark_bytes'] / 1e6:.0f} MB, {b['days']} groups\nours/best "
+                        f"{b['options']['ours_over_best']}" for b in bulk], fontsize=8)
+    ax.set_ylabel("median compaction MB/s")
+    ax.set_title("Compaction: our default options vs Iceberg's option sets", fontsize=9)
+    ax.legend(fontsize=6)
 
 
 def print_summary(figures: dict[str, Any]) -> None:
@@ -377,6 +544,13 @@ def print_summary(figures: dict[str, Any]) -> None:
         print(f"  bulk compaction        {bulk['files']} files of {bulk['rows_per_file']:,} rows "
               f"({bulk['spark_bytes'] / 1e6:.1f} MB): spark {bulk['spark_bytes_per_s'] or 0:>12,.0f}  pyarrow proxy "
               f"{bulk['proxy_bytes_per_s'] or 0:>12,.0f}  (ratio {bulk['spark_over_proxy']})")
+        compared = bulk["options"]
+        for name, found in compared["option_sets"].items():
+            print(f"    {name:<26} median {found['median_bytes_per_s'] or 0:>12,.0f} bytes/s  "
+                  f"{found['median_s']} s  commits {found['median_commits']}  failures {found['failures']}")
+        print(f"    ours / best Iceberg set ({compared['best_iceberg']}): {compared['ours_over_best']} "
+              f"(goal >= {GOALS['ours_over_best_iceberg_min']}: {'met' if compared['met'] else 'missed'}), "
+              f"load {compared['load_1m']}")
     print(f"  goals: {figures['goals']}")
 
 
@@ -386,13 +560,16 @@ def main() -> None:
     parser.add_argument("--maintain-every", type=int, default=None, help="commits between maintenance runs "
                         "(default 50; 10 with --quick)")
     parser.add_argument("--reps", type=int, default=None, help="query repetitions at the end (default 15; 3 quick)")
+    parser.add_argument("--bulk-reps", type=int, default=None, help="compactions per option set and bulk size "
+                        "(default 5; 1 with --quick)")
     field.add_lake_arguments(parser)
     args = parser.parse_args()
     commits = harness.count(parser, "rounds", args.rounds, 200, 20, args)
     every = harness.count(parser, "maintain-every", args.maintain_every, 50, 10, args)
     reps = harness.count(parser, "reps", args.reps, 15, 3, args)
+    bulk_reps = harness.count(parser, "bulk-reps", args.bulk_reps, 5, 1, args)
     field.run_benchmark("effect", args,
-                        lambda lake, work, start: run(lake, work, start, commits, every, reps, args.quick),
+                        lambda lake, work, start: run(lake, work, start, commits, every, reps, args.quick, bulk_reps),
                         plot, print_summary)
 
 

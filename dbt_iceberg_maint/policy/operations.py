@@ -21,7 +21,9 @@ from dbt_iceberg_maint.policy import checks
 from dbt_iceberg_maint.policy import sql as s
 
 # Under partial progress every file group commits alone (several groups in one commit fail on a
-# JDBC catalog, Iceberg 1.10): far more commits allowed than a cold-partition compaction has groups.
+# JDBC catalog, Iceberg 1.10), one group at a time (Iceberg commits on the rewrite threads, which
+# would race): far more commits allowed than a cold-partition compaction has groups. What it costs:
+# docs/benchmarks-effect.md (benchmarks/effect.py's bulk phase).
 SERIAL_MAX_COMMITS = "10000"
 # Orphan removal lists the whole table location: at most every 12 h by default, so a post-hook pays
 # it twice a day per table, and a daily job (whose runs are a little under or over 24 h apart) every run.

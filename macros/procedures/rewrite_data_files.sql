@@ -226,8 +226,13 @@
     from concurrent rewrite threads on a Hadoop catalog ("Version N already exists"), and on a JDBC
     catalog whenever a commit carries several groups (more groups than `partial-progress.max-commits`,
     default 10: "Cannot commit: stale table metadata" on every retry, found by the torture run).
-    So one group is rewritten at a time and each group commits alone (max-commits far above any
-    cold-partition compaction's group count); the maintain policy asks for it under partial progress.
+    Under partial progress Iceberg commits a full batch (ceil(groups / max-commits) groups) on the
+    rewrite thread that completed it (its commit service's own thread commits only what is left at
+    the end), so parallel group rewrites mean concurrent commits to one table. So one group is
+    rewritten at a time and each group commits alone (max-commits far above any cold-partition
+    compaction's group count); the maintain policy asks for it under partial progress. Its cost
+    against Iceberg's option sets is measured by the effect bench's bulk phase (benchmarks/effect.py,
+    docs/benchmarks-effect.md).
     `force`: min-input-files 1, so a forced compaction rewrites what it finds (Iceberg's own
     threshold would otherwise skip a partition with fewer files than min_input_files). -#}
 {% macro _iceberg_maint_compaction_options(section, serial_group_commits=false, force=false) %}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,6 +28,7 @@ from tests.integration.test_maintenance import build_project
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from dbt_iceberg_maint.results import MaintenanceResult
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
@@ -39,6 +40,28 @@ def built(spark: SparkSession, dbt_project: DbtProject) -> DbtProject:
     return build_project(spark, dbt_project)
 
 
+def compact_ten_days_of_small_files(spark: SparkSession, built: DbtProject, name: str,
+                                    policy: dict[str, Any] | None = None) -> tuple[str, MaintenanceResult]:
+    """10 day partitions x 6 small files, compacted by maintain (`policy` when given); the rows
+    are the same after."""
+    table = built.table(name)
+    spark.sql(f"create table {table} (id bigint, ts timestamp) using iceberg partitioned by (days(ts))")
+    for batch in range(6):
+        spark.sql(
+            f"insert into {table} select id, timestamp'2026-11-01 00:00:00' + make_interval(0, 0, 0, "
+            f"cast(id % 10 as int)) from range({batch * 100}, {batch * 100 + 100})"
+        )
+    checksum = f"select count(*), sum(id), sum(unix_seconds(ts)) from {table}"
+    before = spark.sql(checksum).collect()
+    args: dict[str, Any] = {"relation": f"{built.schema}.{name}", "operations": ["rewrite_data_files"]}
+    if policy is not None:
+        args["policy"] = policy
+    invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(args))
+    [result] = parse_result_lines(invocation.log_messages)
+    assert spark.sql(checksum).collect() == before
+    return table, result
+
+
 def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
     spark: SparkSession, built: DbtProject
 ) -> None:
@@ -48,29 +71,25 @@ def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
     commits race each other ("Version N already exists"; without serialised group rewrites the
     call failed in 2 of 3 measured runs). The policy serialises them (on every catalog).
     """
-    table = built.table("hadoop_compaction")
-    spark.sql(f"create table {table} (id bigint, ts timestamp) using iceberg partitioned by (days(ts))")
-    for batch in range(6):
-        spark.sql(
-            f"insert into {table} select id, timestamp'2026-11-01 00:00:00' + make_interval(0, 0, 0, "
-            f"cast(id % 10 as int)) from range({batch * 100}, {batch * 100 + 100})"
-        )
-    checksum = f"select count(*), sum(id), sum(unix_seconds(ts)) from {table}"
-    before = spark.sql(checksum).collect()
-
-    invocation = built(
-        "run-operation",
-        "dbt_iceberg_maint.maintain",
-        "--args",
-        json.dumps({"relation": f"{built.schema}.hadoop_compaction", "operations": ["rewrite_data_files"]}),
-    )
-
-    [result] = parse_result_lines(invocation.log_messages)
+    table, result = compact_ten_days_of_small_files(spark, built, "hadoop_compaction")
     assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
     assert "'max-concurrent-file-group-rewrites', '1'" in result.sql
     assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (60, 10)
     assert spark.sql(f"select count(*) from {table}.data_files").collect()[0][0] == 10
-    assert spark.sql(checksum).collect() == before
+
+
+def test_compaction_without_partial_progress_commits_once_on_a_hadoop_catalog(
+    spark: SparkSession, built: DbtProject
+) -> None:
+    """`partial_progress: false` (docs/benchmarks-effect.md: faster than the commit per group):
+    Iceberg's default 5 groups rewritten at a time, then one commit by the calling thread, so the
+    rename commits have nothing of their own to race, 10 partitions x 6 small files."""
+    table, result = compact_ten_days_of_small_files(spark, built, "hadoop_one_commit",
+                                                    {"compaction": {"partial_progress": False}})
+    assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
+    assert "partial-progress" not in result.sql and "max-concurrent" not in result.sql, result.sql
+    assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (60, 10)
+    assert spark.sql(f"select count(*) from {table}.snapshots").collect()[0][0] == 7  # 6 appends, one rewrite
 
 
 def test_a_compaction_commit_lost_to_a_concurrent_commit_is_recovered_by_one_re_run(

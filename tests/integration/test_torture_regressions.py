@@ -153,6 +153,22 @@ def test_the_plain_spark_writer_does_not_rerun_a_merge_that_landed(spark: SparkS
         assert write.failures[0]["message"] == "the connection to the catalog was cut after the commit"
 
 
+def twelve_groups_without_retries(spark: SparkSession, dbt_project: DbtProject, tmp_path: Path,
+                                  postgres_server: PostgresServer, catalog: str, name: str) -> str:
+    """`catalog`.<schema>.`name` on a JDBC catalog: 12 partitions x 6 small files, commit retries off."""
+    properties = postgres_server.spark_catalog_properties(str(tmp_path / "pg_warehouse"))
+    spark.conf.set(f"spark.sql.catalog.{catalog}", "org.apache.iceberg.spark.SparkCatalog")
+    for key, value in properties.items():
+        spark.conf.set(f"spark.sql.catalog.{catalog}.{key}", value)
+    table = f"{catalog}.{dbt_project.schema}.{name}"
+    spark.sql(f"create namespace if not exists {catalog}.{dbt_project.schema}")
+    spark.sql(f"create table {table} (id bigint, part bigint) using iceberg partitioned by (part) "
+              "tblproperties ('commit.retry.num-retries' = '0')")
+    for batch in range(6):
+        spark.sql(f"insert into {table} select id, id % 12 from range({batch * 120}, {batch * 120 + 120})")
+    return table
+
+
 def test_partial_progress_compaction_does_not_race_its_own_commits_on_a_jdbc_catalog(
         spark: SparkSession, dbt_project: DbtProject, tmp_path: Path, postgres_server: PostgresServer) -> None:
     """After the full torture run's load, the compaction of t_merge (43 partitions) failed with
@@ -163,18 +179,7 @@ def test_partial_progress_compaction_does_not_race_its_own_commits_on_a_jdbc_cat
     every run, with 1 or 5 rewrite threads and 0, 4 or 10 retries), and rewrite threads racing
     each other fail without retries. The policy now rewrites groups one at a time and commits each
     alone; with commit retries off, any commit that raced another would fail the call."""
-    catalog = "pg_groups"
-    properties = postgres_server.spark_catalog_properties(str(tmp_path / "pg_warehouse"))
-    spark.conf.set(f"spark.sql.catalog.{catalog}", "org.apache.iceberg.spark.SparkCatalog")
-    for key, value in properties.items():
-        spark.conf.set(f"spark.sql.catalog.{catalog}.{key}", value)
-    schema = dbt_project.schema
-    table = f"{catalog}.{schema}.group_commits"
-    spark.sql(f"create namespace if not exists {catalog}.{schema}")
-    spark.sql(f"create table {table} (id bigint, part bigint) using iceberg partitioned by (part) "
-              "tblproperties ('commit.retry.num-retries' = '0')")
-    for batch in range(6):  # 12 partitions x 6 small files
-        spark.sql(f"insert into {table} select id, id % 12 from range({batch * 120}, {batch * 120 + 120})")
+    table = twelve_groups_without_retries(spark, dbt_project, tmp_path, postgres_server, "pg_groups", "group_commits")
     checksum = f"select count(*), sum(id), sum(part) from {table}"
     before = spark.sql(checksum).collect()
 
@@ -186,6 +191,28 @@ def test_partial_progress_compaction_does_not_race_its_own_commits_on_a_jdbc_cat
     assert "'max-concurrent-file-group-rewrites', '1'" in (result.sql or "")
     assert "'partial-progress.max-commits', '10000'" in (result.sql or "")
     assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (72, 12)
+    assert spark.sql(checksum).collect() == before
+
+
+def test_compaction_without_partial_progress_rewrites_groups_in_parallel_and_commits_once_on_a_jdbc_catalog(
+        spark: SparkSession, dbt_project: DbtProject, tmp_path: Path, postgres_server: PostgresServer) -> None:
+    """`partial_progress: false`, the faster setting the effect bench measured (docs/benchmarks-effect.md):
+    Iceberg rewrites the 12 groups up to 5 at a time, then the calling thread commits once, so with
+    commit retries off no group commit can race another (the test above's failure mode)."""
+    table = twelve_groups_without_retries(spark, dbt_project, tmp_path, postgres_server, "pg_one_commit", "one_commit")
+    checksum = f"select count(*), sum(id), sum(part) from {table}"
+    before = spark.sql(checksum).collect()
+    snapshots = spark.sql(f"select count(*) from {table}.snapshots").collect()[0][0]
+
+    invocation = dbt_project("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
+        "relation": table, "operations": ["rewrite_data_files"],
+        "policy": {"compaction": {"min_input_files": 2, "partial_progress": False}}}))
+
+    [result] = parse_result_lines(invocation.log_messages)
+    assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
+    assert "partial-progress" not in (result.sql or "") and "max-concurrent" not in (result.sql or ""), result.sql
+    assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (72, 12)
+    assert spark.sql(f"select count(*) from {table}.snapshots").collect()[0][0] == snapshots + 1  # one commit
     assert spark.sql(checksum).collect() == before
 
 

@@ -120,7 +120,25 @@ def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
     assert throughput["spark_bytes_per_s"] > 0 and throughput["proxy_bytes_per_s"] > 0
     [bulk] = throughput["bulk"]  # the bigger files' compaction: every input file rewritten, one per day left
     assert bulk["spark_bytes"] == bulk["proxy_bytes"] > 0
-    assert (bulk["files_before"], bulk["files_after"]) == (bulk["files"], 2)
+    assert (bulk["files_before"], bulk["files_after"]) == (bulk["files"], bulk["days"])
+    # Our default options and each Iceberg option set, on the same table state every time.
+    compared = bulk["options"]
+    assert compared["identical_start_states"] == compared["runs"] == compared["repetitions"] * 6
+    assert list(compared["option_sets"]) == ["ours", "iceberg_defaults", "serial_one_commit",
+                                             "partial_progress_defaults", "parallel_2_group_commits",
+                                             "parallel_4_group_commits"]
+    assert compared["policy_options_in_maintain_call"] and "error" not in compared["warmup"], compared["warmup"]
+    ours = compared["option_sets"]["ours"]
+    assert ours["failures"] == 0 and ours["median_commits"] == bulk["days"], ours  # one commit per group
+    for name, found in compared["option_sets"].items():
+        assert len(found["runs"]) == compared["repetitions"], name
+        if found["failures"] == 0:
+            # Every set rewrote every input file into one per day, the same bytes each time.
+            assert found["all_files_rewritten"] and found["median_bytes_per_s"] > 0, (name, found)
+    assert compared["option_sets"]["iceberg_defaults"]["median_commits"] == 1
+    assert compared["best_iceberg"] in compared["option_sets"] and compared["best_iceberg"] != "ours"
+    assert compared["ours_over_best"] > 0 and compared["met"] == (compared["ours_over_best"] >= 0.9)
+    assert figures["goals"]["default_options_met"] == compared["met"]
     assert figures["snapshots"]["effect_maintained"] < figures["snapshots"]["effect_unmaintained"]
 
 
