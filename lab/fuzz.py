@@ -374,6 +374,10 @@ EXPLICIT: tuple[dict[str, Any], ...] = (
      "policy": {"compaction": {"where": "x = r'\\' or true) or (true or x = 'z\\''", "cold_partitions_hours": 0.0001}}},
     {"kind": "var", "vars": {"dbt_iceberg_maint_catalog": "local\n"}},
     {"kind": "procedure", "procedure": "rewrite_data_files", "relation": "fuzz.target\n", "kwargs": {}},
+    # This session's guards: the v3 delete-ratio option's value, and steps that are no list when settled.
+    {"kind": "policy", "policy": {"compaction": {"options": {"delete-ratio-threshold": "0.3') or ('1'='1"}}}},
+    {"kind": "policy", "policy": {"compaction": {"options": {"delete-ratio-threshold": 5}}}},
+    {"kind": "steps", "kwargs": {"steps": 1298, "settled": True}},
 )
 
 
