@@ -6,8 +6,10 @@ commits, the latency of a typical dashboard query (last 7 days, per day: events,
 on both copies, alternating, and compaction throughput (bytes rewritten per second of
 rewrite_data_files) vs a pyarrow proxy reading and rewriting the same Parquet files, on those
 small commits and on a bulk table of bigger files. On that bulk table, at two sizes, our default
-compaction options (as maintain plans them) against Iceberg's option sets on the same table
-state: the median bytes/s of each, and ours over the best (goal >= 0.9).
+compaction options (as maintain plans them for the table's size: `partial_progress: auto`) against
+Iceberg's option sets on the same table state: the median bytes/s of each, and ours over the best
+(goal >= 0.9); beside them, the options a table above `partial_progress_above_mb` gets (partial
+progress, a commit per group), over the best too (no goal: the figure of the long-rewrite setting).
 
 Maintenance makes a sawtooth: files pile up between runs and drop at each. So the file counts are
 sampled after every commit (after the maintenance where one ran) and the query latency right
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import field, harness
-from dbt_iceberg_maint.policy.operations import OPERATIONS, compaction_options
+from dbt_iceberg_maint.policy.operations import OPERATIONS, compaction_options, uses_partial_progress
 from dbt_iceberg_maint.policy.sql import TableRef, map_literal, rewrite_data_files_sql
 from dbt_iceberg_maint.results import parse_result_lines
 
@@ -54,6 +56,9 @@ BULK_SHAPES_QUICK = ({"files": 8, "rows_per_file": 20_000, "days": 4},)
 # The bulk policy (every other compaction setting at its default); maintain runs it with force.
 BULK_POLICY = {"min_input_files": 2}
 OURS = "ours"
+# What a table at or above partial_progress_above_mb gets (partial progress: one group at a time,
+# a commit each), sent as the same CALL directly: ours too, so never the "best Iceberg set".
+OURS_ABOVE_THRESHOLD = "ours_above_threshold"
 # Iceberg 1.10's option sets compared with ours on the same table state: its defaults (no partial
 # progress: up to 5 groups rewritten at once, one commit at the end), that with one group at a
 # time, partial progress at its defaults (5 at once, groups committed in up to 10 commits by the
@@ -217,11 +222,18 @@ def snapshot_count(spark: SparkSession, name: str) -> int:
     return int(spark.sql(f"select count(*) from {field.table(name)}.snapshots").collect()[0][0])
 
 
-def policy_options() -> dict[str, Any]:
-    """Our default compaction options for the bulk policy, as the Python engine plans them under
-    `force` (the macro engine plans the same: tests/policy_cases.yml)."""
+def table_bytes(spark: SparkSession, name: str) -> int:
+    """The current snapshot's total-files-size: what `partial_progress: auto` decides by."""
+    return int(spark.sql(f"select summary['total-files-size'] from {field.table(name)}.snapshots "
+                         f"where snapshot_id = {current_snapshot(spark, name)}").collect()[0][0])
+
+
+def policy_options(size: int | None) -> dict[str, Any]:
+    """Our default compaction options for the bulk policy on a table of `size` bytes (None: one
+    above partial_progress_above_mb), as the Python engine plans them under `force` (the macro
+    engine plans the same: tests/policy_cases.yml)."""
     section = {**OPERATIONS["rewrite_data_files"].defaults, **BULK_POLICY}
-    return compaction_options(section, bool(section["partial_progress"]), force=True)
+    return compaction_options(section, uses_partial_progress(section, size), force=True)
 
 
 def call_statement(run: field.TimedDbt) -> tuple[str, float] | None:
@@ -269,19 +281,22 @@ def compact_once(spark: SparkSession, project: Path, option_set: str, options: d
     return record
 
 
-def option_sets() -> dict[str, dict[str, str]]:
-    """Ours (the policy's options) and Iceberg's option sets, each with our min-input-files (and
-    target size when set) so every one rewrites the same files: only how groups run and commit differ."""
-    ours = policy_options()
+def option_sets(size: int) -> dict[str, dict[str, str]]:
+    """Ours (the policy's options for the table's size), ours above the threshold and Iceberg's
+    option sets, each with our min-input-files (and target size when set) so every one rewrites
+    the same files: only how groups run and commit differ."""
+    ours = policy_options(size)
     same = {k: v for k, v in ours.items() if k in ("min-input-files", "target-file-size-bytes")}
-    return {OURS: ours, **{name: {**same, **extra} for name, extra in ICEBERG_OPTION_SETS.items()}}
+    return {OURS: ours, OURS_ABOVE_THRESHOLD: policy_options(None),
+            **{name: {**same, **extra} for name, extra in ICEBERG_OPTION_SETS.items()}}
 
 
-def compare_options(spark: SparkSession, project: Path, days: int, reps: int,
-                    sets: dict[str, dict[str, str]]) -> dict[str, Any]:
+def compare_options(spark: SparkSession, project: Path, days: int, reps: int) -> dict[str, Any]:
     """Every option set `reps` times on the same table state (rolled back to the snapshot before
     the first compaction after each one), the order rotated each repetition; the median bytes/s
-    of each, the best Iceberg set, and ours over it."""
+    of each, the best Iceberg set, and ours (and ours above the threshold) over it."""
+    size = table_bytes(spark, BULK)
+    sets = option_sets(size)
     start = current_snapshot(spark, BULK)
     before = data_files(spark, BULK)
     names = list(sets)
@@ -306,15 +321,21 @@ def compare_options(spark: SparkSession, project: Path, days: int, reps: int,
                                                     and r["files_after"] == days for r in done)}
     # Only a set that never failed and always rewrote every file can be the best (Iceberg's own
     # max-failed-commits lets a partial-progress call "succeed" with groups left uncommitted).
-    ranked = [n for n in names if n != OURS and figures[n]["failures"] == 0 and figures[n]["all_files_rewritten"]
-              and figures[n]["median_bytes_per_s"]]
+    ranked = [n for n in names if n not in (OURS, OURS_ABOVE_THRESHOLD) and figures[n]["failures"] == 0
+              and figures[n]["all_files_rewritten"] and figures[n]["median_bytes_per_s"]]
     best = max(ranked, key=lambda n: figures[n]["median_bytes_per_s"]) if ranked else None
-    ours_bps = figures[OURS]["median_bytes_per_s"]
-    ratio = round(ours_bps / figures[best]["median_bytes_per_s"], 3) if best and ours_bps else None
+
+    def over_best(name: str) -> float | None:
+        bps = figures[name]["median_bytes_per_s"]
+        return round(bps / figures[best]["median_bytes_per_s"], 3) if best and bps else None
+
+    ratio = over_best(OURS)
     loads = [r["load_1m"] for rs in runs.values() for r in rs]
     return {"repetitions": reps, "identical_start_states": identical_starts, "runs": reps * len(names),
-            "warmup": warmup,
+            "warmup": warmup, "table_bytes": size,
+            "ours_partial_progress": "partial-progress.enabled" in sets[OURS],
             "option_sets": figures, "best_iceberg": best, "ours_over_best": ratio,
+            "ours_above_threshold_over_best": over_best(OURS_ABOVE_THRESHOLD),
             "met": ratio is not None and ratio >= GOALS["ours_over_best_iceberg_min"],
             "load_1m": {"median": harness.median(loads), "max": max(loads)},
             "policy_options_in_maintain_call": all(
@@ -330,7 +351,7 @@ def bulk_throughput(spark: SparkSession, project: Path, work: Path, files: int, 
     options against Iceberg's option sets on that same table state (`compare_options`)."""
     bulk_table(spark, files, rows_per_file, days)
     before = data_files(spark, BULK)
-    comparison = compare_options(spark, project, days, reps, option_sets())
+    comparison = compare_options(spark, project, days, reps)
     ours = comparison["option_sets"][OURS]
     if ours["failures"]:
         raise RuntimeError(f"bulk compaction failed: {[r['error'] for r in ours['runs'] if 'error' in r]}")
@@ -512,7 +533,8 @@ def plot_options(ax: Any, bulk: list[dict[str, Any]]) -> None:
     for i, name in enumerate(names):
         xs = [j + i * width for j in range(len(bulk))]
         ys = [(b["options"]["option_sets"][name]["median_bytes_per_s"] or 0) / 1e6 for b in bulk]
-        ax.bar(xs, ys, width, label=name, color="#2e7d32" if name == OURS else None)
+        ax.bar(xs, ys, width, label=name,
+               color={OURS: "#2e7d32", OURS_ABOVE_THRESHOLD: "#81c784"}.get(name))
     ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(bulk))])
     ax.set_xticklabels([f"{b['spark_bytes'] / 1e6:.0f} MB, {b['days']} groups\nours/best "
                         f"{b['options']['ours_over_best']}" for b in bulk], fontsize=8)
@@ -549,8 +571,9 @@ def print_summary(figures: dict[str, Any]) -> None:
             print(f"    {name:<26} median {found['median_bytes_per_s'] or 0:>12,.0f} bytes/s  "
                   f"{found['median_s']} s  commits {found['median_commits']}  failures {found['failures']}")
         print(f"    ours / best Iceberg set ({compared['best_iceberg']}): {compared['ours_over_best']} "
-              f"(goal >= {GOALS['ours_over_best_iceberg_min']}: {'met' if compared['met'] else 'missed'}), "
-              f"load {compared['load_1m']}")
+              f"(goal >= {GOALS['ours_over_best_iceberg_min']}: {'met' if compared['met'] else 'missed'}; "
+              f"partial progress: {compared['ours_partial_progress']}), above the threshold "
+              f"{compared['ours_above_threshold_over_best']}, load {compared['load_1m']}")
     print(f"  goals: {figures['goals']}")
 
 

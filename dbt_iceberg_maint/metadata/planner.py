@@ -203,6 +203,9 @@ class _LazyTable:
     def delete_files(self) -> int | None:
         return self.summary.delete_files
 
+    def table_bytes(self) -> int | None:
+        return self.summary.total_bytes
+
     def snapshots(self) -> list[SnapshotLike]:
         return list(self.summary.snapshots)
 

@@ -162,6 +162,7 @@ class TableFacts(Protocol):
     def gc_enabled(self) -> bool: ...
     def data_files(self) -> int | None: ...  # the current snapshot's summary; none when it has no count
     def delete_files(self) -> int | None: ...  # likewise (deletion vectors included)
+    def table_bytes(self) -> int | None: ...  # likewise: total-files-size (partial_progress: auto)
     def health(self, operation: str) -> Mapping[str, Any]: ...
     def cold_scope(self, hours: float) -> ColdScope: ...
     def snapshots(self) -> Sequence[SnapshotLike]: ...
@@ -313,7 +314,9 @@ def plan_steps(table: TableRef, requested: Sequence[str], policy: Mapping[str, A
         else:
             # A guard that needs the table (the orphan location) raises PolicyError, as the macro does.
             location = facts.location() if operation == "remove_orphan_files" and section["location"] else None
-            planned = OPERATIONS[operation].planned_sql(table, section, PlanContext(now, as_of, scope, location, force))
+            size = facts.table_bytes() if operation == "rewrite_data_files" else None
+            planned = OPERATIONS[operation].planned_sql(table, section,
+                                                        PlanContext(now, as_of, scope, location, force, size))
             if planned.sql is None:
                 steps.append(Step(name, operation, "skipped", planned.reason))
             else:

@@ -25,6 +25,11 @@ from dbt_iceberg_maint.policy import sql as s
 # would race): far more commits allowed than a cold-partition compaction has groups. What it costs:
 # docs/benchmarks-effect.md (benchmarks/effect.py's bulk phase).
 SERIAL_MAX_COMMITS = "10000"
+# `partial_progress: auto` (the default) commits group by group only on a table at least this big
+# (its current snapshot's total-files-size, an upper bound of what one compaction reads): a
+# shorter rewrite runs Iceberg's parallel groups and commits once, which the effect bench measured
+# faster; a long one keeps each finished group if a later one loses its commit.
+PARTIAL_PROGRESS_ABOVE_MB = 10240
 # Orphan removal lists the whole table location: at most every 12 h by default, so a post-hook pays
 # it twice a day per table, and a daily job (whose runs are a little under or over 24 h apart) every run.
 ORPHAN_INTERVAL_HOURS = 12
@@ -64,6 +69,7 @@ class PlanContext:
     cold_scope: ColdScope | None = None
     table_location: str | None = None
     force: bool = False  # the rewrites' min-input-files is 1: a forced rewrite rewrites what it finds
+    table_bytes: int | None = None  # the current snapshot's total-files-size (partial_progress: auto)
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,10 @@ def _compaction_errors(section: Mapping[str, Any]) -> list[str]:
     failed = section["max_failed_commits"]
     if failed is not None and (not checks.is_integer(failed) or failed < 0):
         errors.append(f"{owner}: argument `max_failed_commits` is {failed}; expected a whole number >= 0")
-    errors += checks.boolean(owner, "partial_progress", section["partial_progress"])
+    if section["partial_progress"] != "auto" and checks.boolean(owner, "partial_progress", section["partial_progress"]):
+        errors.append(f"{owner}: argument `partial_progress` is {section['partial_progress']}; "
+                      "expected true, false or auto")
+    errors += checks.positive_number(owner, "partial_progress_above_mb", section["partial_progress_above_mb"])
     if isinstance(section["options"], Mapping) and DELETE_RATIO_OPTION in section["options"] \
             and delete_ratio_threshold(section) is None:
         errors.append(f"{owner}: option `{DELETE_RATIO_OPTION}` is {section['options'][DELETE_RATIO_OPTION]}; "
@@ -155,17 +164,24 @@ def _compaction_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> De
                            f"below delete-ratio-threshold {limit}")
 
 
-def compaction_options(section: Mapping[str, Any], serial_group_commits: bool = False,
-                       force: bool = False) -> dict[str, Any]:
+def uses_partial_progress(section: Mapping[str, Any], table_bytes: int | None) -> bool:
+    """`_iceberg_maint_uses_partial_progress`: `partial_progress` true or false as given; `auto` on
+    a table of at least `partial_progress_above_mb` (null: any size) or of unknown size."""
+    if section["partial_progress"] != "auto":
+        return bool(section["partial_progress"])
+    above = section["partial_progress_above_mb"]
+    return table_bytes is None or above is None or table_bytes >= above * 1024 * 1024
+
+
+def compaction_options(section: Mapping[str, Any], partial_progress: bool, force: bool = False) -> dict[str, Any]:
     """`_iceberg_maint_compaction_options`: explicit `options` win."""
     options: dict[str, Any] = {"min-input-files": "1" if force else str(section["min_input_files"])}
-    if section["partial_progress"]:
+    if partial_progress:
         options["partial-progress.enabled"] = "true"
         if section["max_failed_commits"] is not None:
             options["partial-progress.max-failed-commits"] = str(section["max_failed_commits"])
-        if serial_group_commits:
-            options["max-concurrent-file-group-rewrites"] = "1"
-            options["partial-progress.max-commits"] = SERIAL_MAX_COMMITS
+        options["max-concurrent-file-group-rewrites"] = "1"
+        options["partial-progress.max-commits"] = SERIAL_MAX_COMMITS
     if section["target_file_size_mb"]:
         options["target-file-size-bytes"] = str(int(section["target_file_size_mb"] * 1024 * 1024))
     options.update(section["options"] or {})
@@ -180,7 +196,7 @@ def _compaction_sql(table: s.TableRef, section: Mapping[str, Any], context: Plan
             return Planned(None, _nothing_cold(section))
         where, errors = guards.cold_scoped_where(where, cold)
         s.raise_if_errors(errors)
-    options = compaction_options(section, bool(section["partial_progress"]), context.force)
+    options = compaction_options(section, uses_partial_progress(section, context.table_bytes), context.force)
     return Planned(s.rewrite_data_files_sql(table, where, section["strategy"], section["sort_order"], options))
 
 
@@ -358,8 +374,9 @@ def _partition_stats_sql(table: s.TableRef, section: Mapping[str, Any], context:
 OPERATIONS: Mapping[str, Operation] = {op.name: op for op in (
     Operation("rewrite_data_files", "compaction", {
         "enabled": True, "min_input_files": 5, "target_file_size_mb": None, "strategy": None, "sort_order": None,
-        "partial_progress": True, "max_failed_commits": 0, "cold_partitions_hours": None, "where": None,
-        "options": {}, "interval_hours": None}, _compaction_errors, _compaction_due, _compaction_sql),
+        "partial_progress": "auto", "partial_progress_above_mb": PARTIAL_PROGRESS_ABOVE_MB, "max_failed_commits": 0,
+        "cold_partitions_hours": None, "where": None, "options": {}, "interval_hours": None},
+        _compaction_errors, _compaction_due, _compaction_sql),
     Operation("rewrite_position_delete_files", "rewrite_position_delete_files", {
         "enabled": True, "min_input_files": 5, "where": None, "options": {}, "interval_hours": None},
         _position_deletes_errors, _position_deletes_due, _position_deletes_sql),

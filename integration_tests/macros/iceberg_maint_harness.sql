@@ -51,7 +51,7 @@
     {%- elif kind == 'compaction_options' -%}
       {%- set policy = dbt_iceberg_maint._iceberg_maint_resolved_policy(kwargs.get('policy') or {}) -%}
       {%- do outcome.update({'value': dbt_iceberg_maint._iceberg_maint_compaction_options(policy.compaction,
-            kwargs.get('serial_group_commits', false))}) -%}
+            dbt_iceberg_maint._iceberg_maint_uses_partial_progress(policy.compaction, kwargs.get('table_bytes')))}) -%}
     {%- elif kind == 'names' -%}
       {%- do outcome.update({'value': [
           dbt_iceberg_maint._iceberg_maint_table_name(kwargs.relation),

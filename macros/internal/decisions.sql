@@ -63,11 +63,13 @@
 
 
 {#- {'sql': CALL text or none, 'reason': why there is nothing to run} for one operation. -#}
-{#- force: the thresholds are ignored in the SQL too (the rewrites' min-input-files is 1). -#}
-{% macro _iceberg_maint_planned_sql(relation, operation, policy, cold_scope=none, reference=none, force=false) %}
+{#- force: the thresholds are ignored in the SQL too (the rewrites' min-input-files is 1).
+    table_bytes: the current snapshot's total-files-size (the compaction's `partial_progress: auto`). -#}
+{% macro _iceberg_maint_planned_sql(relation, operation, policy, cold_scope=none, reference=none, force=false,
+    table_bytes=none) %}
   {%- set planned_sql = dbt_iceberg_maint._iceberg_maint_operation_macro(operation, 'planned_sql') -%}
   {{ return(planned_sql(relation, policy[dbt_iceberg_maint._iceberg_maint_policy_section(operation)],
-      {'cold_scope': cold_scope, 'reference': reference, 'force': force})) }}
+      {'cold_scope': cold_scope, 'reference': reference, 'force': force, 'table_bytes': table_bytes})) }}
 {% endmacro %}
 
 

@@ -100,7 +100,8 @@
       min_input_files), data manifests for rewrite_manifests, delete files when the summary has
       no count;
     - the snapshot list when a cost gate is set.
-    Forced, it reads no figures, only the cold scope for the compaction's `where`.
+    Forced, it reads no figures, only the cold scope for the compaction's `where` and, under
+    `partial_progress: auto`, the table's size (the summary's total-files-size).
     known_properties: the table's properties when the caller has read them already. -#}
 {% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of, known_properties=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
@@ -128,9 +129,13 @@
   {%- set as_of_text = as_of.strftime('%Y-%m-%d %H:%M:%S.%f') if as_of is not none else none -%}
   {%- set compaction = resolved.compaction -%}
   {%- set health = none -%}
+  {#- The table's size decides `partial_progress: auto`, forced or not. -#}
+  {%- set sized = 'rewrite_data_files' in deciding and compaction.partial_progress == 'auto' -%}
   {%- if not force and deciding | reject('equalto', 'remove_orphan_files') | list -%}
-    {%- set health = dbt_iceberg_maint._iceberg_maint_summary_figures(table, as_of_text) -%}
+    {%- set health = dbt_iceberg_maint._iceberg_maint_summary_figures(table, as_of_text, table_bytes=sized) -%}
   {%- endif -%}
+  {%- set table_bytes = (health.pop('table_bytes') if health is not none else
+        dbt_iceberg_maint._iceberg_maint_summary_figures(table, table_bytes=true).table_bytes) if sized else none -%}
   {#- Operations nothing was written for since their last check skip before any deeper read. -#}
   {%- set unchanged = dbt_iceberg_maint._iceberg_maint_unchanged_operations(table, [] if force else deciding,
         resolved, properties or {}, health.snapshot_id if health is not none else none) -%}
@@ -179,7 +184,8 @@
   {%- set snapshots = dbt_iceberg_maint._iceberg_maint_gate_snapshots(relation, as_of) if gated
         else {'rows': [], 'now_ms': none} -%}
   {{ return({'gc_enabled': ((properties or {}).get('gc.enabled', 'true') | lower) != 'false', 'health': health,
-      'data_files': data_files, 'delete_files': delete_files, 'cold_scope': scope, 'unchanged_since_checked': unchanged,
+      'data_files': data_files, 'delete_files': delete_files, 'table_bytes': table_bytes, 'cold_scope': scope,
+      'unchanged_since_checked': unchanged,
       'snapshot_id': health.snapshot_id if health is not none else none,
       'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked,
       'statistics': statistics}) }}
@@ -191,8 +197,10 @@
     counts of data and delete files (none when its summary has none; 0 for a table without
     snapshots). rewrite_age: also `hours_since_rewrite_data_files`, the age of the newest `replace`
     snapshot that removed data files (a rewrite_data_files commit; rewrite_manifests and
-    rewrite_position_delete_files remove none), none when the retained history has none. -#}
-{% macro _iceberg_maint_summary_figures(table, as_of=none, rewrite_age=false) %}
+    rewrite_position_delete_files remove none), none when the retained history has none.
+    table_bytes: also the summary's total-files-size (none when it has none), which decides
+    `partial_progress: auto` (_iceberg_maint_uses_partial_progress). -#}
+{% macro _iceberg_maint_summary_figures(table, as_of=none, rewrite_age=false, table_bytes=false) %}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
   {%- set rewrite_sql = (", (unix_micros(" ~ reference ~ ") - unix_micros(max(if(s.operation = 'replace' and "
         ~ "cast(s.summary['deleted-data-files'] as bigint) > 0, s.committed_at, null)))) / 3600000000.0 "
@@ -201,6 +209,8 @@
         ~ ") - unix_micros(min(s.committed_at))) / 3600000000.0 as oldest_snapshot_age_hours, "
         ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-data-files'] as bigint), null)) as data_files, "
         ~ "max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-delete-files'] as bigint), null)) as delete_files, "
+        ~ ("max(if(s.snapshot_id = m.snapshot_id, cast(s.summary['total-files-size'] as bigint), null)) as table_bytes, "
+           if table_bytes else "")
         ~ "max(m.snapshot_id) as snapshot_id" ~ rewrite_sql ~ " from " ~ table ~ ".snapshots s cross join (select "
         ~ "max(snapshot_id) as snapshot_id from " ~ table ~ ".refs where name = 'main') m").rows[0] -%}
   {%- set snapshots = row['snapshots'] | int -%}
@@ -211,7 +221,7 @@
     {%- set rewrite = row['hours_since_rewrite_data_files'] -%}
     {%- do figures.update({'hours_since_rewrite_data_files': none if rewrite is none else ((rewrite | float) | round(3))}) -%}
   {%- endif -%}
-  {%- for name in ['data_files', 'delete_files'] -%}
+  {%- for name in ['data_files', 'delete_files'] + (['table_bytes'] if table_bytes else []) -%}
     {%- do figures.update({name: 0 if snapshots == 0 else (none if row[name] is none else row[name] | int)}) -%}
   {%- endfor -%}
   {{ return(figures) }}
@@ -439,8 +449,8 @@
 
 {#- The plan's steps from a checked policy and the table's facts (pure: the shared case table,
     tests/policy_cases.yml, runs it against its Python twin, policy/engine.py `plan_steps`).
-    facts: {project_enabled, exists, required, gc_enabled, data_files, health, cold_scope, snapshots,
-    now_ms, checked_hours_ago}. Kill switches first (the project var, the model's policy, the table
+    facts: {project_enabled, exists, required, gc_enabled, data_files, table_bytes, health, cold_scope,
+    snapshots, now_ms, checked_hours_ago}. Kill switches first (the project var, the model's policy, the table
     must exist: a missing table fails every operation when `required` (the caller named it), else
     skips it); then per operation: disabled, within its interval_hours, the cost gate, too few data
     files to compact (the snapshot summary's count), not due, gc.enabled=false (Iceberg refuses both
@@ -520,7 +530,7 @@
             ~ ': GC is disabled (deleting files may corrupt other tables); table property gc.enabled=false')) -%}
     {%- else -%}
       {%- set planned = dbt_iceberg_maint._iceberg_maint_planned_sql(table, operation, resolved,
-            cold_scope=scope, reference=as_of, force=force) -%}
+            cold_scope=scope, reference=as_of, force=force, table_bytes=facts.get('table_bytes')) -%}
       {%- if planned.sql is none -%}
         {%- do steps.append(step(table, operation, 'skipped', planned.reason)) -%}
       {%- else -%}

@@ -98,8 +98,8 @@
 
 {% macro _iceberg_maint_rewrite_data_files_defaults() %}
   {{ return({'enabled': true, 'min_input_files': 5, 'target_file_size_mb': none, 'strategy': none, 'sort_order': none,
-             'partial_progress': true, 'max_failed_commits': 0, 'cold_partitions_hours': none, 'where': none,
-             'options': {}, 'interval_hours': none}) }}
+             'partial_progress': 'auto', 'partial_progress_above_mb': 10240, 'max_failed_commits': 0,
+             'cold_partitions_hours': none, 'where': none, 'options': {}, 'interval_hours': none}) }}
 {% endmacro %}
 
 {% macro _iceberg_maint_rewrite_data_files_policy_errors(section) %}
@@ -113,8 +113,12 @@
     {%- do errors.append("policy compaction: argument `max_failed_commits` is " ~ failed_commits
           ~ "; expected a whole number >= 0") -%}
   {%- endif -%}
-  {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean('policy compaction', 'partial_progress',
-        section.partial_progress)) -%}
+  {%- if section.partial_progress != 'auto' and dbt_iceberg_maint._iceberg_maint_check_boolean('policy compaction',
+        'partial_progress', section.partial_progress) -%}
+    {%- do errors.append("policy compaction: argument `partial_progress` is " ~ section.partial_progress
+          ~ "; expected true, false or auto") -%}
+  {%- endif -%}
+  {%- do errors.extend(number('policy compaction', 'partial_progress_above_mb', section.partial_progress_above_mb)) -%}
   {%- if section.options is mapping and 'delete-ratio-threshold' in section.options
         and dbt_iceberg_maint._iceberg_maint_delete_ratio_threshold(section) is none -%}
     {%- do errors.append("policy compaction: option `delete-ratio-threshold` is "
@@ -202,7 +206,8 @@
     {%- set where = dbt_iceberg_maint._iceberg_maint_cold_scoped_where(where, cold) -%}
   {%- endif -%}
   {%- set options = dbt_iceberg_maint._iceberg_maint_compaction_options(section,
-        serial_group_commits=section.partial_progress, force=context.get('force', false)) -%}
+        dbt_iceberg_maint._iceberg_maint_uses_partial_progress(section, context.get('table_bytes')),
+        force=context.get('force', false)) -%}
   {{ return({'sql': dbt_iceberg_maint.get_rewrite_data_files_sql(relation=relation, where=where,
       strategy=section.strategy, sort_order=section.sort_order, options=options), 'reason': none}) }}
 {% endmacro %}
@@ -219,32 +224,43 @@
 {% endmacro %}
 
 
+{#- Whether the compaction commits group by group (partial progress): `partial_progress` true or
+    false as given; `auto` (the default) on a table of at least `partial_progress_above_mb` (null:
+    any size) or of unknown size. table_bytes: the current snapshot's total-files-size, an upper
+    bound of what one compaction reads. A shorter rewrite runs Iceberg's parallel file groups and
+    commits once, which the effect bench measured faster (benchmarks/effect.py,
+    docs/benchmarks-effect.md); a long one keeps each finished group when a later one loses its
+    commit. Either way a lost commit fails the step. Python twin: policy/operations.py. -#}
+{% macro _iceberg_maint_uses_partial_progress(section, table_bytes) %}
+  {%- if section.partial_progress != 'auto' -%}{{ return(section.partial_progress is true) }}{%- endif -%}
+  {%- set above = section.partial_progress_above_mb -%}
+  {{ return(table_bytes is none or above is none or table_bytes >= above * 1024 * 1024) }}
+{% endmacro %}
+
+
 {#- rewrite_data_files options implied by the compaction policy; explicit `options` win.
-    Partial progress is on with max-failed-commits 0 by default so a commit that loses to a
-    concurrent writer fails the operation instead of being silently ignored.
-    `serial_group_commits`: Iceberg 1.10's partial-progress group commits fail against each other:
-    from concurrent rewrite threads on a Hadoop catalog ("Version N already exists"), and on a JDBC
-    catalog whenever a commit carries several groups (more groups than `partial-progress.max-commits`,
-    default 10: "Cannot commit: stale table metadata" on every retry, found by the torture run).
-    Under partial progress Iceberg commits a full batch (ceil(groups / max-commits) groups) on the
-    rewrite thread that completed it (its commit service's own thread commits only what is left at
-    the end), so parallel group rewrites mean concurrent commits to one table. So one group is
-    rewritten at a time and each group commits alone (max-commits far above any cold-partition
-    compaction's group count); the maintain policy asks for it under partial progress. Its cost
-    against Iceberg's option sets is measured by the effect bench's bulk phase (benchmarks/effect.py,
-    docs/benchmarks-effect.md).
+    `partial_progress` (_iceberg_maint_uses_partial_progress): max-failed-commits 0 by default, so a
+    commit that loses to a concurrent writer fails the operation instead of being silently ignored.
+    Iceberg 1.10's partial-progress group commits fail against each other: from concurrent rewrite
+    threads on a Hadoop catalog ("Version N already exists"), and on a JDBC catalog whenever a commit
+    carries several groups (more groups than `partial-progress.max-commits`, default 10: "Cannot
+    commit: stale table metadata" on every retry, found by the torture run). Under partial progress
+    Iceberg commits a full batch (ceil(groups / max-commits) groups) on the rewrite thread that
+    completed it (its commit service's own thread commits only what is left at the end), so
+    parallel group rewrites mean concurrent commits to one table. So under partial progress one
+    group is rewritten at a time and each group commits alone (max-commits far above any
+    compaction's group count). Without it Iceberg rewrites up to 5 groups at once and the calling
+    thread commits them all once.
     `force`: min-input-files 1, so a forced compaction rewrites what it finds (Iceberg's own
     threshold would otherwise skip a partition with fewer files than min_input_files). -#}
-{% macro _iceberg_maint_compaction_options(section, serial_group_commits=false, force=false) %}
+{% macro _iceberg_maint_compaction_options(section, partial_progress, force=false) %}
   {%- set options = {'min-input-files': '1' if force else section.min_input_files | string} -%}
-  {%- if section.partial_progress -%}
+  {%- if partial_progress -%}
     {%- do options.update({'partial-progress.enabled': 'true'}) -%}
     {%- if section.max_failed_commits is not none -%}
       {%- do options.update({'partial-progress.max-failed-commits': section.max_failed_commits | string}) -%}
     {%- endif -%}
-    {%- if serial_group_commits -%}
-      {%- do options.update({'max-concurrent-file-group-rewrites': '1', 'partial-progress.max-commits': '10000'}) -%}
-    {%- endif -%}
+    {%- do options.update({'max-concurrent-file-group-rewrites': '1', 'partial-progress.max-commits': '10000'}) -%}
   {%- endif -%}
   {%- if section.target_file_size_mb -%}
     {%- do options.update({'target-file-size-bytes': (section.target_file_size_mb * 1024 * 1024) | int | string}) -%}

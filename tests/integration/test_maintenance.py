@@ -511,7 +511,7 @@ def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapsh
                 "relation": f"{built.schema}.compact_then_expire",
                 "operations": ["compaction", "expire_snapshots"],
                 "policy": {
-                    "compaction": {"min_input_files": 3},
+                    "compaction": {"min_input_files": 3, "partial_progress": True},
                     "expire_snapshots": {"older_than_hours": 0, "retain_last": 3},
                 },
             }
@@ -521,7 +521,8 @@ def test_a_due_expiry_with_older_than_hours_0_expires_the_compactions_own_snapsh
     compaction, expiry = parse_result_lines(invocation.log_messages)
     assert (compaction.status, expiry.status) == ("success", "success"), (compaction.reason, expiry.reason)
     # At planning time there were only retain_last snapshots; the compaction planned first makes
-    # the expiry due. Partial progress commits each of the 3 partition groups on its own
+    # the expiry due. Partial progress (asked for: `auto` would commit this small table once)
+    # commits each of the 3 partition groups on its own
     # (Iceberg: one group per commit when there are fewer groups than max-commits 10), so
     # 3 + 3 snapshots exist when the expiry runs: the 3 older ones go, the compaction's stay.
     assert expiry.reason == (

@@ -62,30 +62,31 @@ def compact_ten_days_of_small_files(spark: SparkSession, built: DbtProject, name
     return table, result
 
 
-def test_default_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
+def test_partial_progress_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
     spark: SparkSession, built: DbtProject
 ) -> None:
-    """Default policy and Iceberg's default 4 commit retries, 10 partitions x 6 small files.
+    """`partial_progress: true` and Iceberg's default 4 commit retries, 10 partitions x 6 small files.
 
     Iceberg commits partial-progress groups from its rewrite threads; on a Hadoop catalog those
     commits race each other ("Version N already exists"; without serialised group rewrites the
     call failed in 2 of 3 measured runs). The policy serialises them (on every catalog).
     """
-    table, result = compact_ten_days_of_small_files(spark, built, "hadoop_compaction")
+    table, result = compact_ten_days_of_small_files(spark, built, "hadoop_compaction",
+                                                    {"compaction": {"partial_progress": True}})
     assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
     assert "'max-concurrent-file-group-rewrites', '1'" in result.sql
     assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (60, 10)
     assert spark.sql(f"select count(*) from {table}.data_files").collect()[0][0] == 10
 
 
-def test_compaction_without_partial_progress_commits_once_on_a_hadoop_catalog(
+def test_default_compaction_of_a_small_table_commits_once_on_a_hadoop_catalog(
     spark: SparkSession, built: DbtProject
 ) -> None:
-    """`partial_progress: false` (docs/benchmarks-effect.md: faster than the commit per group):
-    Iceberg's default 5 groups rewritten at a time, then one commit by the calling thread, so the
-    rename commits have nothing of their own to race, 10 partitions x 6 small files."""
-    table, result = compact_ten_days_of_small_files(spark, built, "hadoop_one_commit",
-                                                    {"compaction": {"partial_progress": False}})
+    """The default `partial_progress: auto` on a table far below `partial_progress_above_mb`
+    (docs/benchmarks-effect.md: faster than the commit per group): Iceberg's default 5 groups
+    rewritten at a time, then one commit by the calling thread, so the rename commits have
+    nothing of their own to race, 10 partitions x 6 small files."""
+    table, result = compact_ten_days_of_small_files(spark, built, "hadoop_one_commit")
     assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
     assert "partial-progress" not in result.sql and "max-concurrent" not in result.sql, result.sql
     assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (60, 10)

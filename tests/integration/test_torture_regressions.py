@@ -184,7 +184,8 @@ def test_partial_progress_compaction_does_not_race_its_own_commits_on_a_jdbc_cat
     before = spark.sql(checksum).collect()
 
     invocation = dbt_project("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
-        "relation": table, "operations": ["rewrite_data_files"], "policy": {"compaction": {"min_input_files": 2}}}))
+        "relation": table, "operations": ["rewrite_data_files"],
+        "policy": {"compaction": {"min_input_files": 2, "partial_progress": True}}}))
 
     [result] = parse_result_lines(invocation.log_messages)
     assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
@@ -194,11 +195,12 @@ def test_partial_progress_compaction_does_not_race_its_own_commits_on_a_jdbc_cat
     assert spark.sql(checksum).collect() == before
 
 
-def test_compaction_without_partial_progress_rewrites_groups_in_parallel_and_commits_once_on_a_jdbc_catalog(
+def test_default_compaction_of_a_small_table_rewrites_groups_in_parallel_and_commits_once_on_a_jdbc_catalog(
         spark: SparkSession, dbt_project: DbtProject, tmp_path: Path, postgres_server: PostgresServer) -> None:
-    """`partial_progress: false`, the faster setting the effect bench measured (docs/benchmarks-effect.md):
-    Iceberg rewrites the 12 groups up to 5 at a time, then the calling thread commits once, so with
-    commit retries off no group commit can race another (the test above's failure mode)."""
+    """The default `partial_progress: auto` on a table below `partial_progress_above_mb`, the
+    faster setting the effect bench measured (docs/benchmarks-effect.md): Iceberg rewrites the 12
+    groups up to 5 at a time, then the calling thread commits once, so with commit retries off no
+    group commit can race another (the test above's failure mode)."""
     table = twelve_groups_without_retries(spark, dbt_project, tmp_path, postgres_server, "pg_one_commit", "one_commit")
     checksum = f"select count(*), sum(id), sum(part) from {table}"
     before = spark.sql(checksum).collect()
@@ -206,7 +208,7 @@ def test_compaction_without_partial_progress_rewrites_groups_in_parallel_and_com
 
     invocation = dbt_project("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps({
         "relation": table, "operations": ["rewrite_data_files"],
-        "policy": {"compaction": {"min_input_files": 2, "partial_progress": False}}}))
+        "policy": {"compaction": {"min_input_files": 2}}}))
 
     [result] = parse_result_lines(invocation.log_messages)
     assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason

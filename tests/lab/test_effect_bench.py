@@ -123,20 +123,27 @@ def test_effect_quick_maintained_copy_has_fewer_files_and_the_same_answers(
     assert (bulk["files_before"], bulk["files_after"]) == (bulk["files"], bulk["days"])
     # Our default options and each Iceberg option set, on the same table state every time.
     compared = bulk["options"]
-    assert compared["identical_start_states"] == compared["runs"] == compared["repetitions"] * 6
-    assert list(compared["option_sets"]) == ["ours", "iceberg_defaults", "serial_one_commit",
+    assert compared["identical_start_states"] == compared["runs"] == compared["repetitions"] * 7
+    assert list(compared["option_sets"]) == ["ours", "ours_above_threshold", "iceberg_defaults", "serial_one_commit",
                                              "partial_progress_defaults", "parallel_2_group_commits",
                                              "parallel_4_group_commits"]
+    # maintain sent the options the Python engine plans for the table's size (the summary's
+    # total-files-size, the bytes every compaction rewrote): far below partial_progress_above_mb.
     assert compared["policy_options_in_maintain_call"] and "error" not in compared["warmup"], compared["warmup"]
+    assert compared["table_bytes"] == bulk["spark_bytes"] and compared["ours_partial_progress"] is False
     ours = compared["option_sets"]["ours"]
-    assert ours["failures"] == 0 and ours["median_commits"] == bulk["days"], ours  # one commit per group
+    assert ours["failures"] == 0 and ours["median_commits"] == 1, ours  # parallel groups, one commit
+    above = compared["option_sets"]["ours_above_threshold"]
+    assert above["failures"] == 0 and above["median_commits"] == bulk["days"], above  # a commit per group
+    assert compared["ours_above_threshold_over_best"] > 0
     for name, found in compared["option_sets"].items():
         assert len(found["runs"]) == compared["repetitions"], name
         if found["failures"] == 0:
             # Every set rewrote every input file into one per day, the same bytes each time.
             assert found["all_files_rewritten"] and found["median_bytes_per_s"] > 0, (name, found)
     assert compared["option_sets"]["iceberg_defaults"]["median_commits"] == 1
-    assert compared["best_iceberg"] in compared["option_sets"] and compared["best_iceberg"] != "ours"
+    assert compared["best_iceberg"] in compared["option_sets"]
+    assert compared["best_iceberg"] not in ("ours", "ours_above_threshold")
     assert compared["ours_over_best"] > 0 and compared["met"] == (compared["ours_over_best"] >= 0.9)
     assert figures["goals"]["default_options_met"] == compared["met"]
     assert figures["snapshots"]["effect_maintained"] < figures["snapshots"]["effect_unmaintained"]

@@ -54,6 +54,9 @@ class CaseFacts:
     def delete_files(self) -> int | None:
         return self.facts["delete_files"]
 
+    def table_bytes(self) -> int | None:
+        return self.facts["table_bytes"]
+
     def health(self, operation: str) -> Mapping[str, Any]:
         return dict(self.facts["health"])
 

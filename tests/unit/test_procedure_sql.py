@@ -490,19 +490,16 @@ CASES: list[dict[str, Any]] = [
         },
     },
     {"id": "options_default", "kind": "compaction_options"},
-    {"id": "options_hadoop", "kind": "compaction_options", "kwargs": {"serial_group_commits": True}},
+    {"id": "options_small_table", "kind": "compaction_options", "kwargs": {"table_bytes": 1024}},
     {
-        "id": "options_hadoop_explicit",
+        "id": "options_explicit",
         "kind": "compaction_options",
-        "kwargs": {
-            "serial_group_commits": True,
-            "policy": {"compaction": {"options": {"max-concurrent-file-group-rewrites": "4"}}},
-        },
+        "kwargs": {"policy": {"compaction": {"options": {"max-concurrent-file-group-rewrites": "4"}}}},
     },
     {
-        "id": "options_hadoop_no_partial_progress",
+        "id": "options_no_partial_progress",
         "kind": "compaction_options",
-        "kwargs": {"serial_group_commits": True, "policy": {"compaction": {"partial_progress": False}}},
+        "kwargs": {"table_bytes": 2**40, "policy": {"compaction": {"partial_progress": False}}},
     },
     {
         "id": "options_custom",
@@ -767,7 +764,8 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
             "v_policy_typos",
             [
                 "meta.iceberg_maint.compaction has unknown key `min_input_file`; allowed keys: enabled, min_input_files, "
-                "target_file_size_mb, strategy, sort_order, partial_progress, max_failed_commits, cold_partitions_hours, where, options, interval_hours",
+                "target_file_size_mb, strategy, sort_order, partial_progress, partial_progress_above_mb, max_failed_commits, "
+                "cold_partitions_hours, where, options, interval_hours",
                 "meta.iceberg_maint has unknown key `expire_snapshot`; allowed keys: enabled, compaction, rewrite_position_delete_files, "
                 "expire_snapshots, remove_orphan_files, rewrite_manifests, compute_table_stats, compute_partition_stats, cost_gate, idempotent, isolation_level, commit_retry, properties, "
                 "lint_ignore",
@@ -783,7 +781,7 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
                 "policy compaction: argument `target_file_size_mb` is -1; it must be greater than 0",
                 "policy compaction: argument `cold_partitions_hours` is 0; it must be greater than 0",
                 "policy compaction: argument `max_failed_commits` is -1; expected a whole number >= 0",
-                "policy compaction: argument `partial_progress` is yes; expected true or false",
+                "policy compaction: argument `partial_progress` is yes; expected true, false or auto",
                 "policy rewrite_position_delete_files: argument `min_input_files` is 1.5; expected a whole number greater than 0",
                 "policy rewrite_manifests: argument `min_manifests` is 0; it must be greater than 0",
             ],
@@ -897,7 +895,8 @@ def test_thresholds(rendered: dict[str, dict[str, Any]]) -> None:
 def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]) -> None:
     policy = rendered["policy"]["value"]
     assert policy["compaction"]["min_input_files"] == 2
-    assert policy["compaction"]["partial_progress"] is True
+    assert policy["compaction"]["partial_progress"] == "auto"
+    assert policy["compaction"]["partial_progress_above_mb"] == 10240
     assert policy["remove_orphan_files"] == {
         "enabled": False,
         "older_than_hours": 72,
@@ -924,21 +923,20 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
     # `iceberg_maint: false` switches the model's maintenance off, like `enabled: false`.
     assert rendered["policy_false"]["value"]["enabled"] is False
     assert rendered["policy_false"]["value"]["rewrite_manifests"]["enabled"] is False
+    # `partial_progress: auto` on a table of unknown size: partial progress, each group rewritten
+    # and committed alone (on every catalog) unless options say otherwise.
     assert rendered["options_default"]["value"] == {
         "min-input-files": "5",
         "partial-progress.enabled": "true",
         "partial-progress.max-failed-commits": "0",
-    }
-    assert rendered["options_custom"]["value"] == {"min-input-files": "9", "target-file-size-bytes": "268435456"}
-    # Under partial progress (the maintain policy, on every catalog) each group is rewritten and
-    # committed alone unless options say otherwise.
-    assert rendered["options_hadoop"]["value"] == {
-        **rendered["options_default"]["value"],
         "max-concurrent-file-group-rewrites": "1",
         "partial-progress.max-commits": "10000",
     }
-    assert rendered["options_hadoop_explicit"]["value"]["max-concurrent-file-group-rewrites"] == "4"
-    assert rendered["options_hadoop_no_partial_progress"]["value"] == {"min-input-files": "5"}
+    # Below partial_progress_above_mb: Iceberg's own parallel groups and one commit.
+    assert rendered["options_small_table"]["value"] == {"min-input-files": "5"}
+    assert rendered["options_custom"]["value"] == {"min-input-files": "9", "target-file-size-bytes": "268435456"}
+    assert rendered["options_explicit"]["value"]["max-concurrent-file-group-rewrites"] == "4"
+    assert rendered["options_no_partial_progress"]["value"] == {"min-input-files": "5"}
 
 
 def test_policy_sections_carry_the_procedures_arguments(rendered: dict[str, dict[str, Any]]) -> None:
