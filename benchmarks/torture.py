@@ -1,6 +1,7 @@
 """The torture run (issue 14, docs/torture.md): writer processes, the maintenance loop, crashes,
-catalog cuts and fuzzed input on a PostgreSQL JDBC catalog. Writes benchmarks/results/torture.json
-and prints a summary. `--quick` is the form the test suite runs; `--minutes N` the load's length."""
+catalog cuts and fuzzed input on a PostgreSQL JDBC catalog (`--catalog hive_metastore`: on a Hive
+Metastore's Hive catalog). Writes benchmarks/results/torture.json and prints a summary. `--quick`
+is the form the test suite runs; `--minutes N` the load's length."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from benchmarks import harness
 from lab.fuzz import run_fuzz_process
-from lab.torture import full_settings, quick_settings, run_torture
+from lab.torture import CATALOGS, full_settings, quick_settings, run_torture
 
 
 def summary(document: dict[str, Any]) -> str:
@@ -64,6 +65,9 @@ def main() -> None:
     parser = harness.parser("torture", __doc__, "the short form the test suite runs")
     parser.prog = "./scripts/torture"
     parser.add_argument("--minutes", type=float, default=30.0, help="minutes of load (full form)")
+    parser.add_argument("--catalog", choices=CATALOGS, default="jdbc",
+                        help="the catalog the workers share: jdbc (PostgreSQL, default) or hive_metastore "
+                             "(a Hive Metastore on PostgreSQL)")
     parser.add_argument("--fuzz-examples", type=int, default=None, help="hypothesis examples per strategy")
     parser.add_argument("--replot", action="store_true", help="only redraw torture.png from --results' torture.json")
     parser.add_argument("--keep", type=Path, default=None,
@@ -83,7 +87,7 @@ def main() -> None:
         examples = args.fuzz_examples or (6 if args.quick else 180)
         fuzz = pool.submit(run_fuzz_process, Path(tmp) / "fuzz", examples)
         document = run_torture(settings, Path(tmp) / "run", log=lambda m: print(time.strftime("%H:%M:%S"), m,
-                                                                               flush=True))
+                                                                               flush=True), catalog=args.catalog)
         # The load's figures are kept even if the fuzz phase breaks; the exit status says so.
         try:
             document["bad_inputs"] = fuzz.result()

@@ -16,7 +16,9 @@ from lab.ledger import Observed, row_checksum
 
 
 def local_path(location: str) -> Path:
-    return Path(urlparse(location).path) if "://" in location else Path(location)
+    """A table's or file's location as a local path: `/x`, `file:///x`, and `file:/x` (how the
+    Hive catalog writes the locations under a local warehouse)."""
+    return Path(urlparse(location).path) if location.startswith("file:") or "://" in location else Path(location)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ LOOPBACK = "127.0.0.1"
 
 # The tables the metastore's lock API reads and writes (unquoted names: PostgreSQL folds them as the
 # metastore's own unquoted SQL does). Iceberg takes table locks outside any transaction, but the
-# lock checks still join the transaction tables.
+# lock checks still join the transaction tables. The compaction and write-set tables are those the
+# housekeeping threads read when a metastore times out abandoned locks (lab/torture.py).
 LOCK_TABLES_DDL = """
 CREATE TABLE IF NOT EXISTS TXNS (TXN_ID bigint PRIMARY KEY, TXN_STATE char(1) NOT NULL,
   TXN_STARTED bigint NOT NULL, TXN_LAST_HEARTBEAT bigint NOT NULL, TXN_USER varchar(128) NOT NULL,
@@ -52,7 +54,20 @@ CREATE INDEX IF NOT EXISTS HL_TXNID_INDEX ON HIVE_LOCKS (HL_TXNID);
 CREATE TABLE IF NOT EXISTS NEXT_LOCK_ID (NL_NEXT bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS AUX_TABLE (MT_KEY1 varchar(128) NOT NULL, MT_KEY2 bigint NOT NULL,
   MT_COMMENT varchar(255), PRIMARY KEY (MT_KEY1, MT_KEY2));
+CREATE TABLE IF NOT EXISTS COMPACTION_QUEUE (CQ_ID bigint PRIMARY KEY, CQ_DATABASE varchar(128) NOT NULL,
+  CQ_TABLE varchar(128) NOT NULL, CQ_PARTITION varchar(767), CQ_STATE char(1) NOT NULL, CQ_TYPE char(1) NOT NULL,
+  CQ_TBLPROPERTIES varchar(2048), CQ_WORKER_ID varchar(128), CQ_START bigint, CQ_RUN_AS varchar(128),
+  CQ_HIGHEST_TXN_ID bigint, CQ_META_INFO bytea, CQ_HADOOP_JOB_ID varchar(32));
+CREATE TABLE IF NOT EXISTS NEXT_COMPACTION_QUEUE_ID (NCQ_NEXT bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS COMPLETED_COMPACTIONS (CC_ID bigint PRIMARY KEY, CC_DATABASE varchar(128) NOT NULL,
+  CC_TABLE varchar(128) NOT NULL, CC_PARTITION varchar(767), CC_STATE char(1) NOT NULL, CC_TYPE char(1) NOT NULL,
+  CC_TBLPROPERTIES varchar(2048), CC_WORKER_ID varchar(128), CC_START bigint, CC_END bigint, CC_RUN_AS varchar(128),
+  CC_HIGHEST_TXN_ID bigint, CC_META_INFO bytea, CC_HADOOP_JOB_ID varchar(32));
+CREATE TABLE IF NOT EXISTS WRITE_SET (WS_DATABASE varchar(128) NOT NULL, WS_TABLE varchar(128) NOT NULL,
+  WS_PARTITION varchar(767), WS_TXNID bigint NOT NULL, WS_COMMIT_ID bigint NOT NULL,
+  WS_OPERATION_TYPE char(1) NOT NULL);
 INSERT INTO NEXT_TXN_ID SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM NEXT_TXN_ID);
+INSERT INTO NEXT_COMPACTION_QUEUE_ID SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM NEXT_COMPACTION_QUEUE_ID);
 INSERT INTO NEXT_LOCK_ID SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM NEXT_LOCK_ID);
 """
 
@@ -95,7 +110,8 @@ def _create_database(postgres: PostgresServer, database: str) -> None:
                    input=LOCK_TABLES_DDL, check=True, capture_output=True, text=True)
 
 
-def _command(postgres: PostgresServer, database: str, port: int, warehouse: Path) -> list[str]:
+def _command(postgres: PostgresServer, database: str, port: int, warehouse: Path,
+             extra: Mapping[str, str]) -> list[str]:
     settings = {
         "datanucleus.schema.autoCreateAll": "true",
         "hive.metastore.schema.verification": "false",
@@ -104,6 +120,7 @@ def _command(postgres: PostgresServer, database: str, port: int, warehouse: Path
         "javax.jdo.option.ConnectionUserName": "postgres",
         "javax.jdo.option.ConnectionPassword": "postgres",
         "hive.metastore.warehouse.dir": warehouse.as_uri(),
+        **extra,
     }
     classpath = f"{pyspark_home() / 'jars'}/*:{JDBC_JAR}"
     # Without synchronous logging the service dies on a missing LMAX disruptor class.
@@ -146,8 +163,10 @@ def _wait_listening(started: processes.Started, port: int, timeout_s: float) -> 
 
 
 def start_metastore(postgres: PostgresServer, root: Path, database: str = "metastore",
-                    attempts: int = 3, timeout_s: float = 90.0) -> HiveMetastore:
-    """Start from the main thread: the parent-death signal follows the thread that started it."""
+                    attempts: int = 3, timeout_s: float = 90.0, settings: Mapping[str, str] | None = None
+                    ) -> HiveMetastore:
+    """Start from the main thread: the parent-death signal follows the thread that started it.
+    `settings` are more `--hiveconf` settings of the service."""
     _create_database(postgres, database)
     root.mkdir(parents=True, exist_ok=True)
     warehouse = root / "warehouse"
@@ -155,7 +174,7 @@ def start_metastore(postgres: PostgresServer, root: Path, database: str = "metas
     last_error: RuntimeSetupError | None = None
     for _ in range(attempts):
         port = free_port()  # the service cannot bind port 0; another process may take it: retry
-        started = processes.start(_command(postgres, database, port, warehouse), root / "metastore.log",
+        started = processes.start(_command(postgres, database, port, warehouse, settings or {}), root / "metastore.log",
                                   with_parent=True)
         begun = time.monotonic()
         try:

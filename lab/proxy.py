@@ -1,21 +1,29 @@
-"""A loopback TCP proxy between Spark and PostgreSQL that cuts the catalog connection at commit.
+"""A loopback TCP proxy between Spark and its catalog's server that cuts the connection at commit.
 
-Iceberg's JDBC catalog commits a table by one statement, `UPDATE iceberg_tables SET
-metadata_location = ... WHERE ... AND metadata_location = <old>`. The proxy relays bytes both
-ways and, when armed, cuts the connection the next time a client sends that statement:
+The proxy relays bytes both ways and, when armed, cuts the connection the next time a client sends
+the catalog's commit request (a `CommitMatcher`):
 
-- `before_commit`: the statement is never forwarded, so the commit cannot have landed;
-- `after_commit`: the statement is forwarded and the server's answer (up to its ReadyForQuery
-  message, i.e. after the transaction committed) is swallowed, so the commit landed but the
-  client never hears of it.
+- `before_commit`: the request is never forwarded, so the commit cannot have landed;
+- `after_commit`: the request is forwarded and the server's answer (up to the matcher's end of
+  reply, i.e. after the commit landed) is swallowed, so the commit landed but the client never
+  hears of it.
 
-The JDBC URL must disable server-side prepared statements (`prepareThreshold=0`): the driver then
-sends the SQL text with every execution, which is what the proxy recognises.
+Two matchers:
+- `JDBC_COMMIT` (Iceberg's JDBC catalog on PostgreSQL): the one statement `UPDATE iceberg_tables SET
+  metadata_location = ... WHERE ... AND metadata_location = <old>`, answered up to ReadyForQuery
+  (the transaction committed). The JDBC URL must disable server-side prepared statements
+  (`prepareThreshold=0`): the driver then sends the SQL text with every execution.
+- `HMS_COMMIT` (Iceberg's Hive catalog on a Hive Metastore): the Thrift call
+  `alter_table_with_environment_context` (Iceberg's MetastoreUtil picks the HMS 2.3 client's
+  `alter_table_with_environmentContext`, inside the table lock: `lock`, `check_lock`, `unlock`
+  around it). Thrift's binary protocol sends the method name, length-prefixed, in plain text in
+  the header of the call and of its reply; the reply is written once the metastore committed.
 """
 
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +34,7 @@ COMMIT_STATEMENT = b"UPDATE iceberg_tables SET metadata_location"
 MODES = ("before_commit", "after_commit")
 # PostgreSQL's ReadyForQuery message: 'Z', length 5, then the transaction status byte.
 READY_FOR_QUERY = b"Z\x00\x00\x00\x05"
+HMS_COMMIT_METHOD = b"alter_table_with_environment_context"
 _CHUNK = 65536
 STATEMENT_BYTES = 4096
 
@@ -35,14 +44,33 @@ class ProxyError(IcebergMaintError):
 
 
 @dataclass(frozen=True)
+class CommitMatcher:
+    """How a catalog's commit shows on the wire: `request` in the client's bytes, `reply_end` in
+    the server's bytes once it answered the commit (so the commit landed)."""
+
+    request: bytes
+    reply_end: bytes
+
+
+def thrift_method(name: bytes) -> bytes:
+    """A method name as Thrift's binary protocol frames it in a message header (call or reply)."""
+    return struct.pack(">i", len(name)) + name
+
+
+JDBC_COMMIT = CommitMatcher(COMMIT_STATEMENT, READY_FOR_QUERY)
+# Only replies travel from the metastore to the client, so the name marks the commit's own reply.
+HMS_COMMIT = CommitMatcher(thrift_method(HMS_COMMIT_METHOD), thrift_method(HMS_COMMIT_METHOD))
+
+
+@dataclass(frozen=True)
 class Cut:
     """One connection the proxy cut: how, and when (time.time())."""
 
     mode: str
     at: float
     reply_swallowed: bool  # after_commit: the server answered (so it committed) before the cut
-    # The bytes the client sent with the cut statement (its parameters, i.e. the table's name, are
-    # bound in the same write): the evidence of which table's commit this cut hit.
+    # The bytes the client sent with the cut request (the table's name is in the same write: a bound
+    # parameter of the statement, an argument of the Thrift call): which table's commit it hit.
     statement: bytes = b""
 
 
@@ -68,9 +96,9 @@ class CommitCutProxy:
     """Listens on a free loopback port (`port` after `start`), relays to `upstream_port`."""
 
     def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1",
-                 statement: bytes = COMMIT_STATEMENT) -> None:
+                 matcher: CommitMatcher = JDBC_COMMIT) -> None:
         self.upstream = (upstream_host, upstream_port)
-        self.statement = statement
+        self.matcher = matcher
         self._listener: socket.socket | None = None
         self._lock = threading.Lock()
         self._armed: list[str] = []
@@ -93,7 +121,7 @@ class CommitCutProxy:
         return self
 
     def arm(self, mode: str, times: int = 1) -> None:
-        """Cut the next `times` commit statements (any connection) the given way."""
+        """Cut the next `times` commit requests (any connection) the given way."""
         if mode not in MODES:
             raise ProxyError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         with self._lock:
@@ -172,8 +200,8 @@ class CommitCutProxy:
                 if not data:
                     break
                 window = tail + data
-                tail = window[-len(self.statement):]
-                mode = self._take_armed() if self.statement in window else None
+                tail = window[-len(self.matcher.request):]
+                mode = self._take_armed() if self.matcher.request in window else None
                 if mode == "before_commit":
                     self._record(Cut(mode, time.time(), reply_swallowed=False, statement=window[:STATEMENT_BYTES]))
                     break
@@ -195,14 +223,14 @@ class CommitCutProxy:
                     break
                 if pair.swallow_reply.is_set():
                     swallowed += data
-                    if READY_FOR_QUERY in swallowed:
+                    if self.matcher.reply_end in swallowed:
                         self._record(Cut("after_commit", time.time(), reply_swallowed=True, statement=pair.statement))
                         break
                     continue
                 pair.client.sendall(data)
         except OSError:
             pass
-        if pair.swallow_reply.is_set() and READY_FOR_QUERY not in swallowed:
+        if pair.swallow_reply.is_set() and self.matcher.reply_end not in swallowed:
             self._record(Cut("after_commit", time.time(), reply_swallowed=False, statement=pair.statement))
         pair.close()
 

@@ -1,9 +1,11 @@
-"""The torture run (issue 14): load, crashes and catalog faults on a PostgreSQL JDBC catalog, then
-the orphan-safety audit and the ledger check. Used by `./scripts/torture` (benchmarks/torture.py)
-and, in its quick form, by tests/lab/test_torture.py.
+"""The torture run (issue 14): load, crashes and catalog faults on an Iceberg catalog (a JDBC one on
+PostgreSQL, or a Hive one on a Hive Metastore on PostgreSQL), then the orphan-safety audit and the
+ledger check. Used by `./scripts/torture` (benchmarks/torture.py) and, in its quick form on both
+catalogs, by tests/lab/test_torture.py.
 
-Every component is started here and stopped in `finally`: PostgreSQL (lab/postgres.py), one
-commit-cut proxy per worker process (lab/proxy.py), and the worker processes
+Every component is started here and stopped in `finally`: PostgreSQL (lab/postgres.py), the Hive
+Metastore (lab/hive_metastore.py) for the Hive catalog, one commit-cut proxy per worker process
+between it and its catalog's server (lab/proxy.py), and the worker processes
 (lab/torture_workers.py: dbt writers through `dbt-iceberg-maint run`, a plain Spark writer, the
 maintenance loop through `dbt-iceberg-maint maintain`, an in-flight long writer). Each worker runs
 in its own process group, so `kill -9` of a worker takes its JVM with it.
@@ -27,19 +29,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.leases import RUN_ID_ENV
-from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
 from lab import audit
 from lab import torture_judging as judging
+from lab.cluster import JdbcCatalog, LabCatalog, MetastoreCatalog
+from lab.hive_metastore import HiveMetastore, start_metastore
 from lab.ledger import Ledger, TableCheck, check, expectations
 from lab.postgres import JDBC_JAR, PostgresServer, start_server
-from lab.proxy import CommitCutProxy
+from lab.proxy import HMS_COMMIT, JDBC_COMMIT, CommitCutProxy, CommitMatcher
 from lab.torture_judging import MODELS
 from lab.torture_workers import CATALOG, PROJECT_DIR
 
@@ -49,6 +52,19 @@ FAULT_MODES = (("after_commit", 1), ("before_commit", 1), ("after_commit", 2), (
 # Crash kinds in the order the load cycles through them.
 CRASH_ORDER = ("kill_maintenance_mid_rewrite", "kill_writer_mid_merge", "kill_maintenance_between_group_commits")
 ORPHAN_AGE_HOURS = 100.0  # older than the policy's 72 h window
+CATALOGS = ("jdbc", "hive_metastore")
+# The Hive Metastore's table lock outlives a worker killed (kill -9) inside its commit until the
+# metastore times the lock out: 300 s by default (hive.txn.timeout), longer than a quick run's
+# load, so every other writer's commit on that table would wait for it. 30 s instead, checked every
+# 10 s by the metastore's housekeeping service (AcidHouseKeeperService: it starts only with the
+# compactor initiator on and a transaction manager that supports ACID; its compactor threads find
+# no work). Iceberg's wait for the lock (iceberg.hive.lock-timeout-ms, 3 minutes by default) is
+# longer: a waiting writer gets the lock, not a timeout. A live writer heartbeats its lock every
+# 10 s (lab/torture_project/profiles.yml; 4 minutes by default) so that it is never timed out.
+METASTORE_SETTINGS = {"hive.txn.timeout": "30s", "hive.compactor.initiator.on": "true",
+                      "hive.support.concurrency": "true",
+                      "hive.txn.manager": "org.apache.hadoop.hive.ql.lockmgr.DbTxnManager",
+                      "hive.timedout.txn.reaper.start": "5s", "hive.timedout.txn.reaper.interval": "10s"}
 
 
 class TortureError(IcebergMaintError):
@@ -127,16 +143,42 @@ class Run:
     settings: Settings
     workdir: Path
     pg: PostgresServer
+    metastore: HiveMetastore | None = None  # the Hive catalog's; None: the JDBC catalog
     procs: dict[str, Proc] = field(default_factory=dict)
     retired: list[Proc] = field(default_factory=list)
     faults: list[dict[str, Any]] = field(default_factory=list)
     crashes: list[dict[str, Any]] = field(default_factory=list)
     unexpected_exits: list[dict[str, Any]] = field(default_factory=list)
+    data_dirs: dict[str, Path] = field(default_factory=dict)  # per model, its table's data folder
 
     # ---- components ------------------------------------------------------------------
     @property
     def warehouse(self) -> Path:
         return self.workdir / "warehouse"
+
+    @property
+    def catalog_kind(self) -> str:
+        return "jdbc" if self.metastore is None else "hive_metastore"
+
+    @property
+    def lab_catalog(self) -> LabCatalog:
+        """The catalog as the audit reads it: its server itself, no proxy between."""
+        if self.metastore is None:
+            return JdbcCatalog(self.pg, self.warehouse)
+        return MetastoreCatalog(self.metastore, self.warehouse)
+
+    @property
+    def wire(self) -> tuple[int, CommitMatcher]:
+        """The port of the server a worker's proxy relays to, and how a commit shows on that wire."""
+        return (self.pg.port, JDBC_COMMIT) if self.metastore is None else (self.metastore.port, HMS_COMMIT)
+
+    def worker_catalog_uri(self, proxy_port: int) -> str:
+        """The catalog's URI as a worker reaches it: the same server's, through its proxy's port."""
+        if self.metastore is None:
+            # The proxy recognises the commit statement's SQL text (lab/proxy.py).
+            uri = replace(self.pg, port=proxy_port).spark_catalog_properties(str(self.warehouse))["uri"]
+            return f"{uri}?prepareThreshold=0"
+        return replace(self.metastore, port=proxy_port).spark_catalog_properties(str(self.warehouse))["uri"]
 
     def env(self, name: str, proxy_port: int) -> dict[str, str]:
         from dbt_iceberg_maint.spark import resolve_iceberg_runtime
@@ -145,7 +187,8 @@ class Run:
         logs = self.workdir / "dbt" / name
         return {**os.environ, "PYTHONPATH": str(REPO), "TORTURE_WAREHOUSE": str(self.warehouse),
                 "TORTURE_JARS": ",".join(jars), "TORTURE_DRIVER_MEMORY": self.settings.driver_memory,
-                "TORTURE_JDBC_URI": f"jdbc:postgresql://127.0.0.1:{proxy_port}/{self.pg.database}?prepareThreshold=0",
+                "TORTURE_CATALOG_TYPE": self.lab_catalog.properties()["type"],
+                "TORTURE_CATALOG_URI": self.worker_catalog_uri(proxy_port),
                 "DBT_TARGET_PATH": str(logs / "target"), "DBT_LOG_PATH": str(logs / "logs"),
                 "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1",
                 # The maintenance processes are one job, restarted after each crash: it re-enters
@@ -154,7 +197,8 @@ class Run:
                    else {})}
 
     def start(self, name: str, role: str, *args: str) -> Proc:
-        proxy = CommitCutProxy(self.pg.port).start()
+        upstream, matcher = self.wire
+        proxy = CommitCutProxy(upstream, matcher=matcher).start()
         log = self.workdir / f"{name}.{int(time.time() * 1000)}.log"
         started = processes.start([sys.executable, "-m", "lab.torture_workers", role, "--workdir", str(self.workdir),
                                    "--name", name, *args], log, env=self.env(name, proxy.port), cwd=REPO)
@@ -178,10 +222,17 @@ class Run:
         return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
     def catalog(self) -> Any:
-        return open_catalog(CatalogConfig(CATALOG, self.pg.spark_catalog_properties(str(self.warehouse))))
+        return self.lab_catalog.metadata(CATALOG)
 
     def table(self, model: str) -> Any:
         return self.catalog().load(f"torture.{model}")
+
+    def data_dir(self, model: str) -> Path:
+        """The table's data folder, read from its metadata once (each catalog lays tables out its
+        own way: `<warehouse>/torture/<model>` on JDBC, `<warehouse>/torture.db/<model>` on Hive)."""
+        if model not in self.data_dirs:
+            self.data_dirs[model] = audit.local_path(self.table(model).metadata.location) / "data"
+        return self.data_dirs[model]
 
     def restart_dead(self) -> None:
         """A worker that died on its own (not killed by us) is recorded and started again, so one
@@ -206,7 +257,7 @@ class Run:
 
     # ---- crashes -----------------------------------------------------------------------
     def _new_files(self, model: str, since: float, partition: str | None = None) -> list[str]:
-        root = self.warehouse / "torture" / model / "data"
+        root = self.data_dir(model)
         if partition:
             root = root / partition
         found = []
@@ -294,9 +345,10 @@ class Run:
 
     # ---- faults ------------------------------------------------------------------------
     def inject_fault(self, target: str, mode: str, times: int, timeout_s: float) -> dict[str, Any]:
-        """Cut the target's next commit statement; with times=2 also the JDBC pool's retry of it on
-        a new connection (Iceberg's JdbcClientPool retries a statement once after a connection
-        error), so the failure reaches Iceberg's commit path instead of being absorbed."""
+        """Cut the target's next commit request; with times=2 also the client's retry of it on a
+        new connection (Iceberg's JdbcClientPool retries a statement once after a connection error,
+        the Hive Metastore client's RetryingMetaStoreClient a call once, hive.metastore.failure.retries),
+        so the failure reaches Iceberg's commit path instead of being absorbed."""
         proxy = self.procs[target].proxy
         before = len(proxy.cuts)
         proxy.arm(mode, times)
@@ -321,18 +373,23 @@ def _tables_of(worker: str, settings: Settings) -> tuple[str, ...]:
     return MODELS
 
 
-def run_torture(settings: Settings, workdir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The whole run; returns torture.json's document. Raises TortureError when a component or a
-    phase fails outright (the document then is not written)."""
+def run_torture(settings: Settings, workdir: Path, log: Callable[[str], None] = print,
+                catalog: str = "jdbc") -> dict[str, Any]:
+    """The whole run on `catalog` (one of CATALOGS); returns torture.json's document. Raises
+    TortureError when a component or a phase fails outright (the document then is not written)."""
+    if catalog not in CATALOGS:
+        raise TortureError(f"catalog is {catalog!r}; expected one of {', '.join(CATALOGS)}")
     began = time.time()
     workdir.mkdir(parents=True, exist_ok=True)
     # SIGTERM (a test timeout, a user's kill) must still run the `finally` below that stops
-    # every worker and PostgreSQL.
+    # every worker, the metastore and PostgreSQL.
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm) if main_thread else None
     pg = start_server()
     run = Run(settings, workdir, pg)
     try:
+        if catalog == "hive_metastore":
+            run.metastore = start_metastore(pg, workdir / "metastore", settings=METASTORE_SETTINGS)
         return _scenario(run, log, began)
     finally:
         for proc in [*run.procs.values(), *run.retired]:
@@ -340,6 +397,8 @@ def run_torture(settings: Settings, workdir: Path, log: Callable[[str], None] = 
                 proc.stop()
             except BaseException as exc:  # noqa: BLE001 - stop every other worker all the same
                 log(f"could not stop {proc.name} ({proc.popen.pid}): {exc!r}")
+        if run.metastore is not None:
+            run.metastore.stop()
         pg.stop()
         shutil.rmtree(pg.data_dir.parent, ignore_errors=True)
         if main_thread:
@@ -372,7 +431,7 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
 def _prepare(run: Run) -> Ledger:
     run.warehouse.mkdir()
     deps = subprocess.run([str(Path(sys.executable).parent / "dbt"), "deps", "--project-dir", str(PROJECT_DIR),
-                           "--profiles-dir", str(PROJECT_DIR)], env=run.env("deps", run.pg.port),
+                           "--profiles-dir", str(PROJECT_DIR)], env=run.env("deps", run.wire[0]),
                           capture_output=True, text=True)
     if deps.returncode != 0:
         raise TortureError(f"dbt deps failed: {deps.stdout[-2000:]}{deps.stderr[-2000:]}")
@@ -591,6 +650,7 @@ def _audit(run: Run, ledger: Ledger, writers: list[str], load: LoadPhase, load_s
     loop_events = [e for e in all_events if e["kind"] == "maintenance" and e["worker"] == "maintenance"]
     return {
         "ok": ledger_ok and missing == 0 and quiet.final_ok and quiet.long_ok,
+        "catalog": run.catalog_kind,
         "rows_lost": sum(c.rows_lost for c in checks),
         "rows_duplicated": sum(c.rows_duplicated for c in checks),
         "referenced_files_deleted": missing,

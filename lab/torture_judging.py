@@ -44,13 +44,15 @@ def fault_outcome(fault: Mapping[str, Any], events: Sequence[Mapping[str, Any]])
 
 
 _LOG4J_TIME = re.compile(r"^(\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}) ")
-_JVM_EXCEPTION = re.compile(r"(?:org\.apache\.iceberg\.exceptions|org\.postgresql\.util)\.(\w+)(?::|$)")
+# Iceberg's, PostgreSQL's (the JDBC catalog) and Thrift's transport (the Hive Metastore's client).
+_JVM_EXCEPTION = re.compile(
+    r"(?:org\.apache\.iceberg\.exceptions|org\.postgresql\.util|org\.apache\.thrift\.transport)\.(\w+)(?::|$)")
 
 
 def jvm_exceptions(log_text: str, start: float, end: float) -> dict[str, int]:
-    """Iceberg/PostgreSQL exception classes a worker's JVM logged (stack traces included, e.g.
-    Iceberg's own `Retrying task after failure`) between `start` and `end` (epoch seconds; the
-    log4j time stamps are the machine's local time, second resolution)."""
+    """Iceberg, PostgreSQL and Thrift transport exception classes a worker's JVM logged (stack
+    traces included, e.g. Iceberg's own `Retrying task after failure`) between `start` and `end`
+    (epoch seconds; the log4j time stamps are the machine's local time, second resolution)."""
     found: dict[str, int] = {}
     stamp: float | None = None
     for line in log_text.splitlines():
@@ -89,8 +91,9 @@ def describe_outcome(outcome: Mapping[str, Any]) -> str:
 
 
 def cut_tables(statements: Sequence[bytes], models: Sequence[str] = MODELS) -> list[str]:
-    """The tables whose commit the cut statements carried (the name is a bound parameter of the
-    `UPDATE iceberg_tables ...` the proxy cut, sent in the same write)."""
+    """The tables whose commit the cut requests carried (the name is a bound parameter of the
+    `UPDATE iceberg_tables ...` the proxy cut, or an argument of the metastore's
+    `alter_table_with_environment_context` call, sent in the same write)."""
     text = b"\n".join(statements).decode("latin-1")
     return [m for m in models if re.search(rf"(?<![A-Za-z0-9_]){m}(?![A-Za-z0-9_])", text)]
 

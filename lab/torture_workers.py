@@ -38,16 +38,18 @@ MAINTENANCE_OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_ma
 
 def spark_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The settings of lab/torture_project/profiles.yml for the workers that are not dbt: the
-    product's runtime settings (`session_conf`) with the torture's JDBC catalog."""
+    product's runtime settings (`session_conf`) with the torture's catalog (JDBC or Hive; the Hive
+    catalog ignores the jdbc.* keys)."""
     from dbt_iceberg_maint.spark import CatalogSpec, IcebergRuntime, log4j2_java_options, session_conf
 
     catalog = CatalogSpec(environ["TORTURE_WAREHOUSE"], CATALOG, {
-        "type": "jdbc", "uri": environ["TORTURE_JDBC_URI"], "jdbc.user": "postgres", "jdbc.password": "postgres",
-        "jdbc.schema-version": "V1"})  # views: Spark resolves names through them too
+        "type": environ["TORTURE_CATALOG_TYPE"], "uri": environ["TORTURE_CATALOG_URI"], "jdbc.user": "postgres",
+        "jdbc.password": "postgres", "jdbc.schema-version": "V1"})  # views: Spark resolves names through them too
     runtime = IcebergRuntime("environment", jars=tuple(environ["TORTURE_JARS"].split(",")))
     return session_conf(runtime, catalog, {
         "spark.master": "local[2]", "spark.driver.memory": environ.get("TORTURE_DRIVER_MEMORY", "512m"),
         "spark.sql.shuffle.partitions": "2",
+        "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "10000",  # as profiles.yml says why
         # Log times in the machine's zone, as the dbt workers' JVMs write them (torture.jvm_exceptions).
         "spark.driver.extraJavaOptions": log4j2_java_options()})
 

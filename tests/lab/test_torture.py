@@ -1,15 +1,18 @@
 """The quick torture run (issue 14, docs/torture.md): separate writer and maintenance processes on
-a PostgreSQL JDBC catalog, kill -9 crashes, catalog connections cut at commit, the orphan-safety
-audit and the ledger; then fuzzed bad input through the real macros on the suite's session."""
+a PostgreSQL JDBC catalog and on a Hive Metastore's Hive catalog, kill -9 crashes, catalog
+connections cut at commit, the orphan-safety audit and the ledger; then fuzzed bad input through
+the real macros on the suite's session."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from lab.fuzz import build_target, covered, macro_vars, run_fuzz, twin_signatures
+from lab.torture import CATALOGS as TORTURE_CATALOGS
 from lab.torture import quick_settings, run_torture
 
 if TYPE_CHECKING:
@@ -17,14 +20,23 @@ if TYPE_CHECKING:
 
     from tests.conftest import DbtProject
 
-# The fixture starts PostgreSQL and five JVMs one after the other: its setup counts against the
-# first test's timeout, which must cover a loaded machine.
+# The fixture starts PostgreSQL (and on the Hive catalog the metastore's JVM) and five JVMs one
+# after the other: its setup counts against the first test's timeout, which must cover a loaded
+# machine.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
 
-@pytest.fixture(scope="module")
-def torture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_torture(quick_settings(), tmp_path_factory.mktemp("torture") / "run")
+# Not named CATALOGS: that name would run the module's suite-session tests (the fuzz test) once per
+# catalog too (tests/conftest.py); the torture starts its own catalog servers.
+@pytest.fixture(scope="module", params=TORTURE_CATALOGS)
+def torture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One quick run per catalog, judged by the same tests; its document is kept beside the run's
+    logs (torture.json), the evidence of what each fault did."""
+    folder = tmp_path_factory.mktemp(f"torture_{request.param}")
+    document = run_torture(quick_settings(), folder / "run", catalog=request.param)
+    (folder / "torture.json").write_text(json.dumps(document, indent=2, default=str))
+    assert document["catalog"] == request.param
+    return document
 
 
 def test_no_row_lost_or_duplicated_and_no_referenced_file_deleted(torture: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""The commit-cut proxy on real loopback sockets, with a tiny upstream that answers like PostgreSQL."""
+"""The commit-cut proxy on real loopback sockets, with a tiny upstream that answers like PostgreSQL
+(or, for the Hive Metastore matcher, with a Thrift reply header)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,27 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab.proxy import COMMIT_STATEMENT, READY_FOR_QUERY, CommitCutProxy, ProxyError
+from lab.proxy import (
+    COMMIT_STATEMENT,
+    HMS_COMMIT,
+    HMS_COMMIT_METHOD,
+    READY_FOR_QUERY,
+    CommitCutProxy,
+    ProxyError,
+    thrift_method,
+)
 
 REPLY = b"C\x00\x00\x00\x0dUPDATE 1\x00" + READY_FOR_QUERY + b"I"
+# Thrift binary protocol headers (version 1, type call / reply, the method name, a sequence id).
+THRIFT_CALL = b"\x80\x01\x00\x01" + thrift_method(HMS_COMMIT_METHOD) + b"\x00\x00\x00\x07"
+THRIFT_REPLY = b"\x80\x01\x00\x02" + thrift_method(HMS_COMMIT_METHOD) + b"\x00\x00\x00\x07\x00"
 
 
 class Upstream:
     """Echoes every chunk back followed by a ReadyForQuery; remembers what it received."""
 
-    def __init__(self) -> None:
+    def __init__(self, reply: bytes = REPLY) -> None:
+        self.reply = reply
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(0.1)  # close() does not wake a blocked accept(): poll instead
         self.stopping = threading.Event()
@@ -41,7 +54,7 @@ class Upstream:
                 while data := conn.recv(4096):
                     self.received += data
                     try:
-                        conn.sendall(REPLY)
+                        conn.sendall(self.reply)
                     except OSError:
                         break
 
@@ -58,11 +71,11 @@ def upstream() -> Iterator[Upstream]:
     server.close()
 
 
-def exchange(port: int, payload: bytes) -> bytes:
+def exchange(port: int, payload: bytes, reply_end: bytes = READY_FOR_QUERY) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
         client.sendall(payload)
         answer = b""
-        while READY_FOR_QUERY not in answer:
+        while reply_end not in answer:
             data = client.recv(4096)
             if not data:
                 break
@@ -107,3 +120,22 @@ def test_disarm_and_bad_modes(upstream: Upstream) -> None:
         proxy.arm("sometimes")
     proxy.arm("after_commit", times=2)
     assert proxy.disarm() == 2
+
+
+@pytest.mark.parametrize("mode", ["before_commit", "after_commit"])
+def test_hive_metastore_matcher_cuts_the_alter_table_call(mode: str) -> None:
+    """Other Thrift calls (the table lock's `lock`, `check_lock`) pass; the commit's call is cut."""
+    upstream = Upstream(THRIFT_REPLY)
+    try:
+        with CommitCutProxy(upstream.port, matcher=HMS_COMMIT) as proxy:
+            proxy.arm(mode)
+            lock = b"\x80\x01\x00\x01" + thrift_method(b"check_lock") + b"\x00\x00\x00\x05"
+            assert exchange(proxy.port, lock, HMS_COMMIT_METHOD) == THRIFT_REPLY
+            assert exchange(proxy.port, THRIFT_CALL + b"\x0b\x00\x01torture\x0b\x00\x02t_merge",
+                            HMS_COMMIT_METHOD) == b""
+            cuts = proxy.wait_for_cuts(1, 5)
+            assert [(c.mode, c.reply_swallowed) for c in cuts] == [(mode, mode == "after_commit")]
+            assert cuts[0].statement.endswith(b"t_merge")
+            assert (THRIFT_CALL in upstream.received) == (mode == "after_commit")
+    finally:
+        upstream.close()

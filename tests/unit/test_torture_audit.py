@@ -1,5 +1,6 @@
 """The torture audit on a real pyiceberg table (SQLite catalog, no Spark): a referenced metadata
-file that is gone is counted as missing, never a crash of the audit."""
+file that is gone is counted as missing, never a crash of the audit; every local location form is
+read as a path."""
 
 from __future__ import annotations
 
@@ -7,8 +8,15 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from lab.audit import audit_references, local_path
+
+
+@pytest.mark.parametrize("location", ["/wh/torture/t", "file:///wh/torture/t", "file:/wh/torture/t"])
+def test_local_locations_are_paths(location: str) -> None:
+    """`file:/...` is the Hive catalog's form (the torture run on a Hive Metastore met it)."""
+    assert local_path(location) == Path("/wh/torture/t")
 
 
 def test_a_missing_manifest_list_is_counted_not_a_crash(tmp_path: Path) -> None:

@@ -101,6 +101,11 @@ def test_jvm_exceptions_are_read_from_the_log_window() -> None:
     at = time.mktime(time.strptime("26/11/23 19:48:28", "%y/%m/%d %H:%M:%S"))
     assert jvm_exceptions(log, at - 5, at + 5) == {"CommitFailedException": 1}
     assert jvm_exceptions(log, at, at + 3600) == {"CommitFailedException": 1, "CommitStateUnknownException": 1}
+    # The Hive Metastore client's lost connection (a cut on the metastore's Thrift port).
+    hms = ("26/11/28 12:15:43 ERROR HiveTableOperations: Cannot tell if commit to torture.t_append succeeded, "
+           "attempting to reconnect and check.\norg.apache.thrift.transport.TTransportException\n")
+    hms_at = time.mktime(time.strptime("26/11/28 12:15:43", "%y/%m/%d %H:%M:%S"))
+    assert jvm_exceptions(hms, hms_at, hms_at) == {"TTransportException": 1}
 
 
 def _batch(worker: str, at: float, event: str) -> dict[str, object]:
