@@ -62,21 +62,26 @@ def compact_ten_days_of_small_files(spark: SparkSession, built: DbtProject, name
     return table, result
 
 
+@pytest.mark.parametrize("compaction", [
+    {"partial_progress": True},
+    {"partial_progress_above_mb": 0.001},  # `auto` on a table above the threshold (the table holds kilobytes)
+], ids=["partial_progress_true", "auto_above_the_threshold"])
 def test_partial_progress_compaction_survives_its_own_group_commits_on_a_hadoop_catalog(
-    spark: SparkSession, built: DbtProject
+    spark: SparkSession, built: DbtProject, compaction: dict[str, Any]
 ) -> None:
-    """`partial_progress: true` and Iceberg's default 4 commit retries, 10 partitions x 6 small files.
+    """Partial progress and Iceberg's default 4 commit retries, 10 partitions x 6 small files.
 
     Iceberg commits partial-progress groups from its rewrite threads; on a Hadoop catalog those
     commits race each other ("Version N already exists"; without serialised group rewrites the
     call failed in 2 of 3 measured runs). The policy serialises them (on every catalog).
     """
-    table, result = compact_ten_days_of_small_files(spark, built, "hadoop_compaction",
-                                                    {"compaction": {"partial_progress": True}})
+    name = "hadoop_compaction_" + ("true" if "partial_progress" in compaction else "auto")
+    table, result = compact_ten_days_of_small_files(spark, built, name, {"compaction": compaction})
     assert (result.operation, result.status) == ("rewrite_data_files", "success"), result.reason
     assert "'max-concurrent-file-group-rewrites', '1'" in result.sql
     assert (result.metrics["rewritten_data_files_count"], result.metrics["added_data_files_count"]) == (60, 10)
     assert spark.sql(f"select count(*) from {table}.data_files").collect()[0][0] == 10
+    assert spark.sql(f"select count(*) from {table}.snapshots").collect()[0][0] == 16  # 6 appends, a commit per group
 
 
 def test_default_compaction_of_a_small_table_commits_once_on_a_hadoop_catalog(
