@@ -378,6 +378,10 @@ EXPLICIT: tuple[dict[str, Any], ...] = (
     {"kind": "policy", "policy": {"compaction": {"options": {"delete-ratio-threshold": "0.3') or ('1'='1"}}}},
     {"kind": "policy", "policy": {"compaction": {"options": {"delete-ratio-threshold": 5}}}},
     {"kind": "steps", "kwargs": {"steps": 1298, "settled": True}},
+    # partial_progress: a near miss of `auto` and thresholds that are no positive number.
+    {"kind": "policy", "policy": {"compaction": {"partial_progress": "AUTO", "partial_progress_above_mb": True}}},
+    {"kind": "policy", "policy": {"compaction": {"partial_progress": "auto", "partial_progress_above_mb": "10 GB"}}},
+    {"kind": "policy", "policy": {"compaction": {"partial_progress_above_mb": -1}}},
 )
 
 
