@@ -127,16 +127,18 @@ PARSE_STATES = "iceberg_maint_parse_states"
 MAX_PARSE_STATES = 8
 # Inputs that do not change a parse: they would only keep a state from ever being reused.
 _PARSE_IRRELEVANT_ENV = frozenset({"DBT_TARGET_PATH", "DBT_LOG_PATH", "PYTEST_CURRENT_TEST", "_"})
-_PARSE_FLAGS = frozenset({"--vars", "--target", "-t", "--profile", "--profiles-dir", "--project-dir"})
+# The flags read here: --target-path says where the state lives, the others are parse inputs.
+_PARSE_FLAGS = frozenset({"--vars", "--target", "-t", "--profile", "--profiles-dir", "--project-dir",
+                          "--target-path"})
 
 
 def _flag_values(args: Sequence[str]) -> dict[str, str]:
     values: dict[str, str] = {}
     for index, arg in enumerate(args):
         name, equals, inline = arg.partition("=")
-        if equals and name in _PARSE_FLAGS | {"--target-path"}:
+        if equals and name in _PARSE_FLAGS:
             values[name] = inline
-        elif arg in _PARSE_FLAGS | {"--target-path"} and index + 1 < len(args):
+        elif arg in _PARSE_FLAGS and index + 1 < len(args):
             values[arg] = args[index + 1]
     return values
 
