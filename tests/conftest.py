@@ -25,6 +25,17 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.lab_fixtures"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (./scripts/test runs most of the suite on two workers) each worker gets
+    dbt target and log folders of its own for the invocations that name none: two processes never
+    write one partial-parse state or one set of artifacts."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        project = Path(__file__).resolve().parents[1] / "integration_tests"
+        os.environ.setdefault("DBT_TARGET_PATH", str(project / "target" / worker))
+        os.environ.setdefault("DBT_LOG_PATH", str(project / "logs" / worker))
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # The PostgreSQL JDBC driver must be on the driver's classpath from the start (a JDBC

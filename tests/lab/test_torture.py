@@ -1,24 +1,17 @@
 """The quick torture run (issue 14, docs/torture.md): separate writer and maintenance processes on
 a PostgreSQL JDBC catalog and on a Hive Metastore's Hive catalog, kill -9 crashes, catalog
-connections cut at commit, the orphan-safety audit and the ledger; then fuzzed bad input through
-the real macros on the suite's session."""
+connections cut at commit, the orphan-safety audit and the ledger. Its fuzzed bad input runs on
+the suite's session: tests/integration/test_fuzzed_input.py."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from lab.fuzz import build_target, covered, macro_vars, run_fuzz, twin_signatures
 from lab.torture import CATALOGS as TORTURE_CATALOGS
 from lab.torture import quick_settings, run_torture
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from tests.conftest import DbtProject
 
 # The fixture starts PostgreSQL (and on the Hive catalog the metastore's JVM) and five JVMs one
 # after the other: its setup counts against the first test's timeout, which must cover a loaded
@@ -26,8 +19,8 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
 
-# Not named CATALOGS: that name would run the module's suite-session tests (the fuzz test) once per
-# catalog too (tests/conftest.py); the torture starts its own catalog servers.
+# Not named CATALOGS (tests/conftest.py parametrises the suite's own warehouse by that name): the
+# torture starts its own catalog servers.
 @pytest.fixture(scope="module", params=TORTURE_CATALOGS)
 def torture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One quick run per catalog, judged by the same tests; its document is kept beside the run's
@@ -70,17 +63,3 @@ def test_orphans_removed_once_old_and_in_flight_files_kept(torture: dict[str, An
     in_flight = torture["in_flight_writer"]
     assert in_flight["files_before_remove_orphan_files"] >= 1 and in_flight["files_kept"], in_flight
     assert in_flight["committed_after"]
-
-
-def test_fuzzed_input_is_refused_naming_the_argument_or_works(spark: SparkSession, dbt_project: DbtProject,
-                                                               tmp_path: Path) -> None:
-    """The quick sample (about 75 inputs, ./scripts/torture --quick draws the same): every twin,
-    var and `where` form tried; the oracle finds no defect; no table changed."""
-    build_target(spark)
-    result = run_fuzz(dbt_project, spark, "local.fuzz.target", "fuzz.target", examples=6)
-    assert result["defects"] == [], [(d["id"], d["case"], d["verdict"][:300]) for d in result["defects"]]
-    assert result["table_changed"] == 0
-    assert result["tried"] >= 50 and result["refused"] > 0 and result["accepted"] > 0, result
-    targets = [*twin_signatures(), *(f"var:{v}" for v in macro_vars()), "policy:compaction.where+cold_partitions_hours",
-               "remove_orphan_files", "relation", "execute_maintenance_steps"]
-    assert covered(result, targets) == [], result["by_target"]

@@ -13,6 +13,14 @@ import pytest
 from dbt_iceberg_maint.invoke import MAX_PARSE_STATES, PARSE_STATES, _parse_key, _parse_state, invoke_dbt
 
 
+@pytest.fixture(autouse=True)
+def _dbt_default_folders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read the project's own target folder: no DBT_TARGET_PATH (a pytest-xdist worker
+    sets one, tests/conftest.py)."""
+    monkeypatch.delenv("DBT_TARGET_PATH", raising=False)
+    monkeypatch.delenv("DBT_LOG_PATH", raising=False)
+
+
 def _project(root: Path) -> Path:
     (root / "models").mkdir(parents=True)
     (root / "macros").mkdir()
