@@ -10,9 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_two_runs_name_every_test_folder_once() -> None:
-    script = (ROOT / "scripts" / "test").read_text().replace("\\\n", " ")
-    runs = re.findall(r"^pytest_run (.*) \|\| status=\$\?$", script, re.MULTILINE)
+    runs = re.findall(r"^pytest_run (.*) \|\| status=\$\?$", (ROOT / "scripts" / "test").read_text(), re.MULTILINE)
     assert len(runs) == 2, runs
     named = [arg for run in runs for arg in run.split() if arg.startswith("tests/")]
-    folders = sorted(p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("*/test_*.py"))
-    assert sorted(named) == sorted(set(folders))
+    folders = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("*/test_*.py")}
+    assert sorted(named) == sorted(folders)
