@@ -28,12 +28,14 @@ pytest_plugins = ["tests.lab_fixtures"]
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (./scripts/test runs most of the suite on two workers) each worker gets
     dbt target and log folders of its own for the invocations that name none: two processes never
-    write one partial-parse state or one set of artifacts."""
+    write one partial-parse state or one set of artifacts. The target folder is relative, so dbt
+    puts it under each project's own folder: an absolute one would give every project (a test's
+    lake project too) one manifest.json, and the fleet engine would read another project's."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
-        project = Path(__file__).resolve().parents[1] / "integration_tests"
-        os.environ.setdefault("DBT_TARGET_PATH", str(project / "target" / worker))
-        os.environ.setdefault("DBT_LOG_PATH", str(project / "logs" / worker))
+        os.environ.setdefault("DBT_TARGET_PATH", f"target/{worker}")
+        logs = Path(__file__).resolve().parents[1] / "integration_tests" / "logs" / worker
+        os.environ.setdefault("DBT_LOG_PATH", str(logs))
 
 
 @pytest.fixture(scope="session")
