@@ -31,6 +31,7 @@ PROJECT_DIR = Path(__file__).resolve().parent / "torture_project"
 CATALOG = "ice"  # not the schema's name: `show tables in torture` would list the catalog
 NAMESPACE = f"{CATALOG}.torture"
 ROWS_PER_BATCH = 50
+BATCH_SQL_ENV = "TORTURE_BATCH_SQL"  # lab/torture_project/macros/batch_sql.sql reads it
 SPARK_WRITER_FIRST_BATCH = 100_000  # the plain Spark writer's batch ids never meet dbt's
 SPARK_WRITER_PAUSE_S = 4.0
 MAINTENANCE_OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_manifests")
@@ -115,10 +116,12 @@ def dbt_writer(worker: Worker, models: Sequence[str]) -> None:
         report_path.unlink(missing_ok=True)
         worker.state(phase="run", batch=batch)
         started = time.time()
+        # The batch's rows through the environment, not --vars: a new --vars value would make
+        # dbt parse the whole project again for every batch (seconds of CPU on a loaded machine).
+        os.environ[BATCH_SQL_ENV] = batch_rows_sql(batch, ROWS_PER_BATCH)
         code = _cli(["run", "--report", str(report_path), "--output", "json", "--max-attempts", "3",
                      "--backoff-seconds", "0.5", "--project-dir", str(PROJECT_DIR), "--profiles-dir",
-                     str(PROJECT_DIR), "--select", *models,
-                     "--vars", json.dumps({"batch_sql": batch_rows_sql(batch, ROWS_PER_BATCH)})])
+                     str(PROJECT_DIR), "--select", *models])
         report = json.loads(report_path.read_text()) if report_path.exists() else {"nodes": []}
         nodes = {node["name"]: node for node in report.get("nodes", [])}
         outcomes = {}

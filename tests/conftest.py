@@ -12,7 +12,9 @@ import pytest
 # The conflict gate's one import for the new tests (it may move to tests/support): they take it
 # through the `conflict_gate` fixture below.
 from dbt_iceberg_maint._conflict_gate import ConflictGate
+from dbt_iceberg_maint.demo import BATCH_ENV
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.leases import RUN_ID_ENV
 from dbt_iceberg_maint.spark import WAREHOUSE_ENV, resolve_iceberg_runtime, start_session, switch_warehouse
 from lab.postgres import ensure_jdbc_jar
 
@@ -128,6 +130,15 @@ def warehouse(
             os.environ[name] = value
 
 
+def invocation_env(env: dict[str, str], batch: int | None, run_id: str | None) -> dict[str, str]:
+    """The seed batch the models load and the run id maintenance records, given to one dbt
+    invocation through the environment (BATCH_ENV, RUN_ID_ENV) rather than --vars: dbt parses the
+    whole project again whenever --vars change (about 3 s), only the files that read an
+    environment variable when its value does."""
+    return {**env, **({BATCH_ENV: str(batch)} if batch is not None else {}),
+            **({RUN_ID_ENV: run_id} if run_id is not None else {})}
+
+
 class DbtProject:
     """The integration dbt project, invoked in-process against the module's warehouse.
 
@@ -142,8 +153,9 @@ class DbtProject:
         if folder is not None:
             self.env.update({"DBT_TARGET_PATH": str(folder / "target"), "DBT_LOG_PATH": str(folder / "logs")})
 
-    def __call__(self, *args: str, expect_success: bool = True) -> DbtInvocation:
-        invocation = invoke_dbt([*args], env=self.env)
+    def __call__(self, *args: str, expect_success: bool = True, batch: int | None = None,
+                 run_id: str | None = None) -> DbtInvocation:
+        invocation = invoke_dbt([*args], env=invocation_env(self.env, batch, run_id))
         if expect_success and not invocation.success:
             failures = [(n.name, n.message) for n in invocation.failed_nodes()]
             raise AssertionError(f"dbt {' '.join(args)} failed: {failures or invocation.exception}")

@@ -5,10 +5,10 @@
 with latest as (
     select *, row_number() over (partition by event_id order by batch desc) as version_rank
     from {{ ref('raw_events') }}
-    where batch <= {{ var('batch') }}
+    where batch <= {{ seed_batch() }}
 )
 
-select event_id, user_id, event_type, event_ts, amount, {{ var('batch') }} as loaded_batch
+select event_id, user_id, event_type, event_ts, amount, {{ seed_batch() }} as loaded_batch
 from latest
 where version_rank = 1
 {%- if gated %} and iceberg_maint_conflict_gate('{{ this.identifier }}', event_id){% endif %}

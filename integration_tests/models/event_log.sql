@@ -15,7 +15,7 @@ select
     batch as loaded_batch
 from {{ ref('raw_events') }}
 {% if is_incremental() %}
-where batch = {{ var('batch') }}
+where batch = {{ seed_batch() }}
 {% else %}
-where batch <= {{ var('batch') }}
+where batch <= {{ seed_batch() }}
 {% endif %}

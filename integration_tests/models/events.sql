@@ -19,9 +19,9 @@ with loaded as (
         row_number() over (partition by event_id order by batch desc) as version_rank
     from {{ ref('raw_events') }}
     {% if is_incremental() %}
-    where batch = {{ var('batch') }}
+    where batch = {{ seed_batch() }}
     {% else %}
-    where batch <= {{ var('batch') }}
+    where batch <= {{ seed_batch() }}
     {% endif %}
 )
 

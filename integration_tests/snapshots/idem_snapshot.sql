@@ -10,6 +10,6 @@
     strategy='check',
     check_cols=['country'],
 ) }}
-select user_id, case when {{ var('batch') }} >= 2 and user_id % 2 = 0 then 'XX' else country end as country
+select user_id, case when {{ seed_batch() }} >= 2 and user_id % 2 = 0 then 'XX' else country end as country
 from {{ ref('raw_users') }}
 {% endsnapshot %}

@@ -43,7 +43,7 @@ def cli(dbt_project: DbtProject, *args: str) -> Result:
 def built(dbt_project: DbtProject) -> DbtProject:
     dbt_project("seed", "--select", "raw_events")
     dbt_project("run", "--select", "event_log", "cli_merge", "cli_checked", "--vars", "{cli_scenario: true, batch: 1}")
-    dbt_project("run", "--select", "event_log", "--vars", "{batch: 2}")
+    dbt_project("run", "--select", "event_log", batch=2)
     return dbt_project
 
 

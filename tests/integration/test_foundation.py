@@ -34,7 +34,7 @@ def snapshot_operations(spark: SparkSession, table: str) -> list[str]:
 
 
 def test_project_builds_then_incremental_run_merges(spark: SparkSession, dbt_project: DbtProject) -> None:
-    build = dbt_project("build", "--vars", "{batch: 1}")
+    build = dbt_project("build", batch=1)
     statuses = {node.name: node.status for node in build.nodes}
     assert statuses["events"] == statuses["event_log"] == statuses["user_summary"] == "success"
     assert all(status in {"success", "pass"} for status in statuses.values()), statuses
@@ -48,7 +48,7 @@ def test_project_builds_then_incremental_run_merges(spark: SparkSession, dbt_pro
     ).collect()
     assert len(corrected) == 5  # batch 2 corrects five events of batch 1
 
-    dbt_project("run", "--vars", "{batch: 2}")
+    dbt_project("run", batch=2)
 
     # The second run is a MERGE into the existing table: a new overwrite snapshot on top of the
     # old history (a `create or replace` would have restarted the history).
@@ -66,7 +66,7 @@ def test_project_builds_then_incremental_run_merges(spark: SparkSession, dbt_pro
 
 
 def test_health_reads_metadata_tables(spark: SparkSession, dbt_project: DbtProject) -> None:
-    dbt_project("run", "--vars", "{batch: 3}", "--select", "events")
+    dbt_project("run", "--select", "events", batch=3)
     [health] = health_via_dbt([f"{dbt_project.schema}.events"], env=dbt_project.env)
     files = spark.sql(f"select count(*) from {dbt_project.table('events')}.files").collect()[0][0]
     assert health.data_files == files > 0

@@ -52,9 +52,9 @@ def expected_health(spark: SparkSession, table: str, target: int, partitioned: b
 
 @pytest.fixture(scope="module")
 def built(dbt_project: DbtProject) -> DbtProject:
-    dbt_project("build", "--select", "+events", "+user_summary", "--exclude", "test_type:data", "--vars", "{batch: 1}")
+    dbt_project("build", "--select", "+events", "+user_summary", "--exclude", "test_type:data", batch=1)
     for batch in (2, 3):
-        dbt_project("run", "--select", "events", "--vars", f"{{batch: {batch}}}")
+        dbt_project("run", "--select", "events", batch=batch)
     return dbt_project
 
 

@@ -122,7 +122,7 @@ def test_a_procedure_run_operation_writes_its_row(spark: SparkSession, built: Db
     spark.sql(f"insert into {event_log} values (9203, 'view', date'2026-11-01', 1.00, 9)")
     run = built("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
                 json.dumps({"relation": f"{built.schema}.event_log"}),
-                "--vars", "{dbt_iceberg_maint_run_id: hist-proc}")
+                run_id="hist-proc")
     [result] = parse_result_lines(run.log_messages)
     [row] = history(spark, built, "hist-proc")
     assert_rows_match([row], [result], "rewrite_manifests")
@@ -133,7 +133,7 @@ def test_a_procedure_run_operation_writes_its_row(spark: SparkSession, built: Db
     # A dry run writes no row.
     built("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
           json.dumps({"relation": f"{built.schema}.event_log", "dry_run": True}),
-          "--vars", "{dbt_iceberg_maint_run_id: hist-proc-dry}")
+          run_id="hist-proc-dry")
     assert history(spark, built, "hist-proc-dry") == []
 
 
@@ -145,7 +145,7 @@ def test_execute_maintenance_steps_writes_a_row_per_step(spark: SparkSession, bu
              {"table": table, "operation": "rewrite_manifests", "status": "planned", "reason": "due",
               "sql": f"CALL system.rewrite_manifests(table => '{table}')"}]
     run = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args", json.dumps({"steps": steps}),
-                "--vars", "{dbt_iceberg_maint_run_id: hist-steps}")
+                run_id="hist-steps")
     results = list(parse_result_lines(run.log_messages))
     rows = history(spark, built, "hist-steps")
     assert_rows_match(rows, results, "execute_maintenance_steps")
@@ -160,7 +160,7 @@ def test_a_failed_step_has_its_row(spark: SparkSession, built: DbtProject) -> No
     try:
         run = built("run-operation", "iceberg_maintenance", "--args", json.dumps(
             {"select": "event_log", "operations": ["expire_snapshots"], "force": True}),
-                    "--vars", "{dbt_iceberg_maint_run_id: hist-failed}", expect_success=False)
+                    run_id="hist-failed", expect_success=False)
     finally:
         spark.sql(f"alter table {event_log} unset tblproperties ('gc.enabled')")
     assert not run.success
@@ -236,7 +236,7 @@ def test_a_run_stopped_midway_keeps_every_row_written_before_once(spark: SparkSe
     spark.sql(f"alter table {event_log} set tblproperties ('write.parquet.compression-codec'='no-such-codec')")
     try:
         run = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
-                    json.dumps({"steps": steps}), "--vars", "{dbt_iceberg_maint_run_id: hist-midway}",
+                    json.dumps({"steps": steps}), run_id="hist-midway",
                     expect_success=False)
     finally:
         spark.sql(f"alter table {event_log} unset tblproperties ('write.parquet.compression-codec')")
@@ -307,7 +307,7 @@ def test_a_bad_history_checked_is_refused_and_changes_nothing(spark: SparkSessio
               "sql": f"CALL system.rewrite_manifests(table => '{table}')"}]
     run = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
                 json.dumps({"steps": steps, "history_checked": "yes"}),
-                "--vars", "{dbt_iceberg_maint_run_id: hist-bad-arg}", expect_success=False)
+                run_id="hist-bad-arg", expect_success=False)
     assert not run.success
     assert "execute_maintenance_steps: argument `history_checked` is yes; expected true or false" in " ".join(
         run.log_messages) + str(run.exception), run.log_messages

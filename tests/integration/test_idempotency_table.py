@@ -18,6 +18,7 @@ import pytest
 from dbt_iceberg_maint.idempotency import idempotency
 from dbt_iceberg_maint.invoke import invoke_dbt
 from dbt_iceberg_maint.spark import CatalogSpec, register_catalog, switch_warehouse
+from tests.conftest import invocation_env
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -45,8 +46,8 @@ def runs(spark: SparkSession, dbt_project: DbtProject, tmp_path_factory: pytest.
 
     def build(batch: int) -> dict[str, tuple[int, int]]:
         dbt_project("build", "--select", "raw_users", "raw_events", "path:models/idempotency",
-                    "--vars", f"{{idempotency_scenario: true, batch: {batch}}}",
-                    "--target-path", str(target), *EVENT_TIME)
+                    "--vars", "{idempotency_scenario: true}", "--target-path", str(target), *EVENT_TIME,
+                    batch=batch)
         return {node: fingerprint(spark, dbt_project.table(node)) for node in NODES}
 
     build(1)
@@ -99,7 +100,8 @@ def test_a_snapshot_re_run_after_its_commit_landed_records_nothing_new(
     table = dbt_project.table("idem_snapshot")
 
     def snapshot(batch: int) -> tuple[int, int]:
-        invocation = invoke_dbt(["snapshot", "--vars", f"{{idempotency_scenario: true, batch: {batch}}}"], env=env)
+        invocation = invoke_dbt(["snapshot", "--vars", "{idempotency_scenario: true}"],
+                                env=invocation_env(env, batch, None))
         assert invocation.success, [(n.name, n.message) for n in invocation.failed_nodes()] or invocation.exception
         return fingerprint(spark, table)
 

@@ -51,7 +51,7 @@ def build_project(spark: SparkSession, dbt_project: DbtProject) -> DbtProject:
     """Three batches: many small files, several snapshots and manifests per table."""
     dbt_project("seed")
     for batch in (1, 2, 3):
-        dbt_project("run", "--vars", f"{{batch: {batch}}}", "--select", "events", "event_log")
+        dbt_project("run", "--select", "events", "event_log", batch=batch)
     # event_log declares commit_retry.num_retries 20; reconcile it as a maintenance job would.
     dbt_project(
         "run-operation",
@@ -274,7 +274,7 @@ def test_run_operation_checks_one_table_without_listing_its_schema(built: DbtPro
 
 
 def test_maintain_as_a_post_hook(spark: SparkSession, built: DbtProject) -> None:
-    run = built("run", "--vars", "{batch: 4, maintain_after_run: true}", "--select", "event_log")
+    run = built("run", "--vars", "{maintain_after_run: true}", "--select", "event_log", batch=4)
     results = parse_result_lines(run.log_messages)
     assert [r.operation for r in results] == ORDER
     assert all(r.table.endswith(".event_log") for r in results)
@@ -294,7 +294,7 @@ def test_maintain_as_a_post_hook_sees_the_table_its_first_build_created(
 
     fresh = Project(schema=f"{built.schema}_first", folder=tmp_path_factory.mktemp("first_build"))
     fresh("seed", "--select", "raw_events")
-    run = fresh("run", "--vars", "{batch: 1, maintain_after_run: true}", "--select", "event_log")
+    run = fresh("run", "--vars", "{maintain_after_run: true}", "--select", "event_log", batch=1)
     results = parse_result_lines(run.log_messages)
     assert [r.operation for r in results] == ORDER
     assert all(r.table == f"{fresh.schema}.event_log" for r in results)

@@ -29,7 +29,7 @@ def lake(spark: SparkSession, warehouse: Path, dbt_project: DbtProject) -> Path:
     """The integration project's models, built twice (small files), plus broken table metadata."""
     dbt_project("seed")
     for batch in (1, 2):
-        dbt_project("run", "--vars", f"{{batch: {batch}}}")
+        dbt_project("run", batch=batch)
     schema = warehouse / dbt_project.schema
     (schema / "corrupt" / "metadata").mkdir(parents=True)
     (schema / "corrupt" / "metadata" / "version-hint.text").write_text("1")

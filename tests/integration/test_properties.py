@@ -44,7 +44,7 @@ def property_results(messages: tuple[str, ...]) -> list[MaintenanceResult]:
 
 
 def test_post_hook_applies_policy_then_alters_nothing(spark: SparkSession, dbt_project: DbtProject) -> None:
-    first = dbt_project("build", "--select", "+events", "--exclude", "test_type:data", "--vars", "{batch: 1}")
+    first = dbt_project("build", "--select", "+events", "--exclude", "test_type:data", batch=1)
     events = dbt_project.table("events")
     [created] = property_results(first.log_messages)
     assert created.status == "success"
@@ -53,7 +53,7 @@ def test_post_hook_applies_policy_then_alters_nothing(spark: SparkSession, dbt_p
     assert {k: v for k, v in tblproperties(spark, events).items() if k in DECLARED} == DECLARED
 
     versions = metadata_versions(spark, events)
-    second = dbt_project("run", "--select", "events", "--vars", "{batch: 2}")
+    second = dbt_project("run", "--select", "events", batch=2)
     [unchanged] = property_results(second.log_messages)
     assert unchanged.status == "skipped"
     assert unchanged.metrics["changed"] == {}

@@ -36,14 +36,14 @@ def maintained(spark: SparkSession, dbt_project: DbtProject) -> DbtProject:
     built = build_project(spark, dbt_project)
     built("run-operation", "iceberg_maintenance", "--args", json.dumps(
         {"select": "event_log", "operations": ["rewrite_data_files", "rewrite_manifests"], "force": True}),
-          "--vars", "{dbt_iceberg_maint_run_id: rep-1}")
+          run_id="rep-1")
     event_log = built.table("event_log")
     spark.sql(f"alter table {event_log} set tblproperties ('gc.enabled'='false')")
     try:
         for run_id in ("rep-2", "rep-3"):
             built("run-operation", "iceberg_maintenance", "--args", json.dumps(
                 {"select": "event_log", "operations": ["expire_snapshots"], "force": True}),
-                  "--vars", f"{{dbt_iceberg_maint_run_id: {run_id}}}", expect_success=False)
+                  run_id=run_id, expect_success=False)
     finally:
         spark.sql(f"alter table {event_log} unset tblproperties ('gc.enabled')")
     # A file no snapshot references, two days old: what remove_orphan_files would delete.

@@ -186,7 +186,7 @@ def test_partition_stats_skip_an_unpartitioned_table_iceberg_refuses(
 def test_iceberg_maintenance_computes_them_for_a_model_at_most_once_a_day_by_default(
         spark: SparkSession, dbt_project: DbtProject, metadata: MetadataCatalog) -> None:
     dbt_project("seed")
-    dbt_project("run", "--vars", "{batch: 1}", "--select", "events")
+    dbt_project("run", "--select", "events", batch=1)
     table = dbt_project.table("events")
     name = f"{dbt_project.schema}.events"
     args = json.dumps({"select": ["events"], "operations": ["compute_table_stats", "compute_partition_stats"]})
@@ -203,7 +203,7 @@ def test_iceberg_maintenance_computes_them_for_a_model_at_most_once_a_day_by_def
 
     # A write: the table statistics wait for their 24 h interval, the partition statistics (no
     # interval) follow the new snapshot.
-    dbt_project("run", "--vars", "{batch: 2}", "--select", "events")
+    dbt_project("run", "--select", "events", batch=2)
     written = current_snapshot(spark, table)
     invocation = dbt_project("run-operation", "iceberg_maintenance", "--args", args)
     results = parse_result_lines(invocation.log_messages)

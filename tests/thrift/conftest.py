@@ -19,7 +19,7 @@ import pytest
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
 from lab.gate import build_gate_jar
-from tests.conftest import PACKAGES_PATH_ENV
+from tests.conftest import PACKAGES_PATH_ENV, invocation_env
 
 
 @pytest.fixture(scope="session")
@@ -114,8 +114,9 @@ class ThriftDbtProject:
             **server.profile_env(),
         }
 
-    def __call__(self, *args: str, expect_success: bool = True) -> DbtInvocation:
-        invocation = invoke_dbt([*args], env=self.env)
+    def __call__(self, *args: str, expect_success: bool = True, batch: int | None = None,
+                 run_id: str | None = None) -> DbtInvocation:
+        invocation = invoke_dbt([*args], env=invocation_env(self.env, batch, run_id))
         if expect_success and not invocation.success:
             failures = [(n.name, n.message) for n in invocation.failed_nodes()]
             raise AssertionError(f"dbt {' '.join(args)} over thrift failed: {failures or invocation.exception}")

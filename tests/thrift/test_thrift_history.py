@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 def built(thrift_project: ThriftDbtProject) -> ThriftDbtProject:
     thrift_project("seed")
     for batch in (1, 2):
-        thrift_project("run", "--select", "event_log", "--vars", f"{{batch: {batch}}}")
+        thrift_project("run", "--select", "event_log", batch=batch)
     return thrift_project
 
 
@@ -35,7 +35,7 @@ def rows(sql: ThriftSql, project: ThriftDbtProject, run_id: str) -> list[dict[st
 def test_run_operation_and_post_hook_rows_over_thrift(built: ThriftDbtProject, thrift_sql: ThriftSql) -> None:
     run = built("run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps(
         {"select": "event_log", "operations": ["rewrite_manifests"], "force": True}),
-                "--vars", "{dbt_iceberg_maint_run_id: th-hist-op}")
+                run_id="th-hist-op")
     [result] = parse_result_lines(run.log_messages)
     assert result.status == "success"
     [row] = rows(thrift_sql, built, "th-hist-op")
@@ -59,11 +59,11 @@ def test_procedure_and_fleet_step_rows_over_thrift(built: ThriftDbtProject, thri
     fleet engine runs per step), each with its own path and the table's snapshot after it."""
     table = f"{built.schema}.event_log"
     procedure = built("run-operation", "dbt_iceberg_maint.rewrite_manifests", "--args",
-                      json.dumps({"relation": table}), "--vars", "{dbt_iceberg_maint_run_id: th-hist-proc}")
+                      json.dumps({"relation": table}), run_id="th-hist-proc")
     steps = [{"table": table, "operation": "rewrite_manifests", "status": "planned", "reason": "due",
               "sql": f"CALL system.rewrite_manifests(table => '{table}')"}]
     fleet_step = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
-                       json.dumps({"steps": steps}), "--vars", "{dbt_iceberg_maint_run_id: th-hist-steps}")
+                       json.dumps({"steps": steps}), run_id="th-hist-steps")
     for run, run_id, path in ((procedure, "th-hist-proc", "rewrite_manifests"),
                               (fleet_step, "th-hist-steps", "execute_maintenance_steps")):
         [result] = parse_result_lines(run.log_messages)

@@ -57,14 +57,14 @@ def small_files_table(sql: ThriftSql, table: str, inserts: int, parts: tuple[str
 def built(thrift_project: ThriftDbtProject) -> ThriftDbtProject:
     """Seeds and the append model over thrift, two batches: small files and two manifests."""
     thrift_project("seed")
-    thrift_project("run", "--select", "event_log", "--vars", "{batch: 1}")
-    thrift_project("run", "--select", "event_log", "--vars", "{batch: 2}")
+    thrift_project("run", "--select", "event_log", batch=1)
+    thrift_project("run", "--select", "event_log", batch=2)
     return thrift_project
 
 
 def test_apply_table_properties_post_hook_reconciles_drift(built: ThriftDbtProject, thrift_sql: ThriftSql) -> None:
     events = built.table("events")
-    built("run", "--select", "events", "--vars", "{batch: 1}")
+    built("run", "--select", "events", batch=1)
     declared = {
         "write.delete.isolation-level": "serializable",
         "write.update.isolation-level": "snapshot",
@@ -78,7 +78,7 @@ def test_apply_table_properties_post_hook_reconciles_drift(built: ThriftDbtProje
     # Someone changes the table behind dbt's back; the next run's post-hook puts it back.
     thrift_sql.execute(f"alter table {events} set tblproperties ('write.merge.isolation-level'='serializable', "
                        "'commit.retry.num-retries'='2')")
-    run = built("run", "--select", "events", "--vars", "{batch: 2}")
+    run = built("run", "--select", "events", batch=2)
     assert declared.items() <= properties(thrift_sql, events).items()
     [result] = [r for r in parse_result_lines(run.log_messages) if r.operation == "apply_table_properties"]
     assert result.status == "success" and result.table.endswith(f"{built.schema}.events")

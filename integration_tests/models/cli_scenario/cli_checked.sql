@@ -2,4 +2,4 @@
     it and never re-runs it. Only built with --vars '{cli_scenario: true}'. -#}
 {{ config(enabled=var('cli_scenario', false), materialized='table') }}
 
-select event_id, event_type from {{ ref('raw_events') }} where batch <= {{ var('batch') }}
+select event_id, event_type from {{ ref('raw_events') }} where batch <= {{ seed_batch() }}

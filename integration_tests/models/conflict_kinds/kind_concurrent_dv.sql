@@ -8,6 +8,6 @@
     post_hook="delete from {{ this }} where event_id % 2 = 1 and iceberg_maint_conflict_gate('{{ this.identifier }}', event_id)",
 ) }}
 
-select distinct event_id, {{ var('batch') }} as loaded_batch
+select distinct event_id, {{ seed_batch() }} as loaded_batch
 from {{ ref('raw_events') }}
-where batch <= {{ var('batch') }}
+where batch <= {{ seed_batch() }}

@@ -16,7 +16,7 @@ select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
 where iceberg_maint_conflict_gate('{{ this.identifier }}', event_id)
 {% if is_incremental() %}
-    and batch = {{ var('batch') }}
+    and batch = {{ seed_batch() }}
 {% else %}
-    and batch <= {{ var('batch') }}
+    and batch <= {{ seed_batch() }}
 {% endif %}

@@ -3,5 +3,5 @@
     Only built with --vars '{health_scenario: true}'. -#}
 {{ config(enabled=var('health_scenario', false), materialized='incremental', incremental_strategy='append') }}
 
-select /*+ COALESCE(1) */ cast(id + {{ var('batch') }} * 1000 as bigint) as id, cast({{ var('batch') }} as int) as batch
+select /*+ COALESCE(1) */ cast(id + {{ seed_batch() }} * 1000 as bigint) as id, cast({{ seed_batch() }} as int) as batch
 from range(20)

@@ -5,4 +5,4 @@
 {{ config(enabled=var('hive_scenario', false), materialized='incremental', incremental_strategy='append',
           file_format='parquet') }}
 
-select event_id, user_id, amount from {{ ref('raw_events') }} where batch = {{ var('batch') }}
+select event_id, user_id, amount from {{ ref('raw_events') }} where batch = {{ seed_batch() }}

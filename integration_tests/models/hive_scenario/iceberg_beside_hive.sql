@@ -3,5 +3,5 @@
     --vars '{hive_scenario: true}'. -#}
 {{ config(enabled=var('hive_scenario', false), materialized='incremental', incremental_strategy='append') }}
 
-select event_id, user_id, amount, {{ var('batch') }} as loaded_batch from {{ ref('raw_events') }}
-where batch = {{ var('batch') }}
+select event_id, user_id, amount, {{ seed_batch() }} as loaded_batch from {{ ref('raw_events') }}
+where batch = {{ seed_batch() }}

@@ -3,4 +3,4 @@
 
 select event_id, user_id, event_type, event_ts, amount, batch
 from {{ ref('raw_events') }}
-where batch <= {{ var('batch') }}
+where batch <= {{ seed_batch() }}

@@ -10,7 +10,7 @@
 select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
 {% if is_incremental() %}
-where batch = {{ var('batch') }}
+where batch = {{ seed_batch() }}
 {% else %}
-where batch <= {{ var('batch') }}
+where batch <= {{ seed_batch() }}
 {% endif %}

@@ -14,4 +14,4 @@
 
 select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
-where batch = {{ var('batch') }}
+where batch = {{ seed_batch() }}

@@ -10,4 +10,4 @@
 
 select event_id, event_type, cast(event_ts as date) as event_date, amount
 from {{ ref('raw_events') }}
-where batch = {{ var('batch') }}
+where batch = {{ seed_batch() }}

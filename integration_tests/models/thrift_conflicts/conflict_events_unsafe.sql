@@ -20,7 +20,7 @@
 
 select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
-where batch = {{ var('batch') }}
+where batch = {{ seed_batch() }}
 {%- if gate_id >= 0 %}
     and (event_id <> {{ gate_id }} or iceberg_maint_thrift_gate('{{ var("thrift_gate_dir") }}', event_id, 600L))
 {%- endif %}

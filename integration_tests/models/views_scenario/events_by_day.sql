@@ -12,7 +12,7 @@
 with latest as (
     select *, row_number() over (partition by event_id order by batch desc) as version_rank
     from {{ ref('stg_events') }}
-    {% if is_incremental() %}where batch = {{ var('batch') }}{% endif %}
+    {% if is_incremental() %}where batch = {{ seed_batch() }}{% endif %}
 )
 
 select event_id, user_id, event_type, event_date, amount, batch as loaded_batch

@@ -6,4 +6,4 @@
 select event_id, user_id, lower(event_type) as event_type, event_ts, cast(event_ts as date) as event_date,
        amount, batch
 from {{ ref('raw_events') }}
-where batch <= {{ var('batch') }}
+where batch <= {{ seed_batch() }}
