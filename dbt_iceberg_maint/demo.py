@@ -34,8 +34,8 @@ DEMO_SCHEMA = "analytics"
 DEMO_TABLES = ("events", "event_log", "user_summary", "raw_events")
 BATCHES = 6
 # The integration project's models read their batch from it when no `batch` var is given
-# (integration_tests/macros/seed_batch.sql): a new --vars value would make dbt parse the whole
-# project again for each batch, a new environment value only the files that read it.
+# (integration_tests/dbt_project.yml): a new --vars value would make dbt parse the whole project
+# again for each batch, a new environment value only the files that read it.
 BATCH_ENV = "DBT_ICEBERG_MAINT_BATCH"
 
 

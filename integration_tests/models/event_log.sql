@@ -1,5 +1,6 @@
 {#- Append-only audit log of every row received, partitioned by event_date (identity).
     Not idempotent: re-running a batch appends its rows a second time. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
@@ -15,7 +16,7 @@ select
     batch as loaded_batch
 from {{ ref('raw_events') }}
 {% if is_incremental() %}
-where batch = {{ seed_batch() }}
+where batch = {{ seed_batch }}
 {% else %}
-where batch <= {{ seed_batch() }}
+where batch <= {{ seed_batch }}
 {% endif %}

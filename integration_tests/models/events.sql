@@ -1,5 +1,6 @@
 {#- Day-partitioned events, loaded batch by batch and MERGEd on event_id: a correction in a
     later batch updates the row in place. Idempotent: re-running a batch changes nothing. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     materialized='incremental',
     incremental_strategy='merge',
@@ -19,9 +20,9 @@ with loaded as (
         row_number() over (partition by event_id order by batch desc) as version_rank
     from {{ ref('raw_events') }}
     {% if is_incremental() %}
-    where batch = {{ seed_batch() }}
+    where batch = {{ seed_batch }}
     {% else %}
-    where batch <= {{ seed_batch() }}
+    where batch <= {{ seed_batch }}
     {% endif %}
 )
 

@@ -92,7 +92,9 @@ def dbt(project: Path, *args: str, expect_success: bool = True) -> DbtInvocation
 
 
 @pytest.fixture(scope="module")
-def project(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def project(spark: SparkSession, warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """On a fresh embedded default warehouse (`warehouse`): the session's catalog is otherwise
+    whatever the worker's previous module left, e.g. a Hadoop catalog, which keeps no views."""
     root = write_project(tmp_path_factory.mktemp("first_try"))
     dbt(root, "deps", "--quiet")
     spark.sql(f"drop namespace if exists {SCHEMA} cascade")

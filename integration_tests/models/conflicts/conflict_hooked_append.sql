@@ -1,5 +1,6 @@
 {#- The same post-hook conflict on an append model: its append has landed when the hook fails,
     so a re-run would append the batch twice; the runner must refuse. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     enabled=var('conflict_hook_scenario', false),
     materialized='incremental',
@@ -10,7 +11,7 @@
 select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
 {% if is_incremental() %}
-where batch = {{ seed_batch() }}
+where batch = {{ seed_batch }}
 {% else %}
-where batch <= {{ seed_batch() }}
+where batch <= {{ seed_batch }}
 {% endif %}

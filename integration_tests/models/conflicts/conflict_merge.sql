@@ -3,6 +3,7 @@
     The source calls the Python UDF `iceberg_maint_conflict_gate(key, id)`, which the test
     registers on the session: once armed, it holds the MERGE between planning and commit until
     the test's compaction (in its own Spark session) has committed. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     enabled=var('conflict_scenario', false),
     materialized='incremental',
@@ -15,7 +16,7 @@ select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
 where iceberg_maint_conflict_gate('{{ this.identifier }}', event_id)
 {% if is_incremental() %}
-    and batch = {{ seed_batch() }}
+    and batch = {{ seed_batch }}
 {% else %}
-    and batch <= {{ seed_batch() }}
+    and batch <= {{ seed_batch }}
 {% endif %}

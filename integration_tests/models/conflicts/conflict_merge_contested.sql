@@ -3,6 +3,7 @@
     the same Spark application appends to its table. The MERGE loses a real conflict, and the
     snapshot log shows a data snapshot of this application committed meanwhile: whose write it
     is cannot be told, so the runner refuses. Only built with --vars '{conflict_contested: true}'. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     enabled=var('conflict_contested', false),
     materialized='incremental',
@@ -16,7 +17,7 @@ select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
 where iceberg_maint_conflict_gate('{{ this.identifier }}', event_id)
 {% if is_incremental() %}
-    and batch = {{ seed_batch() }}
+    and batch = {{ seed_batch }}
 {% else %}
-    and batch <= {{ seed_batch() }}
+    and batch <= {{ seed_batch }}
 {% endif %}

@@ -1,6 +1,7 @@
 {#- Lint scenario: a policy that would fail the maintenance run (a where that does not parse, a
     where naming a column the model does not produce, an orphan window below 24 h), and a
     declared property nobody reconciles, silenced with a reason. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     enabled=var('lint_scenario', false),
     materialized='incremental',
@@ -17,4 +18,4 @@
 
 select event_id, event_type, cast(event_ts as date) as event_date, amount
 from {{ ref('raw_events') }}
-where batch = {{ seed_batch() }}
+where batch = {{ seed_batch }}

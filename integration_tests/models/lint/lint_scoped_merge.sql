@@ -2,6 +2,7 @@
     '{lint_scenario: true}'): a MERGE that follows every lint rule. Its incremental predicate
     bounds the target's partition source column, so Spark scans (and Iceberg validates) only the
     recent partitions; compaction only touches partitions quiet for 6 h. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     enabled=var('lint_scenario', false),
     materialized='incremental',
@@ -14,4 +15,4 @@
 
 select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
-where batch = {{ seed_batch() }}
+where batch = {{ seed_batch }}

@@ -1,5 +1,6 @@
 {#- Lint scenario: a MERGE without unique_key (dbt-spark merges `on FALSE`: an append, not
     idempotent). Compaction is scoped by a where that leaves the newest partitions alone. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     enabled=var('lint_scenario', false),
     materialized='incremental',
@@ -10,4 +11,4 @@
 
 select event_id, event_type, cast(event_ts as date) as event_date, amount
 from {{ ref('raw_events') }}
-where batch = {{ seed_batch() }}
+where batch = {{ seed_batch }}

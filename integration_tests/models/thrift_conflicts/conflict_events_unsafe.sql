@@ -6,6 +6,7 @@
     row of that id passes the test's gate (tests/thrift/gate/IcebergMaintThriftGate.java, a Hive UDF
     the pre-hook registers from `thrift_gate_jar`), which holds the MERGE between planning (the
     target snapshot it read) and its commit until the test opens it. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     enabled=var('thrift_conflict_scenario', false),
     materialized='incremental',
@@ -20,7 +21,7 @@
 
 select event_id, user_id, event_type, event_ts, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
-where batch = {{ seed_batch() }}
+where batch = {{ seed_batch }}
 {%- if gate_id >= 0 %}
     and (event_id <> {{ gate_id }} or iceberg_maint_thrift_gate('{{ var("thrift_gate_dir") }}', event_id, 600L))
 {%- endif %}

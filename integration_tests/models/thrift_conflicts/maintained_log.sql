@@ -2,6 +2,7 @@
     `maintain()` over a Spark Thrift Server. Only built with --vars '{thrift_maintain_scenario: true}'.
     Compaction without partial progress: on a Hadoop catalog, partial-progress commits race each
     other (CommitFailedException: stale table metadata) and fail the rewrite. -#}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
 {{ config(
     enabled=var('thrift_maintain_scenario', false),
     materialized='incremental',
@@ -17,4 +18,4 @@
 
 select event_id, event_type, cast(event_ts as date) as event_date, amount, batch as loaded_batch
 from {{ ref('raw_events') }}
-where batch = {{ seed_batch() }}
+where batch = {{ seed_batch }}
