@@ -1,0 +1,30 @@
+"""tests/conftest.py's per-worker dbt folders under pytest-xdist: the target folder must be
+relative, so that each dbt project (the integration project, a test's own lake project) keeps its
+own manifest.json; one absolute folder let the fleet engine read another project's manifest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import pytest_configure
+
+
+def test_a_worker_gets_a_relative_target_folder_and_its_own_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    monkeypatch.delenv("DBT_TARGET_PATH", raising=False)
+    monkeypatch.delenv("DBT_LOG_PATH", raising=False)
+    pytest_configure(pytest.Config.__new__(pytest.Config))
+    assert os.environ["DBT_TARGET_PATH"] == "target/gw7"
+    assert not Path(os.environ["DBT_TARGET_PATH"]).is_absolute()
+    assert Path(os.environ["DBT_LOG_PATH"]).parts[-3:] == ("integration_tests", "logs", "gw7")
+
+
+def test_without_xdist_dbt_keeps_its_own_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("DBT_TARGET_PATH", raising=False)
+    monkeypatch.delenv("DBT_LOG_PATH", raising=False)
+    pytest_configure(pytest.Config.__new__(pytest.Config))
+    assert "DBT_TARGET_PATH" not in os.environ and "DBT_LOG_PATH" not in os.environ
