@@ -1,6 +1,7 @@
-"""tests/conftest.py's per-worker dbt folders under pytest-xdist: the target folder must be
-relative, so that each dbt project (the integration project, a test's own lake project) keeps its
-own manifest.json; one absolute folder let the fleet engine read another project's manifest."""
+"""tests/conftest.py's session settings. The per-worker dbt folders under pytest-xdist: the
+target folder must be relative, so that each dbt project (the integration project, a test's own
+lake project) keeps its own manifest.json; one absolute folder let the fleet engine read another
+project's manifest. The suite's JVM options: added to a user's own, once."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pytest_configure
+from tests.conftest import SUITE_JAVA_OPTIONS, pytest_configure, suite_java_options
 
 
 def test_a_worker_gets_a_relative_target_folder_and_its_own_logs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,3 +29,15 @@ def test_without_xdist_dbt_keeps_its_own_defaults(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("DBT_LOG_PATH", raising=False)
     pytest_configure(pytest.Config.__new__(pytest.Config))
     assert "DBT_TARGET_PATH" not in os.environ and "DBT_LOG_PATH" not in os.environ
+
+
+def test_the_suite_java_options_follow_a_users_own_once() -> None:
+    mine = "-Xmx2g -XX:TieredStopAtLevel=1"
+    combined = suite_java_options(mine).split()
+    assert combined[:2] == ["-Xmx2g", "-XX:TieredStopAtLevel=1"]
+    assert sorted(combined) == sorted({"-Xmx2g", *SUITE_JAVA_OPTIONS})
+    assert suite_java_options(suite_java_options("")) == " ".join(SUITE_JAVA_OPTIONS)
+
+
+def test_every_jvm_the_session_starts_gets_the_suite_java_options() -> None:
+    assert set(SUITE_JAVA_OPTIONS) <= set(os.environ["JAVA_TOOL_OPTIONS"].split())
