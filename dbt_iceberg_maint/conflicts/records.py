@@ -77,6 +77,13 @@ _PYTHON_TRACEBACK = re.compile(
     re.DOTALL,
 )
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# The JVM launcher's notice, printed first on stderr when JAVA_TOOL_OPTIONS, _JAVA_OPTIONS or
+# JDK_JAVA_OPTIONS is set: no part of any message. beeline's prompt on stdout may come right
+# before it on the same line; the prompt stays, on the line the error then continues.
+_JVM_NOTICE = re.compile(
+    r"^((?:\d+: jdbc:\S*?> )?)(?:NOTE: )?Picked up (?:JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): [^\n]*\n?",
+    re.MULTILINE,
+)
 
 # PySpark raises these Java exceptions as its own classes (printing the Java message only).
 _PYSPARK_CAPTURED: dict[str, str] = {
@@ -124,6 +131,7 @@ def records_of(text: str) -> list[Record]:
 
 def _normalised(text: str) -> str:
     text = _ANSI_ESCAPE.sub("", text)  # dbt colours its console log
+    text = _JVM_NOTICE.sub(r"\1", text)
     text = unpack_client_forms(text)  # PyHive's packed status, beeline's decorations
     return _PYTHON_TRACEBACK.sub(r"\1<python traceback>", text)
 

@@ -467,6 +467,22 @@ def beeline(cls: str, msg: str, frames: str) -> str:
     return f"{prompt}Error: {hive_chain(cls, msg, frames)}\t... 16 more (state=,code=0)\n"
 
 
+# The JVM launcher's notice on stderr when JAVA_TOOL_OPTIONS (or _JAVA_OPTIONS, JDK_JAVA_OPTIONS)
+# is set, as many company machines set it: each JVM prints it before anything else.
+JVM_NOTICE = "Picked up JAVA_TOOL_OPTIONS: -Xmx2g -Djavax.net.ssl.trustStore=/etc/ssl/company.jks"
+
+
+def beeline_java_options(cls: str, msg: str, frames: str) -> str:
+    """beeline with JAVA_TOOL_OPTIONS set: its JVMs' notices, the first right after the prompt."""
+    prompt = "0: jdbc:hive2://127.0.0.1:10000/default> "
+    return beeline(cls, msg, frames).replace(prompt, f"{prompt}{JVM_NOTICE}\n{JVM_NOTICE}\n", 1)
+
+
+def jvm_notice(cls: str, msg: str, frames: str) -> str:
+    """A bare Java trace (a log excerpt) after the launcher's notice (JDK_JAVA_OPTIONS)."""
+    return f"NOTE: Picked up JDK_JAVA_OPTIONS: -Xss4m\n{cls}: {msg}\n{frames}"
+
+
 WRAPPERS: dict[str, Callable[[str, str, str], str]] = {
     "py4j": py4j,
     "py4j_repr": py4j_repr,
@@ -477,6 +493,8 @@ WRAPPERS: dict[str, Callable[[str, str, str], str]] = {
     "spark_connect": spark_connect,
     "pyhive": pyhive,
     "beeline": beeline,
+    "beeline_java_options": beeline_java_options,
+    "jvm_notice": jvm_notice,
 }
 
 
