@@ -15,7 +15,8 @@ HEADER = """\
 `dbt_iceberg_maint.conflicts.classify(text)` reads any failure text a user meets (a
 `Py4JJavaError` string, a dbt `run_results.json` message, a Spark Thrift Server error as dbt-spark,
 PyHive or beeline print it, a dbt log, a Spark driver log; with or without stack frames,
-`Caused by:` chains, the JVM's `Picked up JAVA_TOOL_OPTIONS` notice, truncated) and matches Iceberg 1.10's own message templates. It returns a frozen
+`Caused by:` chains, the JVM's `Picked up JAVA_TOOL_OPTIONS` notice, truncated) and matches
+Iceberg 1.10's own message templates. It returns a frozen
 `Classification(kind, retryable, exception_class, summary, files, undecided)`. When in doubt it
 answers not retryable; text that no Iceberg exception carries is never a conflict. `undecided`
 says why the text alone cannot tell whether a re-run can succeed (partial progress's count of
