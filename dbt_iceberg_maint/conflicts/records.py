@@ -11,7 +11,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from dbt_iceberg_maint.conflicts.thrift import unpack_client_forms
+from dbt_iceberg_maint.conflicts.thrift import BEELINE_PROMPT, unpack_client_forms
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # JDK_JAVA_OPTIONS is set: no part of any message. beeline's prompt on stdout may come right
 # before it on the same line; the prompt stays, on the line the error then continues.
 _JVM_NOTICE = re.compile(
-    r"^((?:\d+: jdbc:\S*?> )?)(?:NOTE: )?Picked up (?:JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): [^\n]*\n?",
+    rf"^((?:{BEELINE_PROMPT})?)(?:NOTE: )?Picked up (?:JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): [^\n]*\n?",
     re.MULTILINE,
 )
 

@@ -24,7 +24,8 @@ _SEPARATOR = re.compile(r"[\s,]*")
 # `*class:message:n:m` (an exception) and `class:method:file:line` (a frame; file may be `Unknown Source`).
 _PACKED_EXCEPTION = re.compile(r"\*(?P<cls>[^:\s]+):(?P<message>.*?)(?::\d+:\d+)?", re.DOTALL)
 _PACKED_FRAME = re.compile(r"(?P<cls>[^:\s]+):(?P<method>[^:\s]+):(?P<file>[^:]*):(?P<line>-?\d+)")
-_BEELINE_PROMPT = re.compile(rf"^(?:\d+: jdbc:\S*?> )?Error: (?={_CLASS}:)", re.MULTILINE)
+BEELINE_PROMPT = r"\d+: jdbc:\S*?> "  # batch mode's prompt, before its output on the same line
+_BEELINE_ERROR = re.compile(rf"^(?:{BEELINE_PROMPT})?Error: (?={_CLASS}:)", re.MULTILINE)
 _BEELINE_STATE = re.compile(r" \(state=[^,()\n]*,code=-?\d+\)$", re.MULTILINE)
 
 
@@ -33,7 +34,7 @@ def unpack_client_forms(text: str) -> str:
     while found := _INFO_MESSAGES.search(text):
         entries, end = _string_list(text, found.end())
         text = text[: found.start()] + "\n" + _java_text(entries) + "\n" + text[end:]
-    text = _BEELINE_PROMPT.sub("", text)
+    text = _BEELINE_ERROR.sub("", text)
     return _BEELINE_STATE.sub("", text)
 
 

@@ -6,6 +6,7 @@ project's manifest. The suite's JVM options: added to a user's own, once."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -39,5 +40,10 @@ def test_the_suite_java_options_follow_a_users_own_once() -> None:
     assert suite_java_options(suite_java_options("")) == " ".join(SUITE_JAVA_OPTIONS)
 
 
-def test_every_jvm_the_session_starts_gets_the_suite_java_options() -> None:
-    assert set(SUITE_JAVA_OPTIONS) <= set(os.environ["JAVA_TOOL_OPTIONS"].split())
+def test_a_jvm_the_session_starts_runs_with_the_suite_java_options() -> None:
+    """A real JVM, started from this session as any test starts one: its final flag values."""
+    done = subprocess.run(["java", "-XX:+UnlockDiagnosticVMOptions", "-XX:+PrintFlagsFinal", "-version"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    flags = {parts[1]: parts[3] for parts in (line.split() for line in done.stdout.splitlines())
+             if len(parts) >= 4 and parts[2] in (":=", "=")}
+    assert (flags["TieredStopAtLevel"], flags["BytecodeVerificationRemote"]) == ("1", "false"), done.stderr
