@@ -428,11 +428,16 @@ def _scenario(run: Run, log: Callable[[str], None], began: float) -> dict[str, A
     return _audit(run, ledger, writers, load, load_seconds, events, quiet, began)
 
 
+# Runs side by side (tests/lab/test_torture.py, one per catalog) install the one project's packages.
+_DEPS_LOCK = threading.Lock()
+
+
 def _prepare(run: Run) -> Ledger:
     run.warehouse.mkdir()
-    deps = subprocess.run([str(Path(sys.executable).parent / "dbt"), "deps", "--project-dir", str(PROJECT_DIR),
-                           "--profiles-dir", str(PROJECT_DIR)], env=run.env("deps", run.wire[0]),
-                          capture_output=True, text=True)
+    with _DEPS_LOCK:
+        deps = subprocess.run([str(Path(sys.executable).parent / "dbt"), "deps", "--project-dir", str(PROJECT_DIR),
+                               "--profiles-dir", str(PROJECT_DIR)], env=run.env("deps", run.wire[0]),
+                              capture_output=True, text=True)
     if deps.returncode != 0:
         raise TortureError(f"dbt deps failed: {deps.stdout[-2000:]}{deps.stderr[-2000:]}")
     return Ledger(run.workdir / "ledger.jsonl")

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from benchmarks.concurrency import CATALOGS as CONCURRENCY_CATALOGS
 from benchmarks.concurrency import CLUSTER_CORES
 from lab.cluster import ClusterSpec, JdbcCatalog, SparkCluster, start_cluster
 from lab.hive_metastore import HiveMetastore, start_metastore
@@ -39,10 +40,13 @@ def hive_metastore(postgres_server: PostgresServer,
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """One cluster for the session, declaring the concurrency benchmark's task slots (its gated
-    writers hold theirs): that benchmark runs on it too instead of starting a cluster of its own.
-    Slots are declared, not CPUs; every other application caps itself with spark.cores.max."""
-    cluster = start_cluster(tmp_path_factory.mktemp("spark_cluster"), ClusterSpec(worker_cores=CLUSTER_CORES))
+    """One cluster for the session, declaring the task slots of the concurrency benchmark's quick
+    forms (their gated writers hold theirs), which run side by side, one per catalog
+    (tests/lab/test_concurrency_bench.py): that benchmark runs on it too instead of starting a
+    cluster of its own. Slots are declared, not CPUs; every other application caps itself with
+    spark.cores.max."""
+    cluster = start_cluster(tmp_path_factory.mktemp("spark_cluster"),
+                            ClusterSpec(worker_cores=CLUSTER_CORES * len(CONCURRENCY_CATALOGS)))
     try:
         yield cluster
     finally:
