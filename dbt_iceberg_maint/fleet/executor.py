@@ -31,8 +31,6 @@ from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import (
     IcebergMaintError,
     PolicyError,
-    TableMissingError,
-    TableNotIcebergError,
     TableReadError,
     UsageError,
 )
@@ -102,20 +100,14 @@ def plan_fleet(catalog: Any, targets: Sequence[Any], operations: Sequence[str] |
         name = target.ref.qualified
         figures: dict[str, Any] = {}
         try:
-            table_format = None
-            try:
-                table = catalog.load(target.ref.name)
-            except TableMissingError:
-                table = None
-            except TableNotIcebergError:
-                table, table_format = None, engine.UNKNOWN_NON_ICEBERG_FORMAT
+            table, table_format = planner.load_for_planning(catalog, target.ref.name)
             plan, figures = planner.plan_table_figures(
                 target, table, operations, project_enabled, _capped_overrides(target.raw_policy, max_files_per_table),
                 at, force, table_format)
         except (TableReadError, PolicyError) as exc:
-            plan = failed(target, str(exc))
+            plan = planner.failed_plan(target, operations, str(exc))
         except Exception as exc:  # unreadable manifests: a per-table error
-            plan = failed(target, f"{type(exc).__name__}: {exc}")
+            plan = planner.failed_plan(target, operations, f"{type(exc).__name__}: {exc}")
         steps = tuple(Step(p.table, p.operation, "planned" if p.status == "dry_run" else p.status, p.reason, p.sql,
                            p.model, *((figures.get("eligible_files"), figures.get("eligible_bytes"))
                                       if p.operation == "rewrite_data_files" and p.status == "dry_run"
@@ -124,10 +116,6 @@ def plan_fleet(catalog: Any, targets: Sequence[Any], operations: Sequence[str] |
         snapshot_id = figures.get("snapshot_id")
         record = None if force else {"policy": target.raw_policy, "snapshot_id": snapshot_id}
         return TableWork(name, target.model, steps, figures, record)
-
-    def failed(target: Any, reason: str) -> list[planner.PlannedOperation]:
-        return [planner.PlannedOperation(target.ref.qualified, op, False, "failed", reason, None, target.model)
-                for op in engine.requested_operations(operations)]
 
     return planner.concurrently(list(targets), one, workers)
 

@@ -430,31 +430,39 @@ def parse_as_of(as_of: str | None) -> dt.datetime | None:
     return moment.replace(tzinfo=dt.timezone.utc) if moment.tzinfo is None else moment.astimezone(dt.timezone.utc)
 
 
+def load_for_planning(catalog: MetadataCatalog, name: str) -> tuple[Table | None, str | None]:
+    """The table to plan and its format: (None, None) when it does not exist, (None, the non-Iceberg
+    format) when it is not an Iceberg table. An unreadable table raises TableReadError."""
+    try:
+        return catalog.load(name), None
+    except TableMissingError:
+        return None, None
+    except TableNotIcebergError:
+        return None, engine.UNKNOWN_NON_ICEBERG_FORMAT
+
+
+def failed_plan(target: ModelTarget, operations: Sequence[str] | None, reason: str) -> list[PlannedOperation]:
+    """Every requested operation of `target` failed with `reason` (a per-table error)."""
+    return [PlannedOperation(target.ref.qualified, op, False, "failed", reason, None, target.model)
+            for op in engine.requested_operations(operations)]
+
+
 def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operations: Sequence[str] | None = None,
                 project_enabled: bool = True, workers: int = 8,
                 at: dt.datetime | None = None) -> list[PlannedOperation]:
     chosen = list(targets)
 
     def one(target: ModelTarget) -> list[PlannedOperation]:
-        table_format = None
         try:
-            table = catalog.load(target.ref.name)
-        except TableMissingError:
-            table = None
-        except TableNotIcebergError:
-            table, table_format = None, engine.UNKNOWN_NON_ICEBERG_FORMAT
+            table, table_format = load_for_planning(catalog, target.ref.name)
         except TableReadError as exc:
-            return failed(target, str(exc))
+            return failed_plan(target, operations, str(exc))
         try:
             return plan_table(target, table, operations, project_enabled, at=at, table_format=table_format)[0]
         except PolicyError as exc:  # a guard that needs the table (the orphan location), as the macro raises it
-            return failed(target, str(exc))
+            return failed_plan(target, operations, str(exc))
         except Exception as exc:  # unreadable manifests: a per-table error
-            return failed(target, f"{type(exc).__name__}: {exc}")
-
-    def failed(target: ModelTarget, reason: str) -> list[PlannedOperation]:
-        return [PlannedOperation(target.ref.qualified, op, False, "failed", reason, None, target.model)
-                for op in engine.requested_operations(operations)]
+            return failed_plan(target, operations, f"{type(exc).__name__}: {exc}")
 
     return [item for rows in concurrently(chosen, one, workers) for item in rows]
 
