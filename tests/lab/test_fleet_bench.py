@@ -13,8 +13,9 @@ import pytest
 from benchmarks import fleet, harness
 from lab.cluster import SparkCluster
 from lab.postgres import PostgresServer
+from tests.lab import WITH_THE_TORTURE
 
-pytestmark = [pytest.mark.integration, pytest.mark.lab]
+pytestmark = [pytest.mark.integration, pytest.mark.lab, WITH_THE_TORTURE]
 
 
 @pytest.mark.timeout(1200)
