@@ -15,9 +15,8 @@ import pytest
 
 from dbt_iceberg_maint.processes import group_alive
 from lab.cluster import JdbcCatalog, SparkCluster, start_cluster_thrift_server
-from tests.lab import WITH_THE_TORTURE
 
-pytestmark = [pytest.mark.integration, pytest.mark.lab, WITH_THE_TORTURE]
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 ROOT = Path(__file__).resolve().parents[2]
 

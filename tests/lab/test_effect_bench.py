@@ -15,9 +15,8 @@ import pytest
 from benchmarks.field import SCHEMA
 from dbt_iceberg_maint.conflicts.kinds import RETRYABLE_KINDS
 from lab.cluster import JdbcCatalog, SparkCluster
-from tests.lab import WITH_THE_EFFECT_FORMS
 
-pytestmark = [pytest.mark.integration, pytest.mark.lab, WITH_THE_EFFECT_FORMS]
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 1800  # a backstop: the suite-wide pytest timeout (900 s per test) stops a stuck run first

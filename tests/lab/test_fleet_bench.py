@@ -13,9 +13,8 @@ import pytest
 from benchmarks import fleet, harness
 from lab.cluster import SparkCluster
 from lab.postgres import PostgresServer
-from tests.lab import WITH_THE_TORTURE
 
-pytestmark = [pytest.mark.integration, pytest.mark.lab, WITH_THE_TORTURE]
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 
 @pytest.mark.timeout(1200)

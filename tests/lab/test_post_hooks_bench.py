@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab import WITH_THE_EFFECT_FORMS
 from tests.lab.test_effect_bench import DEADLINE_S, ROOT, assert_provenance
 
-pytestmark = [pytest.mark.integration, pytest.mark.lab, WITH_THE_EFFECT_FORMS]
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 
 def test_post_hooks_quick_times_steady_state_and_full_check_runs(tmp_path: Path) -> None:

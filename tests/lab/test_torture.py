@@ -13,12 +13,11 @@ import pytest
 
 from lab.torture import CATALOGS as TORTURE_CATALOGS
 from lab.torture import quick_settings, run_torture
-from tests.lab import WITH_THE_TORTURE
 
 # The fixture runs both catalogs at once, each starting PostgreSQL (and on the Hive catalog the
 # metastore's JVM) and five JVMs: its setup counts against the first test's timeout, which must
 # cover a loaded machine.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400), WITH_THE_TORTURE]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
