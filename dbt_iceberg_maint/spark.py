@@ -227,6 +227,9 @@ def log4j2_java_options(additions: Path = LOG4J2_ADDITIONS) -> str:
     return f"-Dlog4j2.configurationFile={SPARK_LOG4J2_DEFAULTS},{additions.resolve().as_uri()}"
 
 
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
 def session_conf(
     runtime: IcebergRuntime,
     catalog: CatalogSpec,
@@ -241,7 +244,7 @@ def session_conf(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # progress bars garble the demo and dbt logs
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {log4j2_java_options()}",
+        DRIVER_JAVA_OPTIONS: f"-Duser.timezone=UTC {log4j2_java_options()}",
     }
     conf.update(runtime.spark_conf())
     conf.update(catalog.spark_conf())
@@ -249,6 +252,8 @@ def session_conf(
     if "spark.jars" in extra:  # more jars (a JDBC driver...): added to the runtime's, never replacing them
         jars = [*runtime.jars, *(j.strip() for j in extra.pop("spark.jars").split(",") if j.strip())]
         conf["spark.jars"] = ",".join(dict.fromkeys(jars))
+    if DRIVER_JAVA_OPTIONS in extra:  # more driver options: after ours (time zone, log settings), never replacing them
+        conf[DRIVER_JAVA_OPTIONS] = f"{conf[DRIVER_JAVA_OPTIONS]} {extra.pop(DRIVER_JAVA_OPTIONS).strip()}"
     conf.update(extra)
     return conf
 

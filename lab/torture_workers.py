@@ -47,12 +47,14 @@ def spark_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
         "type": environ["TORTURE_CATALOG_TYPE"], "uri": environ["TORTURE_CATALOG_URI"], "jdbc.user": "postgres",
         "jdbc.password": "postgres", "jdbc.schema-version": "V1"})  # views: Spark resolves names through them too
     runtime = IcebergRuntime("environment", jars=tuple(environ["TORTURE_JARS"].split(",")))
-    return session_conf(runtime, catalog, {
+    conf = session_conf(runtime, catalog, {
         "spark.master": "local[2]", "spark.driver.memory": environ.get("TORTURE_DRIVER_MEMORY", "512m"),
         "spark.sql.shuffle.partitions": "2",
-        "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "10000",  # as profiles.yml says why
-        # Log times in the machine's zone, as the dbt workers' JVMs write them (torture.jvm_exceptions).
-        "spark.driver.extraJavaOptions": log4j2_java_options()})
+        "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "10000"})  # as profiles.yml says why
+    # Replacing the runtime's driver options (session_conf only adds to them): log times in the
+    # machine's zone, as the dbt workers' JVMs write them (torture.jvm_exceptions).
+    conf["spark.driver.extraJavaOptions"] = log4j2_java_options()
+    return conf
 
 
 class Worker:

@@ -195,6 +195,12 @@ def test_more_jars_are_added_to_the_runtime_never_replacing_it() -> None:
     assert conf["spark.jars"] == "/x.jar,/pg.jar,/sqlite.jar"
 
 
+def test_more_driver_options_follow_the_runtimes_never_replacing_them() -> None:
+    runtime, catalog = IcebergRuntime("bundled", jars=("/x.jar",)), CatalogSpec(warehouse="/wh")
+    conf = session_conf(runtime, catalog, {"spark.driver.extraJavaOptions": " -Xss4m "})
+    assert conf["spark.driver.extraJavaOptions"].split() == ["-Duser.timezone=UTC", log4j2_java_options(), "-Xss4m"]
+
+
 def test_prepare_warehouse_creates_the_catalog_tables_in_wal_mode(tmp_path: Path) -> None:
     import sqlite3
 

@@ -18,7 +18,7 @@ from lab.torture_judging import (
     last_operation,
     operation_counts,
 )
-from lab.torture_workers import failure_text, ledger_event
+from lab.torture_workers import failure_text, ledger_event, spark_conf
 
 CASE = {"kind": "procedure", "procedure": "rewrite_data_files", "kwargs": {"where": "x"}}
 
@@ -206,3 +206,12 @@ def test_a_long_failure_keeps_the_exception_name_the_classifier_reads() -> None:
     assert classify(text).kind == "commit_state_unknown"
     assert failure_text(RuntimeError("short")) == "short"
     assert failure_text(RuntimeError()) == "RuntimeError\n"
+
+
+def test_the_workers_jvms_log_in_the_machines_zone_with_the_runtimes_log_settings() -> None:
+    from dbt_iceberg_maint.spark import log4j2_java_options
+
+    conf = spark_conf({"TORTURE_WAREHOUSE": "/wh", "TORTURE_CATALOG_TYPE": "jdbc", "TORTURE_JARS": "/x.jar",
+                       "TORTURE_CATALOG_URI": "jdbc:postgresql://127.0.0.1:5432/db"})
+    assert conf["spark.driver.extraJavaOptions"] == log4j2_java_options()  # no -Duser.timezone=UTC
+    assert conf["spark.master"] == "local[2]"
