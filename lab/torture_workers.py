@@ -41,7 +41,13 @@ def spark_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The settings of lab/torture_project/profiles.yml for the workers that are not dbt: the
     product's runtime settings (`session_conf`) with the torture's catalog (JDBC or Hive; the Hive
     catalog ignores the jdbc.* keys)."""
-    from dbt_iceberg_maint.spark import CatalogSpec, IcebergRuntime, log4j2_java_options, session_conf
+    from dbt_iceberg_maint.spark import (
+        DRIVER_JAVA_OPTIONS,
+        CatalogSpec,
+        IcebergRuntime,
+        log4j2_java_options,
+        session_conf,
+    )
 
     catalog = CatalogSpec(environ["TORTURE_WAREHOUSE"], CATALOG, {
         "type": environ["TORTURE_CATALOG_TYPE"], "uri": environ["TORTURE_CATALOG_URI"], "jdbc.user": "postgres",
@@ -53,7 +59,7 @@ def spark_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
         "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "10000"})  # as profiles.yml says why
     # Replacing the runtime's driver options (session_conf only adds to them): log times in the
     # machine's zone, as the dbt workers' JVMs write them (torture.jvm_exceptions).
-    conf["spark.driver.extraJavaOptions"] = log4j2_java_options()
+    conf[DRIVER_JAVA_OPTIONS] = log4j2_java_options()
     return conf
 
 

@@ -15,7 +15,13 @@ from dbt_iceberg_maint._conflict_gate import ConflictGate
 from dbt_iceberg_maint.demo import BATCH_ENV
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.leases import RUN_ID_ENV
-from dbt_iceberg_maint.spark import WAREHOUSE_ENV, resolve_iceberg_runtime, start_session, switch_warehouse
+from dbt_iceberg_maint.spark import (
+    DRIVER_JAVA_OPTIONS,
+    WAREHOUSE_ENV,
+    resolve_iceberg_runtime,
+    start_session,
+    switch_warehouse,
+)
 from lab.postgres import ensure_jdbc_jar
 
 if TYPE_CHECKING:
@@ -37,7 +43,7 @@ pytest_plugins = ["tests.lab_fixtures"]
 # users' JVMs and `./scripts/bench` keep the JVM's defaults.
 SUITE_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UnlockDiagnosticVMOptions", "-XX:-BytecodeVerificationRemote")
 # Except the suite's own session JVM (the `spark` fixture): it lives as long as its pytest worker
-# (about 18 minutes, thousands of statements), long enough for the C2 compiler to pay back. Its
+# (about 20 minutes, thousands of statements), long enough for the C2 compiler to pay back. Its
 # command line restores the JVM's default, which overrides the environment's. Measured with two
 # processes side by side on the same files, C1 alone against the default: six integration files
 # (89 tests) 509 and 471 s, ten files (106 tests) 616 and 563 s.
@@ -71,7 +77,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # catalog is added to this session by tests/integration/test_metadata_jdbc.py); start_session
     # adds the SQLite driver of the embedded catalog itself.
     jdbc_jar = ensure_jdbc_jar()
-    extra = {"spark.driver.extraJavaOptions": SESSION_JVM_OPTIONS}
+    extra = {DRIVER_JAVA_OPTIONS: SESSION_JVM_OPTIONS}
     if jdbc_jar:
         extra["spark.jars"] = ",".join([*resolve_iceberg_runtime().jars, str(jdbc_jar)])
     session = start_session(tmp_path_factory.mktemp("initial_warehouse"), extra_conf=extra)

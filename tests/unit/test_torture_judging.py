@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from dbt_iceberg_maint.spark import log4j2_java_options
 from lab.fuzz import call_is_intact, judge, names_an_argument, operation_error, properties_sql_is_intact
 from lab.ledger import TableCheck
 from lab.torture_judging import (
@@ -209,8 +210,6 @@ def test_a_long_failure_keeps_the_exception_name_the_classifier_reads() -> None:
 
 
 def test_the_workers_jvms_log_in_the_machines_zone_with_the_runtimes_log_settings() -> None:
-    from dbt_iceberg_maint.spark import log4j2_java_options
-
     conf = spark_conf({"TORTURE_WAREHOUSE": "/wh", "TORTURE_CATALOG_TYPE": "jdbc", "TORTURE_JARS": "/x.jar",
                        "TORTURE_CATALOG_URI": "jdbc:postgresql://127.0.0.1:5432/db"})
     assert conf["spark.driver.extraJavaOptions"] == log4j2_java_options()  # no -Duser.timezone=UTC
