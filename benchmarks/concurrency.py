@@ -84,18 +84,25 @@ GATE_REACH_TIMEOUT_S = 400.0  # the writer's dbt start-up and planning, on a loa
 # starts on a loaded 2-core machine (dbt start-up, parse, the plan's health queries).
 COLD_SECONDS = 300.0
 # --quick (the test suite's form): its one writer cycle starts when warm-up batch 1 has been quiet
-# for COLD + margin; batch 2 came COLD / 2 after batch 1, so its days have been quiet for COLD / 2
-# + margin minus batch 2's run when the maintenance starts, and must still be hot when the package
-# reads: the hot days' quiet time at the read grows with COLD / 2. The suite runs the two
-# catalogs' quick forms side by side (tests/lab/test_concurrency_bench.py): at a 90 s window their
-# hot days were read 68-77 s after their last write (alone 60-69 s), 13 s from the limit at worst;
-# 110 s keeps the margin of a quick form run alone (the read comes 10 s later, the limit 20 s).
-COLD_SECONDS_QUICK = 110.0
+# for COLD + margin; batch 2 came LAST_WARM_UP_PAUSE x COLD after batch 1, so when the maintenance
+# starts its days have been quiet for (1 - LAST_WARM_UP_PAUSE) x COLD + margin minus batch 2's run,
+# or for as long as the writer took to reach its gate if that is longer, and must still be hot
+# when the package reads them, about 60 s later on a loaded machine (dbt start-up, the plan's
+# health queries, the lease: four maintenance processes and four writers share two cores). With
+# both catalogs side by side (tests/lab/test_concurrency_bench.py) at a 110 s window and a pause of
+# half of it, the hot days' CALL came 89-105 s after their last write (115-120 s on a slow day,
+# which failed); 130 s with a pause of 65 % of it leaves the read's delay about 30 s more.
+COLD_SECONDS_QUICK = 130.0
+LAST_WARM_UP_PAUSE = 0.65  # of the cold window: the last warm-up batch's distance from the one before
 QUIET_MARGIN_S = 5.0
 # Task slots of the writers' application: a MERGE held at the gate keeps one (its task sleeps),
 # so the four variants' MERGEs need a slot each and more to run their other tasks.
 WRITER_SLOTS = 6
-CLUSTER_CORES = WRITER_SLOTS + 2  # writers, maintenance, one spare
+# The maintenance application's slots: a cycle's rounds run their maintenance at once (four
+# sessions of one Thrift Server), whose metadata reads queued behind each other on one slot (8-11 s
+# each on a loaded machine, time the hot days' margin pays).
+MAINTENANCE_SLOTS = 2
+CLUSTER_CORES = WRITER_SLOTS + MAINTENANCE_SLOTS
 SMALL_FILE_BYTES = 0.75 * 512 * 1024 * 1024  # 75 % of the default target file size: every file in this lab
 HEADLINE = ("naive_dbt", "policy_runner")
 ALPHA = 0.01
@@ -283,7 +290,8 @@ class Lab:
         use them, so `prepare_tables` starts them in the warm-up's pause instead of before it."""
         self._maintenance_server = start_cluster_thrift_server(
             self.cluster, self.catalog, self.run_dir / "maintenance_server", name="maintenance", with_ui=True,
-            extra_conf=UI_CONF)
+            extra_conf={**UI_CONF, "spark.cores.max": str(MAINTENANCE_SLOTS),
+                        "spark.executor.cores": str(MAINTENANCE_SLOTS)})
         self.started.callback(self._maintenance_server.stop)
         self._gate_jar = build_gate_jar(self.run_dir / "gate_build")
 
@@ -330,12 +338,13 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
         else:
             catalog = JdbcCatalog(postgres, run_dir / "warehouse")
         if cluster is None:
-            # Slots are declared, not CPUs: gated tasks sleep. Writers, maintenance, one spare.
+            # Slots are declared, not CPUs: gated tasks sleep.
             cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=CLUSTER_CORES))
             started.callback(cluster.stop)
-        elif cluster.spec.worker_cores < WRITER_SLOTS + 1:
+        elif cluster.spec.worker_cores < CLUSTER_CORES:
             raise ValueError(f"cluster: a worker with {cluster.spec.worker_cores} cores; the concurrency benchmark "
-                             f"needs at least {WRITER_SLOTS + 1} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
+                             f"needs at least {CLUSTER_CORES} ({WRITER_SLOTS} writer slots, {MAINTENANCE_SLOTS} for "
+                             "maintenance)")
         # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
         writers = start_cluster_thrift_server(
@@ -386,34 +395,61 @@ class VariantState:
 
 def prepare_tables(lab: Lab, states: Mapping[str, VariantState], cold_seconds: float) -> None:
     """dbt deps, then warm-up batches 0..WARM_UP_BATCHES-1 of every variant's tables (plain dbt
-    run, no gate, no maintenance; the last one half of cold_partitions_hours after the others):
+    run, no gate, no maintenance; the last one LAST_WARM_UP_PAUSE of cold_partitions_hours after the others):
     the first measured round finds days the writers left behind."""
     work = lab.workdir("setup", lab.writer_server)
     deps = proc.DbtCommand("deps", (str(proc.BIN / "dbt"), "deps", "--project-dir", str(lab.project)), work)
     _check(proc.run(deps, PROCESS_TIMEOUT_S), "dbt deps")
-    for batch in range(WARM_UP_BATCHES):
-        if batch == WARM_UP_BATCHES - 1:
-            # Spaced like measured rounds: the days written by the last warm-up must still be hot
-            # (quiet for less than cold_partitions_hours) when the first round's maintenance
-            # starts, which waits until the one before last is cold. The earlier batches only
-            # need to be cold by then, so they follow each other without a pause. The pause
-            # starts the maintenance side, which the warm-up does not use, and sleeps the rest.
-            paused = time.monotonic()
-            lab.start_maintenance_side()
-            time.sleep(max(0.0, cold_seconds / 2 - (time.monotonic() - paused)))
-        # The batches before the pause build the variants' tables side by side (a table per model,
-        # none shares a commit; each statement writes the same files): a shorter setup. The last
-        # one keeps the profile's one thread: its length is part of the hot days' margin (COLD_SECONDS_QUICK).
-        threads = WARM_UP_THREADS if batch < WARM_UP_BATCHES - 1 else None
-        create = proc.dbt_run(f"warm-up-{batch}", lab.project, work, writer_selection(VARIANTS),
-                              writer_env(batch, cold_seconds), threads=threads)
-        _check(proc.run(create, PROCESS_TIMEOUT_S), f"dbt run (warm-up batch {batch})")
-        ended = time.time()
-        for state in states.values():
-            state.batch = batch
-            state.committed.add(batch)
-            state.writer_ends.append(ended)
-            state.record_append(batch, "committed", "warm-up")
+    # The batches before the pause build the variants' tables side by side (a table per model,
+    # none shares a commit; each statement writes the same files): a shorter setup.
+    for batch in range(WARM_UP_BATCHES - 1):
+        _warm_up(lab, states, work, batch, cold_seconds, WARM_UP_THREADS)
+    # The last batch is spaced like measured rounds: the days it writes must still be hot (quiet
+    # for less than cold_partitions_hours) when the first round's maintenance starts, which waits
+    # until the one before last is cold. The earlier batches only need to be cold by then, so they
+    # follow each other without a pause. The pause starts the maintenance side, which the warm-up
+    # does not use, parses the project for it, and sleeps the rest.
+    paused = time.monotonic()
+    lab.start_maintenance_side()
+    last = WARM_UP_BATCHES - 1
+    maintenance_parsed = parse_state(lab, lab.maintenance_server, writer_env(last + 1, cold_seconds))
+    time.sleep(max(0.0, cold_seconds * LAST_WARM_UP_PAUSE - (time.monotonic() - paused)))
+    # The profile's one thread: this batch's length is part of the hot days' margin (COLD_SECONDS_QUICK).
+    _warm_up(lab, states, work, last, cold_seconds, None)
+    # Every round's process starts from a parse state of its own profile (dbt parses in full when
+    # the profile differs): the cycle's processes all start at once, and a full parse each cost
+    # 15-20 s on a loaded machine, time the hot days' margin pays.
+    for state in states.values():
+        seed_parse_state(work / "target", lab.workdir(f"writer-{state.variant.name}", lab.writer_server))
+        seed_parse_state(maintenance_parsed, lab.workdir(f"maintain-{state.variant.name}", lab.maintenance_server))
+
+
+def _warm_up(lab: Lab, states: Mapping[str, VariantState], work: Path, batch: int, cold_seconds: float,
+             threads: int | None) -> None:
+    create = proc.dbt_run(f"warm-up-{batch}", lab.project, work, writer_selection(VARIANTS),
+                          writer_env(batch, cold_seconds), threads=threads)
+    _check(proc.run(create, PROCESS_TIMEOUT_S), f"dbt run (warm-up batch {batch})")
+    ended = time.time()
+    for state in states.values():
+        state.batch = batch
+        state.committed.add(batch)
+        state.writer_ends.append(ended)
+        state.record_append(batch, "committed", "warm-up")
+
+
+def parse_state(lab: Lab, server: ThriftServer, env: Mapping[str, str]) -> Path:
+    """`dbt parse` of the project with `server`'s profile; the folder of the state it wrote."""
+    work = lab.workdir(f"parse-{server.port}", server)
+    parse = proc.DbtCommand("parse", (str(proc.BIN / "dbt"), "parse", "--project-dir", str(lab.project)), work,
+                            dict(env))
+    _check(proc.run(parse, PROCESS_TIMEOUT_S), "dbt parse")
+    return parse.target_path
+
+
+def seed_parse_state(target: Path, workdir: Path) -> None:
+    """A copy of the partial-parse state in `target` for the process that will run in `workdir`."""
+    (workdir / "target").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(target / "partial_parse.msgpack", workdir / "target" / "partial_parse.msgpack")
 
 
 @dataclass(frozen=True)
@@ -823,6 +859,7 @@ def run(rounds: int, quick: bool, results: Path | None = harness.RESULTS, run_di
                              "gate": "the MERGE waits at a Hive UDF gate (lab/gate.py) from before its commit "
                                      "until the maintenance process has ended",
                              "cold_partitions_seconds": cold_seconds, "quiet_margin_s": QUIET_MARGIN_S,
+                             "last_warm_up_pause": LAST_WARM_UP_PAUSE,
                              "controls": "one cycle after the last writer cycle, writers stopped",
                              "cycle": "the rounds of one cycle run side by side, one table per variant",
                              "policies": {"naive": "rewrite_data_files on the whole table, min-input-files 5",

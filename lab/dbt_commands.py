@@ -31,8 +31,9 @@ class LabProcessError(IcebergMaintError):
 
 def thrift_profile(profile: str, host: str, port: int, schema: str) -> str:
     """A dbt-spark `method: thrift` profile (JSON is valid YAML)."""
+    # poll_interval 1 s (dbt-spark's default 5 s), as docs/getting-started.md advises users.
     output = {"type": "spark", "method": "thrift", "host": host, "port": port, "user": "lab", "schema": schema,
-              "threads": 1, "connect_retries": 3, "connect_timeout": 10}
+              "threads": 1, "connect_retries": 3, "connect_timeout": 10, "poll_interval": 1}
     return json.dumps({profile: {"target": "lab", "outputs": {"lab": output}}}, indent=2)
 
 

@@ -3,7 +3,7 @@
     gated: every row passes the conflict gate UDF (dbt_iceberg_maint/_conflict_gate.py), which
     can hold the model until a test's concurrent commit has landed. -#}
 {% macro latest_events(gated=false) %}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 with latest as (
     select *, row_number() over (partition by event_id order by batch desc) as version_rank
     from {{ ref('raw_events') }}

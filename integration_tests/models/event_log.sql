@@ -1,6 +1,6 @@
 {#- Append-only audit log of every row received, partitioned by event_date (identity).
     Not idempotent: re-running a batch appends its rows a second time. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     materialized='incremental',
     incremental_strategy='append',

@@ -1,6 +1,6 @@
 {#- Day-partitioned events, loaded batch by batch and MERGEd on event_id: a correction in a
     later batch updates the row in place. Idempotent: re-running a batch changes nothing. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     materialized='incremental',
     incremental_strategy='merge',

@@ -3,7 +3,7 @@
     with --vars '{idempotency_scenario: true}', on a catalog with views (dbt-spark's snapshot
     replaces a staging view). -#}
 {% snapshot idem_snapshot %}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('idempotency_scenario', false),
     file_format='iceberg',

@@ -66,7 +66,7 @@ def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: p
     (root / "profiles.yml").write_text(
         f"fleet:\n  target: thrift\n  outputs:\n    thrift: {{type: spark, method: thrift, host: {thrift_server.host}, "
         f"port: {thrift_server.port}, user: dbt, schema: fleet_models, threads: 1, connect_retries: 3, "
-        "connect_timeout: 10}\n")
+        "connect_timeout: 10, poll_interval: 1}\n")
     (root / "packages.yml").write_text(f"packages:\n  - local: {Path(__file__).resolve().parents[2]}\n")
     # t0 has a health test of the backlog a budgeted run left (dbt test --select t0_backlog).
     backlog_test = ("        data_tests:\n          - dbt_iceberg_maint.iceberg_healthy:\n"

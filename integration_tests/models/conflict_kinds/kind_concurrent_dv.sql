@@ -1,7 +1,7 @@
 {#- concurrent_dv: a format-version 3 table; the post-hook's merge-on-read DELETE writes a deletion
     vector for a data file a concurrent DELETE added a DV to meanwhile
     (tests/integration/test_conflict_kinds.py). Only built with --vars '{conflict_kinds: true}'. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('conflict_kinds', false),
     materialized='table',

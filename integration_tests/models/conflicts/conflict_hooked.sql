@@ -2,7 +2,7 @@
     write committed (tests/integration/test_conflict_posthook.py). Only built with
     --vars '{conflict_hook_scenario: true}'. The hook MERGEs into an audit table that a
     concurrent compaction rewrites while the gate holds the hook. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('conflict_hook_scenario', false),
     materialized='table',

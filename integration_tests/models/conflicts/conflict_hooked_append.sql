@@ -1,6 +1,6 @@
 {#- The same post-hook conflict on an append model: its append has landed when the hook fails,
     so a re-run would append the batch twice; the runner must refuse. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('conflict_hook_scenario', false),
     materialized='incremental',

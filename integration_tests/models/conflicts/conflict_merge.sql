@@ -3,7 +3,7 @@
     The source calls the Python UDF `iceberg_maint_conflict_gate(key, id)`, which the test
     registers on the session: once armed, it holds the MERGE between planning and commit until
     the test's compaction (in its own Spark session) has committed. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('conflict_scenario', false),
     materialized='incremental',

@@ -3,7 +3,7 @@
     the same Spark application appends to its table. The MERGE loses a real conflict, and the
     snapshot log shows a data snapshot of this application committed meanwhile: whose write it
     is cannot be told, so the runner refuses. Only built with --vars '{conflict_contested: true}'. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('conflict_contested', false),
     materialized='incremental',

@@ -1,6 +1,6 @@
 {#- The same MERGE as conflict_merge, declared not idempotent (e.g. its source is not
     deterministic): the runner must report its conflict and refuse to re-run it. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('conflict_scenario', false),
     materialized='incremental',

@@ -1,6 +1,6 @@
 {#- insert_overwrite (tests/integration/test_idempotency_table.py): re-running a batch after its
     commit landed replaces the same partitions. Only built with --vars '{idempotency_scenario: true}'. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('idempotency_scenario', false),
     materialized='incremental',

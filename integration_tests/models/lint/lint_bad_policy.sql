@@ -1,7 +1,7 @@
 {#- Lint scenario: a policy that would fail the maintenance run (a where that does not parse, a
     where naming a column the model does not produce, an orphan window below 24 h), and a
     declared property nobody reconciles, silenced with a reason. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('lint_scenario', false),
     materialized='incremental',

@@ -2,7 +2,7 @@
     '{lint_scenario: true}'): a MERGE that follows every lint rule. Its incremental predicate
     bounds the target's partition source column, so Spark scans (and Iceberg validates) only the
     recent partitions; compaction only touches partitions quiet for 6 h. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('lint_scenario', false),
     materialized='incremental',

@@ -1,6 +1,6 @@
 {#- Lint scenario: a MERGE without unique_key (dbt-spark merges `on FALSE`: an append, not
     idempotent). Compaction is scoped by a where that leaves the newest partitions alone. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('lint_scenario', false),
     materialized='incremental',

@@ -3,7 +3,7 @@
     row of that id passes the test's gate (tests/thrift/gate/IcebergMaintThriftGate.java, a Hive UDF
     the pre-hook registers from `thrift_gate_jar`), which holds the MERGE between planning (the
     target snapshot it read) and its commit until the test opens it. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('thrift_conflict_scenario', false),
     materialized='incremental',

@@ -2,7 +2,7 @@
     `maintain()` over a Spark Thrift Server. Only built with --vars '{thrift_maintain_scenario: true}'.
     Compaction without partial progress: on a Hadoop catalog, partial-progress commits race each
     other (CommitFailedException: stale table metadata) and fail the rewrite. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('thrift_maintain_scenario', false),
     materialized='incremental',

@@ -1,7 +1,7 @@
 {#- An incremental MERGE on a date partition over the staging view
     (tests/integration/test_embedded_views.py): the newest version of each event, the batch the
     `batch` var names merged in on later runs. -#}
-{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1')) %}
+{%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}
 {{ config(
     enabled=var('views_scenario', false),
     materialized='incremental',
