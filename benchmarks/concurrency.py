@@ -99,11 +99,7 @@ QUIET_MARGIN_S = 5.0
 # Task slots of the writers' application: a MERGE held at the gate keeps one (its task sleeps),
 # so the four variants' MERGEs need a slot each and more to run their other tasks.
 WRITER_SLOTS = 6
-# The maintenance application's slots: a cycle's rounds run their maintenance at once (four
-# sessions of one Thrift Server), whose metadata reads queued behind each other on one slot (8-11 s
-# each on a loaded machine, time the hot days' margin pays).
-MAINTENANCE_SLOTS = 2
-CLUSTER_CORES = WRITER_SLOTS + MAINTENANCE_SLOTS
+CLUSTER_CORES = WRITER_SLOTS + 2  # writers, maintenance, one spare
 SMALL_FILE_BYTES = 0.75 * 512 * 1024 * 1024  # 75 % of the default target file size: every file in this lab
 HEADLINE = ("naive_dbt", "policy_runner")
 ALPHA = 0.01
@@ -291,8 +287,7 @@ class Lab:
         use them, so `prepare_tables` starts them in the warm-up's pause instead of before it."""
         self._maintenance_server = start_cluster_thrift_server(
             self.cluster, self.catalog, self.run_dir / "maintenance_server", name="maintenance", with_ui=True,
-            extra_conf={**UI_CONF, "spark.cores.max": str(MAINTENANCE_SLOTS),
-                        "spark.executor.cores": str(MAINTENANCE_SLOTS)})
+            extra_conf=UI_CONF)
         self.started.callback(self._maintenance_server.stop)
         self._gate_jar = build_gate_jar(self.run_dir / "gate_build")
 
@@ -339,13 +334,12 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
         else:
             catalog = JdbcCatalog(postgres, run_dir / "warehouse")
         if cluster is None:
-            # Slots are declared, not CPUs: gated tasks sleep.
+            # Slots are declared, not CPUs: gated tasks sleep. Writers, maintenance, one spare.
             cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=CLUSTER_CORES))
             started.callback(cluster.stop)
-        elif cluster.spec.worker_cores < CLUSTER_CORES:
+        elif cluster.spec.worker_cores < WRITER_SLOTS + 1:
             raise ValueError(f"cluster: a worker with {cluster.spec.worker_cores} cores; the concurrency benchmark "
-                             f"needs at least {CLUSTER_CORES} ({WRITER_SLOTS} writer slots, {MAINTENANCE_SLOTS} for "
-                             "maintenance)")
+                             f"needs at least {WRITER_SLOTS + 1} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
         # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
         writers = start_cluster_thrift_server(
