@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -125,11 +126,15 @@ def environment(overrides: Mapping[str, str]) -> Iterator[None]:
 # dbt still checks each state it is given, so a wrong key costs a full parse, never a wrong parse.
 PARSE_STATES = "iceberg_maint_parse_states"
 MAX_PARSE_STATES = 8
-# Inputs that do not change a parse: they would only keep a state from ever being reused.
-_PARSE_IRRELEVANT_ENV = frozenset({"DBT_TARGET_PATH", "DBT_LOG_PATH", "PYTEST_CURRENT_TEST", "_"})
 # The flags read here: --target-path says where the state lives, the others are parse inputs.
 _PARSE_FLAGS = frozenset({"--vars", "--target", "-t", "--profile", "--profiles-dir", "--project-dir",
                           "--target-path"})
+# The environment in the key: dbt's own variables for those flags, and whatever profiles.yml and
+# dbt_project.yml read (a changed value there changes the profile or project dbt checks, a full
+# parse). Not the variables only models and macros read (a run id, a batch): dbt re-parses just the
+# files that read them, so keying on them would keep a state from ever being reused.
+_PARSE_FLAG_ENV = ("DBT_TARGET", "DBT_PROFILE", "DBT_PROFILES_DIR", "DBT_PROJECT_DIR")
+_ENV_VAR_CALL = re.compile(r"""env_var\(\s*['"]([^'"]+)['"]""")
 
 
 def _flag_values(args: Sequence[str]) -> dict[str, str]:
@@ -155,9 +160,19 @@ def _target_folder(args: Sequence[str], project: Path) -> Path | None:
     return project / "target"
 
 
-def _parse_key(args: Sequence[str]) -> str:
+def _parse_env_names(args: Sequence[str], project: Path) -> set[str]:
+    """The environment variables dbt's full-parse check depends on (see _PARSE_FLAG_ENV)."""
+    flags = _flag_values(args)
+    names = set(_PARSE_FLAG_ENV)
+    for path in (Path(flags.get("--profiles-dir", project)) / "profiles.yml", project / "dbt_project.yml"):
+        if path.is_file():
+            names.update(_ENV_VAR_CALL.findall(path.read_text()))
+    return names
+
+
+def _parse_key(args: Sequence[str], project: Path) -> str:
     flags = sorted((k, v) for k, v in _flag_values(args).items() if k != "--target-path")
-    env = sorted((k, v) for k, v in os.environ.items() if k not in _PARSE_IRRELEVANT_ENV)
+    env = sorted((name, os.environ.get(name)) for name in _parse_env_names(args, project))
     return hashlib.sha256(json.dumps([flags, env]).encode()).hexdigest()[:24]
 
 
@@ -171,7 +186,7 @@ def _parse_state(args: Sequence[str], project: Path) -> Iterator[None]:
         return
     states = target / PARSE_STATES
     current, current_key = target / "partial_parse.msgpack", states / "current"
-    key = _parse_key(args)
+    key = _parse_key(args, project)
     held = current_key.read_text() if current_key.is_file() else None
     if held != key:
         states.mkdir(parents=True, exist_ok=True)

@@ -80,16 +80,31 @@ def test_a_state_is_kept_per_inputs_and_the_oldest_go(tmp_path: Path) -> None:
         assert (target / "partial_parse.msgpack").read_text() == "state 5"
 
 
-def test_the_key_follows_parse_inputs_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    base = _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"])
-    assert base == _parse_key(["run", "--target=dev", "--select", "x", "--vars", "{a: 1}", "--target-path", "t2"])
-    assert base != _parse_key(["run", "--vars", "{a: 2}", "--target", "dev"])
-    assert base != _parse_key(["run", "--vars", "{a: 1}", "--target", "prod"])
+def test_the_key_follows_parse_inputs_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "profiles.yml").write_text(
+        "p:\n  outputs:\n    t: {schema: \"{{ env_var('SCHEMA_OF_THE_PROFILE') }}\"}\n")
+    (tmp_path / "dbt_project.yml").write_text("name: p\npackages-install-path: \"{{ env_var('PACKAGES_AT') }}\"\n")
+    base = _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path)
+    assert base == _parse_key(["run", "--target=dev", "--select", "x", "--vars", "{a: 1}", "--target-path", "t2"],
+                              tmp_path)
+    assert base != _parse_key(["run", "--vars", "{a: 2}", "--target", "dev"], tmp_path)
+    assert base != _parse_key(["run", "--vars", "{a: 1}", "--target", "prod"], tmp_path)
+    # Variables only models read (a batch, a run id): dbt re-parses just those models.
     monkeypatch.setenv("DBT_TARGET_PATH", "elsewhere")
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")
-    assert _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"]) == base
-    monkeypatch.setenv("DBT_SCHEMA_OF_THE_PROFILE", "s2")  # profiles read the environment
-    assert _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"]) != base
+    monkeypatch.setenv("A_BATCH_MODELS_READ", "7")
+    assert _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path) == base
+    # What the profile, the project file or dbt's own flags read: dbt parses in full when it changes.
+    for name in ("SCHEMA_OF_THE_PROFILE", "PACKAGES_AT", "DBT_TARGET"):
+        monkeypatch.setenv(name, "changed")
+        assert _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path) != base, name
+        monkeypatch.delenv(name)
+    other = tmp_path / "other_profiles"
+    other.mkdir()
+    (other / "profiles.yml").write_text("p: {}\n")
+    elsewhere = _parse_key(["run", "--profiles-dir", str(other)], tmp_path)
+    monkeypatch.setenv("SCHEMA_OF_THE_PROFILE", "changed")  # read by the profiles.yml not in use
+    assert _parse_key(["run", "--profiles-dir", str(other)], tmp_path) == elsewhere
 
 
 def test_a_project_naming_its_own_target_path_is_left_alone(tmp_path: Path) -> None:
