@@ -39,9 +39,13 @@ pytest_plugins = ["tests.lab_fixtures"]
 # leave behaviour alone. Measured: a session started, a table written, compacted and counted took
 # 17-21 core-seconds at the JVM's defaults and 9-13 with them; three integration files in one
 # process 134 and 96.
+# C1 alone also shrinks the JVM's default code cache from 240 to 48 MB, which Spark's generated
+# classes can fill: the wheel demo's JVM did on a fresh clone ("Out of space in CodeCache for
+# adapters" killed its executor, then its dbt run-operation). So the default size is restored.
 # The environment variable reaches every JVM the suite starts, directly or through a subprocess;
 # users' JVMs and `./scripts/bench` keep the JVM's defaults.
-SUITE_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UnlockDiagnosticVMOptions", "-XX:-BytecodeVerificationRemote")
+SUITE_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m", "-XX:+UnlockDiagnosticVMOptions",
+                      "-XX:-BytecodeVerificationRemote")
 # Except the suite's own session JVM (the `spark` fixture): it lives as long as its pytest worker
 # (about 20 minutes, thousands of statements), long enough for the C2 compiler to pay back. Its
 # command line restores the JVM's default, which overrides the environment's. Measured with two

@@ -47,3 +47,4 @@ def test_a_jvm_the_session_starts_runs_with_the_suite_java_options() -> None:
     flags = {parts[1]: parts[3] for parts in (line.split() for line in done.stdout.splitlines())
              if len(parts) >= 4 and parts[2] in (":=", "=")}
     assert (flags["TieredStopAtLevel"], flags["BytecodeVerificationRemote"]) == ("1", "false"), done.stderr
+    assert flags["ReservedCodeCacheSize"] == str(240 * 1024 * 1024), done.stderr  # not C1's 48 MB default
