@@ -99,7 +99,8 @@ QUIET_MARGIN_S = 5.0
 # Task slots of the writers' application: a MERGE held at the gate keeps one (its task sleeps),
 # so the four variants' MERGEs need a slot each and more to run their other tasks.
 WRITER_SLOTS = 6
-CLUSTER_CORES = WRITER_SLOTS + 2  # writers, maintenance, one spare
+MIN_CLUSTER_CORES = WRITER_SLOTS + 1  # the writers' slots and one for maintenance
+CLUSTER_CORES = MIN_CLUSTER_CORES + 1  # and one spare
 SMALL_FILE_BYTES = 0.75 * 512 * 1024 * 1024  # 75 % of the default target file size: every file in this lab
 HEADLINE = ("naive_dbt", "policy_runner")
 ALPHA = 0.01
@@ -337,9 +338,9 @@ def open_lab(run_dir: Path, cluster: SparkCluster | None = None, postgres: Postg
             # Slots are declared, not CPUs: gated tasks sleep. Writers, maintenance, one spare.
             cluster = start_cluster(run_dir / "cluster", ClusterSpec(worker_cores=CLUSTER_CORES))
             started.callback(cluster.stop)
-        elif cluster.spec.worker_cores < WRITER_SLOTS + 1:
+        elif cluster.spec.worker_cores < MIN_CLUSTER_CORES:
             raise ValueError(f"cluster: a worker with {cluster.spec.worker_cores} cores; the concurrency benchmark "
-                             f"needs at least {WRITER_SLOTS + 1} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
+                             f"needs at least {MIN_CLUSTER_CORES} ({WRITER_SLOTS} writer slots, 1 for maintenance)")
         # The writer application writes 6 tasks' files per partition (no coalescing): small files
         # accumulate in the hot days, as under frequent small writes.
         writers = start_cluster_thrift_server(
