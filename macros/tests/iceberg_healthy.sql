@@ -110,7 +110,8 @@
 {#- What the thresholds need to know about the table, each read at most once and only when a
     threshold needs it: existence (SHOW NAMESPACES, SHOW TABLES), the table properties (SHOW
     TBLPROPERTIES: Iceberg or not, the target file size, the maintenance checks recorded), the
-    snapshot summary (one query on the snapshots and refs metadata tables), and the deeper
+    snapshot summary (one query on the snapshots metadata table, for the current snapshot the
+    properties name), and the deeper
     figures (one query on the data_files / manifests / delete_files tables) only for the
     thresholds the summary cannot answer: a table with no more data files than max_small_files
     has no more small files either. -#}
@@ -123,7 +124,7 @@
   {%- endif -%}
   {%- set timed = thresholds.get('max_days_since_compaction') is not none
         or thresholds.get('max_hours_since_compaction') is not none -%}
-  {%- set figures = dbt_iceberg_maint._iceberg_maint_summary_figures(table, rewrite_age=timed) -%}
+  {%- set figures = dbt_iceberg_maint._iceberg_maint_summary_figures(table, rewrite_age=timed, properties=properties) -%}
   {%- set target = properties.get('write.target-file-size-bytes', 536870912) | int -%}
   {%- set small = (target * 0.75) | int -%}
   {%- set data_files = figures.data_files -%}

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 VARS = "{health_scenario: true}"
 TESTS = ["health_summary", "health_deletes", "health_deep", "health_warn", "health_source", "health_missing_table"]
-# Metadata tables beyond the snapshot summary (snapshots, refs): what a deep read queries.
+# Metadata tables beyond the snapshot summary (snapshots): what a deep read queries.
 DEEP_TABLES = (".data_files", ".manifests", ".delete_files", ".files", ".partitions", ".all_")
 LONG_AGO = "2000-01-01T00:00:00Z"
 
