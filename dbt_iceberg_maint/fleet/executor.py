@@ -593,6 +593,10 @@ def run_fleet(
     finally:
         for worker in workers:
             worker.close()
+        # The workers' folder (their dbt targets, logs and job files) is kept only when a worker
+        # died or the run stopped: a reason then names a log in it.
+        if not errors and all(o.kind != "worker_died" for o in state.outcomes):
+            shutil.rmtree(work_dir, ignore_errors=True)
     execution_s = time.monotonic() - execution_started
     order = {(s.table, s.operation): i for i, s in enumerate(s for t in ordered for s in t.steps)}
     every = sorted([*outcomes, *state.outcomes, *backlog], key=lambda o: order.get((o.table, o.operation), 0))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import tempfile
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -168,7 +169,7 @@ def test_bad_input_exits_2_and_changes_nothing(lake: Path, thrift_sql: ThriftSql
 
 def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_workers(
         lake: Path, catalog: CatalogConfig, thrift_sql: ThriftSql, thrift_server: ThriftServer,
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Planned from metadata, worst first (the gate table's 30 small files, then 3 each): every
     # table is due a compaction and expiry.
     planned = fleet(lake, catalog, ("gate", *TABLES), dry_run=True)
@@ -208,8 +209,13 @@ def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_wor
 
     # The next run resumes from that report, on two workers: every table ends healthy.
     window_start = time.time()
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # where the engine makes its workers' folder
     done = fleet(lake, catalog, ("gate", *TABLES), concurrency=2, resume=report)
     assert done.exit_code == 0, done.to_json()
+    # The workers' folder (their dbt targets, logs, job files) goes once the run ended well.
+    assert list(temporary.iterdir()) == []
     assert done.run_id == cut.run_id  # the same run: it re-enters its own leases
     settled = {(r.table, r.operation) for r in cut.outcomes if r.status == "success"}
     ran = {(r.table, r.operation) for r in done.outcomes if r.status == "success"}
