@@ -131,16 +131,22 @@
   {%- set health = none -%}
   {#- The table's size decides `partial_progress: auto`, forced or not. -#}
   {%- set sized = 'rewrite_data_files' in deciding and compaction.partial_progress == 'auto' -%}
+  {#- The checks recorded for operations only new data can change: the summary's one scan also
+      reads the lineage that tells whether anything was written since. -#}
+  {%- set recorded = dbt_iceberg_maint._iceberg_maint_recorded_checks([] if force else deciding, resolved,
+        properties or {}) -%}
+  {%- set lineage = none -%}
   {%- if not force and deciding | reject('equalto', 'remove_orphan_files') | list -%}
     {%- set health = dbt_iceberg_maint._iceberg_maint_summary_figures(table, as_of_text, table_bytes=sized,
-          properties=properties) -%}
+          properties=properties, lineage_of=recorded.values() | list) -%}
+    {%- set lineage = health.pop('lineage', none) -%}
   {%- endif -%}
   {%- set table_bytes = (health.pop('table_bytes') if health is not none else
         dbt_iceberg_maint._iceberg_maint_summary_figures(table, table_bytes=true, properties=properties).table_bytes)
         if sized else none -%}
   {#- Operations nothing was written for since their last check skip before any deeper read. -#}
-  {%- set unchanged = dbt_iceberg_maint._iceberg_maint_unchanged_operations(table, [] if force else deciding,
-        resolved, properties or {}, health.snapshot_id if health is not none else none) -%}
+  {%- set unchanged = dbt_iceberg_maint._iceberg_maint_unchanged_operations(recorded,
+        health.snapshot_id if health is not none else none, lineage or {}) -%}
   {%- set deciding = deciding | reject('in', unchanged.keys() | list) | list -%}
   {%- set data_files = health.data_files if health is not none else none -%}
   {%- set delete_files = health.delete_files if health is not none else none -%}
@@ -203,12 +209,17 @@
     table_bytes: also the summary's total-files-size (none when it has none), which decides
     `partial_progress: auto` (_iceberg_maint_uses_partial_progress). properties: the table's
     properties as the caller has just read them (_iceberg_maint_table_properties), else none.
+    lineage_of: snapshot ids of recorded checks; when given, `lineage` ({id: {parent, operation}})
+    holds the snapshots _iceberg_maint_unchanged_since can walk from the current one to them:
+    every `replace` snapshot, the given ones and the current one (any other snapshot ends the
+    walk as a snapshot outside the lineage does).
 
     The current snapshot is the one Iceberg's Spark table names in its `current-snapshot-id`
     property ('none' without one): read from `properties`, else with one SHOW TBLPROPERTIES (a
     driver-side command). Joining the `refs` metadata table instead cost the query a second Spark
     job, about half its time. -#}
-{% macro _iceberg_maint_summary_figures(table, as_of=none, rewrite_age=false, table_bytes=false, properties=none) %}
+{% macro _iceberg_maint_summary_figures(table, as_of=none, rewrite_age=false, table_bytes=false, properties=none,
+    lineage_of=none) %}
   {%- set current = (properties or {}).get('current-snapshot-id') -%}
   {%- if current is none -%}
     {%- set rows = run_query("show tblproperties " ~ table ~ " ('current-snapshot-id')").rows -%}
@@ -216,6 +227,11 @@
   {%- endif -%}
   {%- set snapshot_id = current | int if current is string and current.isdigit() else none -%}
   {%- set is_current = ('s.snapshot_id = ' ~ snapshot_id) if snapshot_id is not none else 'false' -%}
+  {#- As text ('id:parent:operation,...'): complex values reach dbt differently per connection method. -#}
+  {%- set lineage_sql = (", concat_ws(',', collect_list(if(s.operation = 'replace' or " ~ is_current
+        ~ " or s.snapshot_id in (" ~ lineage_of | map('int') | join(', ') ~ "), concat_ws(':', "
+        ~ "cast(s.snapshot_id as string), coalesce(cast(s.parent_id as string), ''), s.operation), null))) as lineage")
+        if lineage_of else '' -%}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
   {%- set rewrite_sql = (", (unix_micros(" ~ reference ~ ") - unix_micros(max(if(s.operation = 'replace' and "
         ~ "cast(s.summary['deleted-data-files'] as bigint) > 0, s.committed_at, null)))) / 3600000000.0 "
@@ -226,7 +242,7 @@
         ~ "max(if(" ~ is_current ~ ", cast(s.summary['total-delete-files'] as bigint), null)) as delete_files"
         ~ ((", max(if(" ~ is_current ~ ", cast(s.summary['total-files-size'] as bigint), null)) as table_bytes")
            if table_bytes else "")
-        ~ rewrite_sql ~ " from " ~ table ~ ".snapshots s").rows[0] -%}
+        ~ rewrite_sql ~ lineage_sql ~ " from " ~ table ~ ".snapshots s").rows[0] -%}
   {%- set snapshots = row['snapshots'] | int -%}
   {%- set age = row['oldest_snapshot_age_hours'] -%}
   {%- set figures = {'snapshots': snapshots, 'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),
@@ -238,6 +254,15 @@
   {%- for name in ['data_files', 'delete_files'] + (['table_bytes'] if table_bytes else []) -%}
     {%- do figures.update({name: 0 if snapshots == 0 else (none if row[name] is none else row[name] | int)}) -%}
   {%- endfor -%}
+  {%- if lineage_of -%}
+    {%- set lineage = {} -%}
+    {%- for entry in ((row['lineage'] or '') | string).split(',') if entry -%}
+      {%- set parts = entry.split(':') -%}
+      {%- do lineage.update({parts[0] | int: {'parent': parts[1] | int if parts[1] else none,
+            'operation': parts[2]}}) -%}
+    {%- endfor -%}
+    {%- do figures.update({'lineage': lineage}) -%}
+  {%- endif -%}
   {{ return(figures) }}
 {% endmacro %}
 
@@ -290,22 +315,25 @@
 {% endmacro %}
 
 
-{#- {operation: the snapshot it was last checked at} for the `deciding` operations whose answer
-    only new data can change, when nothing was written since that check (the twin of metadata/
-    planner.py's _LazyTable.unchanged_since_check): one query of the snapshot lineage, only when
-    such an operation has a recorded check. -#}
-{% macro _iceberg_maint_unchanged_operations(table, deciding, resolved, properties, current) %}
+{#- {operation: the snapshot id its last check recorded} for the `deciding` operations whose
+    answer only new data can change (_iceberg_maint_skipped_when_unchanged), from the table's
+    properties. -#}
+{% macro _iceberg_maint_recorded_checks(deciding, resolved, properties) %}
   {%- set recorded = {} -%}
   {%- for operation in deciding if dbt_iceberg_maint._iceberg_maint_skipped_when_unchanged(operation, resolved) -%}
     {%- set text = properties.get(dbt_iceberg_maint._iceberg_maint_checked_snapshot_property(operation)) -%}
     {%- if text is string and text.isdigit() -%}{%- do recorded.update({operation: text | int}) -%}{%- endif -%}
   {%- endfor -%}
+  {{ return(recorded) }}
+{% endmacro %}
+
+
+{#- The `recorded` checks ({operation: snapshot id}) nothing was written since (the twin of
+    metadata/planner.py's _LazyTable.unchanged_since_check), with `current` the current snapshot's
+    id and `lineage` ({id: {parent, operation}}) as the snapshot summary read them in its one scan
+    (_iceberg_maint_summary_figures' lineage_of). Pure. -#}
+{% macro _iceberg_maint_unchanged_operations(recorded, current, lineage) %}
   {%- if not recorded or current is none -%}{{ return({}) }}{%- endif -%}
-  {%- set lineage = {} -%}
-  {%- for row in run_query('select snapshot_id, parent_id, operation from ' ~ table ~ '.snapshots') -%}
-    {%- do lineage.update({row['snapshot_id'] | int: {'parent': none if row['parent_id'] is none
-          else row['parent_id'] | int, 'operation': row['operation']}}) -%}
-  {%- endfor -%}
   {%- set unchanged = {} -%}
   {%- for operation, snapshot_id in recorded.items()
         if dbt_iceberg_maint._iceberg_maint_unchanged_since(snapshot_id, current, lineage) -%}
