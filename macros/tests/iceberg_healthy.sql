@@ -111,10 +111,9 @@
     threshold needs it: existence (SHOW NAMESPACES, SHOW TABLES), the table properties (SHOW
     TBLPROPERTIES: Iceberg or not, the target file size, the maintenance checks recorded), the
     snapshot summary (one query on the snapshots metadata table, for the current snapshot the
-    properties name), and the deeper
-    figures (one query on the data_files / manifests / delete_files tables) only for the
-    thresholds the summary cannot answer: a table with no more data files than max_small_files
-    has no more small files either. -#}
+    properties name), and the deeper figures (one query on the data_files / manifests /
+    delete_files tables) only for the thresholds the summary cannot answer: a table with no more
+    data files than max_small_files has no more small files either. -#}
 {% macro _iceberg_maint_healthy_figures(relation, table, thresholds) %}
   {%- if not dbt_iceberg_maint._iceberg_maint_table_exists(relation) -%}{{ return({'exists': false}) }}{%- endif -%}
   {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
