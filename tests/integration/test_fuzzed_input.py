@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from tests.conftest import DbtProject
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 
 def test_fuzzed_input_is_refused_naming_the_argument_or_works(spark: SparkSession, dbt_project: DbtProject) -> None:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from lab.postgres import PostgresServer
     from tests.conftest import DbtProject
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 MODEL = "conflict_hooked_append"
 SKEW_S = 55  # under Iceberg's one-minute tolerance for a snapshot older than the table's last update

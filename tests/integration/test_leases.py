@@ -151,6 +151,7 @@ def lease_reason_holder(reason: str) -> str:
     return reason.removeprefix("lease held by ").split(" ", 1)[0]
 
 
+@pytest.mark.lab  # separate worker processes, timed to one instant and to a TTL's expiry
 def test_contenders_at_one_instant_one_holds_a_killed_holder_expires(lake: Lake, workers: list[Worker],
                                                                     spark: SparkSession) -> None:
     table = f"{lake.schema}.contested"
@@ -237,6 +238,7 @@ def test_leases_command_lists_and_breaks(lake: Lake, spark: SparkSession) -> Non
     assert [r.status for r in parse_result_lines(maintained.log_messages)] == ["success"]
 
 
+@pytest.mark.lab  # separate worker processes started at one instant
 def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: Lake, workers: list[Worker],
                                                                        spark: SparkSession) -> None:
     scenario = json.dumps({"lease_scenario": True})

@@ -17,7 +17,7 @@ from lab.torture import quick_settings, run_torture
 # The fixture runs both catalogs at once, each starting PostgreSQL (and on the Hive catalog the
 # metastore's JVM) and five JVMs: its setup counts against the first test's timeout, which must
 # cover a loaded machine.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.integration, pytest.mark.lab, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
