@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -68,6 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
     absolute one would give every project (a test's lake project too) one manifest.json, and the
     fleet engine would read another project's."""
     os.environ["JAVA_TOOL_OPTIONS"] = suite_java_options(os.environ.get("JAVA_TOOL_OPTIONS", ""))
+    if config.getoption("dist", "no") == "loadgroup" and not os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="dbt_iceberg_maint_test_groups_")  # workers inherit it
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         os.environ.setdefault("DBT_TARGET_PATH", f"target/{worker}")
@@ -93,12 +98,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 PACKAGES_PATH_ENV = "DBT_ICEBERG_MAINT_PACKAGES_PATH"  # integration_tests/dbt_project.yml reads it
 
 
-@pytest.fixture(scope="module")
-def installed_package(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """`dbt deps` into this module's own packages folder (packages.yml: local ../), which every dbt
-    call of the module then reads: no module sees another's install, whatever the test order."""
-    module = request.module.__name__.rsplit(".", 1)[-1]
-    folder = tmp_path_factory.mktemp(f"dbt_packages_{module}")
+@pytest.fixture(scope="session")
+def installed_package(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """`dbt deps` once per pytest process (each xdist worker) into a packages folder of its own
+    (packages.yml: local ../, a link to this checkout), which every dbt call on the integration
+    project then reads: no process writes another's install, and no module repeats it."""
+    folder = tmp_path_factory.mktemp("dbt_packages")
     previous = os.environ.get(PACKAGES_PATH_ENV)
     os.environ[PACKAGES_PATH_ENV] = str(folder)
     try:
@@ -110,6 +115,69 @@ def installed_package(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
             os.environ.pop(PACKAGES_PATH_ENV, None)
         else:
             os.environ[PACKAGES_PATH_ENV] = previous
+
+
+# The session services a module may use (fixture -> group). Each xdist worker starts a session
+# fixture the first time one of its tests asks for it, so modules spread over both workers would
+# start a Thrift Server, PostgreSQL and a Hive Metastore twice. Under `--dist loadgroup` (what
+# ./scripts/test runs) every module that uses one service's fixtures runs on one worker; every
+# other module is a work unit of its own, as under --dist loadfile. A module that asks for a
+# service by name at run time (request.getfixturevalue) lists it in `SESSION_SERVICES`.
+# (xdist's own loadgroup reads `xdist_group` marks through a node id suffix that pytest 9 no
+# longer keeps, so the workers hand the groups to the controller's scheduler in a file.)
+SERVICE_GROUPS = {"thrift_server": "thrift_server", "thrift_project": "thrift_server",
+                  "postgres_server": "postgres", "hive_metastore": "postgres", "jdbc_catalog": "postgres"}
+GROUPS_ENV = "DBT_ICEBERG_MAINT_TEST_GROUPS"  # the folder the workers write their module groups to
+
+
+def module_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """Each collected module's work unit: the service group of the fixtures it uses, or itself."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    groups = {}
+    for path, module_items in modules.items():
+        used = {name for item in module_items for name in getattr(item, "fixturenames", ())}
+        used.update(getattr(getattr(module_items[0], "module", None), "SESSION_SERVICES", ()))
+        groups[path] = next((g for fixture, g in SERVICE_GROUPS.items() if fixture in used), path)
+    return groups
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    result = yield
+    folder, worker = os.environ.get(GROUPS_ENV), os.environ.get("PYTEST_XDIST_WORKER")
+    if folder and worker:  # before the worker reports its collection, so before the controller schedules
+        written = Path(folder) / f"{worker}.json.tmp"
+        written.write_text(json.dumps(module_groups(items)))
+        written.rename(written.with_suffix(""))
+    return result
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = os.environ.get(GROUPS_ENV)
+    if folder and not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist", "no") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServiceGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        """Work units by module, modules that share a service in one unit (module_groups)."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                self.groups = {k: v for f in Path(os.environ[GROUPS_ENV]).glob("*.json")
+                               for k, v in json.loads(f.read_text()).items()}
+            module = nodeid.split("::", 1)[0]
+            return self.groups.get(module, module)
+
+    return ServiceGroupScheduling(config, log)
 
 
 # integration_tests/profiles.yml's `session` target reads the catalog type from it (default jdbc).
@@ -185,7 +253,7 @@ class DbtProject:
 
     `folder`: the module's own dbt target and log folders (partial-parse state, artifacts and
     dbt.log never leak between modules, so `-k`, `--lf` and reruns see what a whole run sees).
-    The package is installed into the module's own packages folder (`installed_package`).
+    The package is installed once per pytest process (`installed_package`).
     """
 
     def __init__(self, schema: str, folder: Path | None = None) -> None:
@@ -220,3 +288,4 @@ def conflict_gate(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory)
     gate = ConflictGate(tmp_path_factory.mktemp("gate"))
     gate.register(spark)
     return gate
+

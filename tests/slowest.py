@@ -4,6 +4,7 @@ the end of each tier): `python -m tests.slowest REPORT.xml ... [--count N]`."""
 from __future__ import annotations
 
 import argparse
+import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,7 +18,8 @@ def test_times(reports: Iterable[Path]) -> list[tuple[float, str]]:
             continue
         for case in ElementTree.parse(report).iter("testcase"):
             module = case.get("classname", "").replace(".", "/")
-            times.append((float(case.get("time") or 0), f"{module}.py::{case.get('name', '')}"))
+            name = re.sub(r"@[^@\]]+$", "", case.get("name", ""))  # xdist's group suffix (--dist loadgroup)
+            times.append((float(case.get("time") or 0), f"{module}.py::{name}"))
     return times
 
 

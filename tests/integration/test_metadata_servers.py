@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 
 # Spark catalog name -> the session fixture of the server that keeps it.
 SERVER_CATALOGS = {"pgcat": "postgres_server", "hmscat": "hive_metastore"}
+SESSION_SERVICES = tuple(SERVER_CATALOGS.values())  # asked for by name (tests/conftest.py)
 
 
 @pytest.mark.parametrize("name", SERVER_CATALOGS)

@@ -101,12 +101,12 @@ def thrift_sql(thrift_server: ThriftServer) -> Iterator[ThriftSql]:
 class ThriftDbtProject:
     """The integration dbt project, run over the `thrift` target against the suite's server."""
 
-    def __init__(self, server: ThriftServer, schema: str, target_path: Path) -> None:
+    def __init__(self, server: ThriftServer, schema: str, target_path: Path, packages: Path) -> None:
         self.schema = schema
         self.target_path = target_path / "target"
-        # Its own target/log/packages paths: nothing leaks between modules or from other suites.
+        # Its own target and log paths: nothing leaks between modules or from other suites.
         self.env = {
-            PACKAGES_PATH_ENV: str(target_path / "dbt_packages"),
+            PACKAGES_PATH_ENV: str(packages),
             "DBT_ICEBERG_MAINT_TARGET": "thrift",
             "DBT_ICEBERG_MAINT_SCHEMA": schema,
             "DBT_TARGET_PATH": str(self.target_path),
@@ -132,9 +132,9 @@ class ThriftDbtProject:
 
 @pytest.fixture(scope="module")
 def thrift_project(
-    thrift_server: ThriftServer, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    thrift_server: ThriftServer, installed_package: Path, request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory
 ) -> ThriftDbtProject:
     module = request.module.__name__.rsplit(".", 1)[-1]
-    project = ThriftDbtProject(thrift_server, f"th_{module}", tmp_path_factory.mktemp(f"dbt_{module}"))
-    project("deps", "--quiet")
-    return project
+    return ThriftDbtProject(thrift_server, f"th_{module}", tmp_path_factory.mktemp(f"dbt_{module}"),
+                            installed_package)
