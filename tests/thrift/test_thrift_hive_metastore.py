@@ -75,12 +75,12 @@ class SessionMethodProject:
     """The project over `method: session` (the `session_hive` target): one worker process runs
     every invocation, so its Spark application starts once; each job parses with its own --vars."""
 
-    def __init__(self, metastore: HiveMetastore, schema: str, folder: Path) -> None:
+    def __init__(self, metastore: HiveMetastore, schema: str, folder: Path, packages: Path) -> None:
         self.schema = schema
         work = folder / "work"
         work.mkdir(parents=True)
         self.target_path = work / "target-0"  # the worker's own target folder
-        env = {PACKAGES_PATH_ENV: str(folder / "dbt_packages"), "DBT_ICEBERG_MAINT_TARGET": "session_hive",
+        env = {PACKAGES_PATH_ENV: str(packages), "DBT_ICEBERG_MAINT_TARGET": "session_hive",
                "DBT_ICEBERG_MAINT_SCHEMA": schema, CATALOG_URI_ENV: metastore.uri,
                WAREHOUSE_ENV: (folder / "hive_warehouse").as_uri(),
                ICEBERG_JAR_ENV: resolve_iceberg_runtime().jars[0], DRIVER_JAVA_OPTIONS_ENV: log4j2_java_options()}
@@ -103,15 +103,14 @@ Project = SessionCatalogProject | SessionMethodProject
 
 @pytest.fixture(scope="module", params=["thrift", "session"])
 def project(request: pytest.FixtureRequest, hms_server: ThriftServer, hive_metastore: HiveMetastore,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+            installed_package: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     folder = tmp_path_factory.mktemp(f"dbt_hms_{request.param}")
     built: Project
     if request.param == "thrift":
-        built = SessionCatalogProject(hms_server, "th_hms", folder)
+        built = SessionCatalogProject(hms_server, "th_hms", folder, installed_package)
     else:
-        built = SessionMethodProject(hive_metastore, "ss_hms", folder)
+        built = SessionMethodProject(hive_metastore, "ss_hms", folder, installed_package)
     try:
-        built("deps", "--quiet")
         yield built
     finally:
         if isinstance(built, SessionMethodProject):
