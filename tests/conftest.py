@@ -71,7 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
     absolute one would give every project (a test's lake project too) one manifest.json, and the
     fleet engine would read another project's."""
     os.environ["JAVA_TOOL_OPTIONS"] = suite_java_options(os.environ.get("JAVA_TOOL_OPTIONS", ""))
-    if config.getoption("dist", "no") == "loadgroup" and not os.environ.get("PYTEST_XDIST_WORKER"):
+    controller = not os.environ.get("PYTEST_XDIST_WORKER")
+    if controller and getattr(getattr(config, "option", None), "dist", "no") == "loadgroup":
         os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="dbt_iceberg_maint_test_groups_")  # workers inherit it
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:

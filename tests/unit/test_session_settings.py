@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from tests.conftest import SUITE_JAVA_OPTIONS, pytest_configure, suite_java_options
+from tests.conftest import SUITE_JAVA_OPTIONS, module_groups, pytest_configure, suite_java_options
 
 
 def test_a_worker_gets_a_relative_target_folder_and_its_own_logs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,3 +50,22 @@ def test_a_jvm_the_session_starts_runs_with_the_suite_java_options() -> None:
              if len(parts) >= 4 and parts[2] in (":=", "=")}
     assert (flags["TieredStopAtLevel"], flags["BytecodeVerificationRemote"]) == ("1", "false"), done.stderr
     assert flags["ReservedCodeCacheSize"] == str(240 * 1024 * 1024), done.stderr  # not C1's 48 MB default
+
+
+def test_modules_that_share_a_service_are_one_work_unit() -> None:
+    """--dist loadgroup: a module using the Thrift Server, PostgreSQL or the Hive Metastore (directly,
+    through another fixture, or named in SESSION_SERVICES) runs with the others that use it."""
+    def item(nodeid: str, *fixtures: str, module: Any = None) -> Any:
+        return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures), module=module)
+
+    by_name = SimpleNamespace(SESSION_SERVICES=("hive_metastore",))
+    groups = module_groups([
+        item("tests/thrift/test_a.py::test_1", "thrift_project"),
+        item("tests/thrift/test_b.py::test_1", "thrift_server"),
+        item("tests/integration/test_c.py::test_1", "spark"),
+        item("tests/integration/test_c.py::test_2", "postgres_server"),
+        item("tests/integration/test_d.py::test_1", "spark", module=by_name),
+        item("tests/unit/test_e.py::test_1")])
+    assert groups == {"tests/thrift/test_a.py": "thrift_server", "tests/thrift/test_b.py": "thrift_server",
+                      "tests/integration/test_c.py": "postgres", "tests/integration/test_d.py": "postgres",
+                      "tests/unit/test_e.py": "tests/unit/test_e.py"}
