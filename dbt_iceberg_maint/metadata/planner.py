@@ -27,6 +27,7 @@ from dbt_iceberg_maint.metadata.reader import (
     read_manifest_tier,
     read_summary,
     small_file_threshold,
+    table_age_hours,
     target_file_size,
 )
 from dbt_iceberg_maint.policy import engine
@@ -175,7 +176,9 @@ class _LazyTable:
         self.table = table
         self.summary: SummaryTier = read_summary(table)
         self.reference_ms = reference_ms
-        self.checked = engine.checked_hours_ago(self.summary.properties, now or dt.datetime.now(dt.timezone.utc))
+        wall_clock = now or dt.datetime.now(dt.timezone.utc)
+        self.now_ms = int(wall_clock.timestamp() * 1000)  # the orphan window's clock, never as_of
+        self.checked = engine.checked_hours_ago(self.summary.properties, wall_clock)
         self.threshold = small_file_threshold(target_file_size(self.summary.properties, target_override))
         self._manifests: list[Any] | None = None
         self._entries: dict[tuple[int, bool], EntryTier] = {}
@@ -247,6 +250,8 @@ class _LazyTable:
                 figures["deletion_vectors"] = self.entries(data_only=False).deletion_vectors
         elif operation == "rewrite_manifests":
             figures["data_manifests"] = read_manifest_tier(self.manifests()).data_manifests
+        elif operation == "remove_orphan_files" and self.checked.get(operation) is None:
+            figures["table_age_hours"] = table_age_hours(self.table, self.now_ms)
         elif operation in STATISTICS:
             figures["snapshot_id"] = self.summary.snapshot_id
             figures[STATISTICS[operation][0]] = statistics_snapshot(self.table, operation, self.summary.snapshot_id)

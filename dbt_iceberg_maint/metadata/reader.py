@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dbt_iceberg_maint.metadata.cold import DEFAULT_TARGET_FILE_SIZE_BYTES, PartitionField, PartitionState
+from dbt_iceberg_maint.policy.engine import first_metadata_age_hours
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import ManifestFile
@@ -114,6 +115,16 @@ def read_summary(table: Table) -> SummaryTier:
     return SummaryTier(current.snapshot_id, _int(summary, "total-data-files"), _int(summary, "total-delete-files"),
                        _int(summary, "total-records"), _int(summary, "total-files-size"), tuple(snapshots),
                        dict(metadata.properties))
+
+
+def table_age_hours(table: Table, now_ms: int) -> float | None:
+    """`_iceberg_maint_table_age_hours`: the table's age from its first metadata file, while the
+    metadata log (or the current file, on a table never committed to since) still names it."""
+    metadata = table.metadata
+    log = metadata.metadata_log
+    first, at_ms = ((log[0].metadata_file, log[0].timestamp_ms) if log
+                    else (table.metadata_location, metadata.last_updated_ms))
+    return first_metadata_age_hours(first, at_ms, now_ms)
 
 
 def current_manifests(table: Table) -> list[ManifestFile]:

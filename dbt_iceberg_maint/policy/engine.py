@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -195,6 +196,20 @@ def checked_hours_ago(properties: Mapping[str, str], now: dt.datetime) -> dict[s
             continue
         found[operation] = (now - at.replace(tzinfo=dt.timezone.utc)).total_seconds() / 3600
     return found
+
+
+# A table's first metadata file: version 0 of a metastore-backed catalog (`00000-<uuid>`, maybe
+# compressed) or version 1 of a Hadoop catalog (`v1`).
+FIRST_METADATA_FILE = re.compile(r"(^|/)(v1(\.[a-z0-9]+)?|00000-[^/]*)\.metadata\.json$")
+
+
+def first_metadata_age_hours(oldest_file: str, oldest_ms: int, now_ms: int) -> float | None:
+    """`_iceberg_maint_table_age_hours`: the table's age in hours when `oldest_file`, the oldest
+    file its metadata log still names, is its first one; None (unknown, as good as old) once the
+    log has dropped it (write.metadata.previous-versions-max) or the table was created elsewhere."""
+    if not FIRST_METADATA_FILE.search(oldest_file):
+        return None
+    return round((now_ms - oldest_ms) / 3600000.0, 3)
 
 
 def checked_snapshot_property(operation: str) -> str:

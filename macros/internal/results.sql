@@ -66,6 +66,39 @@
 {% endmacro %}
 
 
+{#- Why a hook macro called without a relation does nothing in this node, or none when it acts
+    on `this`. Users attach the hooks at project or package level, and dbt hands them to every node
+    below, including a package's on-run-start operations (where `this` is none), views and
+    ephemeral models; only a model or snapshot that built a table is maintained. The reason goes
+    to the debug log, never as a failure. A relation given explicitly is always acted on. -#}
+{% macro _iceberg_maint_hook_skip_reason(name, relation) %}
+  {%- if relation is not none or not dbt_iceberg_maint._iceberg_maint_in_node() -%}{{ return(none) }}{%- endif -%}
+  {%- set config = model.get('config') or {} -%}
+  {%- set materialized = config.get('materialized') or '' -%}
+  {%- set file_format = (config.get('file_format') or '') | lower -%}
+  {%- set reason = none -%}
+  {%- if model.get('resource_type') not in ['model', 'snapshot'] or this is none -%}
+    {%- set reason = 'a ' ~ model.get('resource_type') ~ ' builds no table' -%}
+  {%- elif materialized in ['view', 'ephemeral', 'materialized_view'] -%}
+    {%- set reason = 'it is ' ~ materialized -%}
+  {%- elif file_format and file_format != 'iceberg' -%}
+    {%- set reason = 'not an Iceberg table (' ~ file_format ~ ')' -%}
+  {%- endif -%}
+  {%- if reason is not none -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_hook_skip(name, reason) -%}
+  {%- endif -%}
+  {{ return(reason) }}
+{% endmacro %}
+
+
+{% macro _iceberg_maint_log_hook_skip(name, reason) %}
+  {%- if execute -%}
+    {%- do log('dbt_iceberg_maint.' ~ name ~ ': nothing to do for ' ~ model.get('unique_id') ~ ': ' ~ reason,
+          info=false) -%}
+  {%- endif -%}
+{% endmacro %}
+
+
 {#- True when the macro `name` of this package is what `dbt run-operation` runs (not a macro
     that calls it, not a node's hook). -#}
 {% macro _iceberg_maint_is_run_operation(name) %}

@@ -42,7 +42,7 @@
         + dbt_iceberg_maint._iceberg_maint_policy_shape_errors(policy, 'maintain: argument `policy`')) -%}
   {%- set resolved = dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy, policy) -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_policy_errors(resolved)) -%}
-  {%- if not execute -%}{{ return({'steps': [], 'snapshot_id': none, 'health': none}) }}{%- endif -%}
+  {%- if not execute -%}{{ return({'steps': [], 'snapshot_id': none, 'health': none, 'table_format': none}) }}{%- endif -%}
   {%- set facts = {'project_enabled': var('dbt_iceberg_maint_enabled', true), 'exists': false,
         'required': required} -%}
   {%- if facts.project_enabled and resolved.enabled -%}
@@ -68,7 +68,8 @@
           instant.value, properties)) -%}
   {%- endif -%}
   {{ return({'steps': dbt_iceberg_maint._iceberg_maint_plan_steps(table, requested, resolved, facts, force,
-      instant.value), 'snapshot_id': facts.get('snapshot_id'), 'health': facts.get('health')}) }}
+      instant.value), 'snapshot_id': facts.get('snapshot_id'), 'health': facts.get('health'),
+      'table_format': facts.get('table_format')}) }}
 {% endmacro %}
 
 
@@ -127,6 +128,11 @@
     {%- endif -%}
   {%- endfor -%}
   {%- set as_of_text = as_of.strftime('%Y-%m-%d %H:%M:%S.%f') if as_of is not none else none -%}
+  {#- A table never swept for orphans: its age, since one younger than the window cannot hold a
+      file old enough to remove (the first builds' post-hooks skip the listing). -#}
+  {%- set table_age = dbt_iceberg_maint._iceberg_maint_table_age_hours(table)
+        if not force and 'remove_orphan_files' in deciding and checked.get('remove_orphan_files') is none
+          and resolved.remove_orphan_files.location is none else none -%}
   {%- set compaction = resolved.compaction -%}
   {%- set health = none -%}
   {#- The table's size decides `partial_progress: auto`, forced or not. -#}
@@ -196,7 +202,21 @@
       'unchanged_since_checked': unchanged,
       'snapshot_id': health.snapshot_id if health is not none else none,
       'snapshots': snapshots.rows, 'now_ms': snapshots.now_ms, 'checked_hours_ago': checked,
-      'statistics': statistics}) }}
+      'statistics': statistics, 'table_age_hours': table_age}) }}
+{% endmacro %}
+
+
+{#- The table's age in hours from its first metadata file, while the metadata log still names
+    it (version 0 of a metastore-backed catalog, `00000-<uuid>`; v1 of a Hadoop catalog); none
+    once write.metadata.previous-versions-max has dropped it: unknown counts as old. Twin:
+    policy/engine.py first_metadata_age_hours. -#}
+{% macro _iceberg_maint_table_age_hours(table) %}
+  {%- set rows = run_query("select file, (unix_millis(current_timestamp()) - unix_millis(timestamp)) as age_ms from "
+        ~ table ~ ".metadata_log_entries order by timestamp limit 1").rows -%}
+  {%- if rows and modules.re.search('(^|/)(v1(\\.[a-z0-9]+)?|00000-[^/]*)\\.metadata\\.json$', rows[0][0] | string) -%}
+    {{ return(((rows[0][1] | int) / 3600000.0) | round(3)) }}
+  {%- endif -%}
+  {{ return(none) }}
 {% endmacro %}
 
 
@@ -376,8 +396,9 @@
     checked again next time. The skip reasons that decide nothing are matched by their first words,
     which _iceberg_maint_plan_steps writes. -#}
 {% macro _iceberg_maint_record_checks(table, resolved, steps, results, snapshot_id=none) %}
+  {#- Not recorded either: an orphan sweep skipped on a young table (the next run asks its age again). -#}
   {%- set undecided = ['maintenance disabled by', 'table does not exist', 'disabled by meta.', 'last checked ',
-        'cost gate:'] -%}
+        'cost gate:', 'the table is only '] -%}
   {%- set now = dbt_iceberg_maint._iceberg_maint_now().strftime('%Y-%m-%dT%H:%M:%SZ') -%}
   {%- set recorded = [] -%}
   {%- for step in steps -%}
@@ -546,6 +567,7 @@
       {#- No health when orphan removal, which reads none, is the only operation decided. -#}
       {%- set checked = (facts.health or {}).copy() -%}
       {%- do checked.update(facts.get('statistics') or {}) -%}
+      {%- do checked.update({'table_age_hours': facts.get('table_age_hours')}) -%}
       {%- if scope is not none -%}{%- do checked.update({'cold_scope': scope}) -%}{%- endif -%}
       {%- do checked.update({'rewrites_planned': rewrites_planned}) -%}
       {%- if resolved.expire_snapshots.older_than is not none -%}

@@ -5,9 +5,12 @@
     `dbt run-operation dbt_iceberg_maint.maintain`, any failed operation fails the invocation.
     Returns the list of result records; inside a node's hooks it renders to nothing (dbt would
     run the rendered text as SQL), so `{{ dbt_iceberg_maint.maintain() }}` works as a
-    post-hook. as_of: the reference time for cold partitions and snapshot ages. -#}
+    post-hook, set at project or package level too: without a relation it does nothing (debug
+    log only) on nodes that built no Iceberg table (on-run-start operations, tests, seeds,
+    views, ephemeral models, other file formats). as_of: the reference time for cold partitions and snapshot ages. -#}
 
 {% macro maintain(relation=none, operations=none, dry_run=false, force=false, policy=none, as_of=none) %}
+  {%- if dbt_iceberg_maint._iceberg_maint_hook_skip_reason('maintain', relation) is not none -%}{{ return('') }}{%- endif -%}
   {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('maintain', 'dbt_iceberg_maint')(
       relation=relation if relation is not none else this, operations=operations, dry_run=dry_run, force=force,
       policy=policy, as_of=as_of))) }}
@@ -25,6 +28,12 @@
   {%- set plan = dbt_iceberg_maint._iceberg_maint_plan_table(relation, operations, force, policy, as_of) -%}
   {%- set steps = plan.steps -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {#- A post-hook on a table the model's file_format did not tell apart (e.g. a Hive table in the
+      session catalog): nothing to maintain, said at debug level; elsewhere the skipped lines say it. -#}
+  {%- if plan.table_format and dbt_iceberg_maint._iceberg_maint_in_node() -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_hook_skip('maintain', 'not an Iceberg table (' ~ plan.table_format ~ ')') -%}
+    {{ return([]) }}
+  {%- endif -%}
   {%- set node = dbt_iceberg_maint._iceberg_maint_node_for_relation(relation) -%}
   {%- set tables = {} -%}
   {%- if steps -%}

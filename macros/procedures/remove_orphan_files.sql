@@ -224,8 +224,15 @@
 {% endmacro %}
 
 {#- Orphans cannot be counted without listing the table location, which is the operation itself;
-    it deletes only files older than the window, so it is always due. -#}
+    it deletes only files older than the window, so it is always due, but on a table younger
+    than the window (health.table_age_hours, read for a table never swept), which cannot hold a
+    file that old. -#}
 {% macro _iceberg_maint_remove_orphan_files_due(section, health) %}
+  {%- set age = health.get('table_age_hours') -%}
+  {%- if age is not none and age < section.older_than_hours and section.location is none -%}
+    {{ return({'due': false, 'reason': 'the table is only ' ~ age ~ ' h old, younger than older_than_hours '
+        ~ section.older_than_hours ~ ': none of its files can be old enough to remove'}) }}
+  {%- endif -%}
   {{ return({'due': true, 'reason': 'always due: deletes only unreferenced files older than '
       ~ section.older_than_hours ~ ' h'}) }}
 {% endmacro %}

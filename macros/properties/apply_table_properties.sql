@@ -3,11 +3,16 @@
     only the keys whose current value differs, or nothing at all.
 
     As a post-hook:  +post-hook: "{{ dbt_iceberg_maint.apply_table_properties() }}"
+      (at project or package level too: it does nothing, debug log only, on nodes that built no
+      Iceberg table: on-run-start operations, tests, seeds, views, ephemeral models)
     From run-operation: dbt run-operation dbt_iceberg_maint.apply_table_properties
                           --args '{relation: analytics.events}'
     (the policy then comes from the graph node of the model whose schema/alias match). -#}
 
 {% macro apply_table_properties(relation=none, policy=none) %}
+  {%- if dbt_iceberg_maint._iceberg_maint_hook_skip_reason('apply_table_properties', relation) is not none -%}
+    {{ return('') }}
+  {%- endif -%}
   {{ return(adapter.dispatch('apply_table_properties', 'dbt_iceberg_maint')(relation=relation, policy=policy)) }}
 {% endmacro %}
 
@@ -34,6 +39,19 @@
     {{ return('') }}
   {%- endif -%}
   {%- set current = dbt_iceberg_maint._iceberg_maint_table_properties(table) -%}
+  {#- Iceberg's properties mean nothing on another format's table (a Hive table in the session
+      catalog): a post-hook says so at debug level, a run-operation in its result line. -#}
+  {%- set table_format = dbt_iceberg_maint._iceberg_maint_non_iceberg_format('', current) -%}
+  {%- if table_format -%}
+    {%- set reason = 'not an Iceberg table (' ~ table_format ~ ')' -%}
+    {%- if dbt_iceberg_maint._iceberg_maint_in_node() -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_log_hook_skip('apply_table_properties', reason) -%}
+    {%- else -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, 'apply_table_properties', 'skipped', reason=reason,
+           metrics={'changed': {}}, duration_ms=dbt_iceberg_maint._iceberg_maint_elapsed_ms(started)) -%}
+    {%- endif -%}
+    {{ return('') }}
+  {%- endif -%}
   {%- set changes = dbt_iceberg_maint.table_property_changes(declared, current) -%}
   {%- set sql = dbt_iceberg_maint.get_apply_table_properties_sql(table, declared, current) -%}
   {%- if sql -%}

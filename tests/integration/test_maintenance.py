@@ -116,7 +116,9 @@ def test_thresholds_decide_what_runs_and_the_data_survives(spark: SparkSession, 
     # Snapshots are minutes old, the policy expires after 1 h.
     assert done["expire_snapshots"].status == "skipped"
     assert "not older than 1 h" in done["expire_snapshots"].reason
-    assert done["remove_orphan_files"].status == "success"
+    # The table is minutes old: no file in it can be older than the orphan window, nothing is listed.
+    assert done["remove_orphan_files"].status == "skipped"
+    assert "younger than older_than_hours" in done["remove_orphan_files"].reason
     # Three appends left three data manifests: at the policy's min_manifests 3.
     assert done["rewrite_manifests"].status == "success", done["rewrite_manifests"].reason
     assert done["rewrite_manifests"].reason == "3 data manifests, >= threshold of 3"
@@ -616,6 +618,16 @@ def test_interval_hours_checks_each_operation_at_most_that_often(spark: SparkSes
     def checked_at() -> dict[str, str]:
         return {k.rsplit(".", 1)[1]: v for k, v in spark.sql(f"show tblproperties {table}").collect()
                 if k.startswith("dbt-iceberg-maint.checked-at.")}
+
+    # Never swept and minutes old: orphan removal is not due, and no check is recorded for it
+    # (the next run asks the table's age again).
+    young = parse_result_lines(maintain(operations=["remove_orphan_files"]).log_messages)
+    assert [(r.operation, r.status) for r in young] == [("remove_orphan_files", "skipped")], young
+    assert "younger than older_than_hours 72" in (young[0].reason or ""), young
+    assert checked_at() == {}
+    # As on a table last swept 13 h ago: from here on its interval decides.
+    swept = (datetime.now(timezone.utc) - timedelta(hours=13)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    spark.sql(f"alter table {table} set tblproperties ('dbt-iceberg-maint.checked-at.remove_orphan_files' = '{swept}')")
 
     first = maintain()
     first_run = parse_result_lines(first.log_messages)

@@ -58,7 +58,7 @@ class CaseFacts:
         return self.facts["table_bytes"]
 
     def health(self, operation: str) -> Mapping[str, Any]:
-        return dict(self.facts["health"])
+        return {**self.facts["health"], "table_age_hours": self.facts["table_age_hours"]}
 
     def cold_scope(self, hours: float) -> ColdScope:
         scope = self.facts["cold_scope"]
