@@ -28,6 +28,7 @@ from dbt_iceberg_maint.output import (
     fail,
     handle_errors,
     output_option,
+    output_option_for,
     output_option_with_html,
     print_text,
     render,
@@ -66,7 +67,7 @@ def demo(workdir: Path) -> None:
 @main.command()
 @click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
               default=Path("iceberg_warehouse"), show_default=True)
-@output_option
+@output_option_for("`export` lines for a POSIX shell")
 def env(warehouse: Path, output: str) -> None:
     """Print `export` lines that let plain `dbt` use the embedded runtime's profile (json: the
     variables as an object): the Iceberg jar, the SQLite JDBC driver, the warehouse, the driver's
@@ -647,7 +648,7 @@ def classify_command(source: IO[str], output: str) -> None:
 @click.option("--run-results", "run_results", multiple=True,
               type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="A run_results.json with observed durations (repeatable), for orphan_window_too_short.")
-@output_option
+@output_option_for("the findings by model, each with its fix")
 @handle_errors
 def lint_command(project_dir: Path, profiles_dir: Path | None, target: str | None, vars_yaml: str | None,
                  run_results: tuple[Path, ...], output: str) -> None:

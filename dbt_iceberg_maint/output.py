@@ -68,10 +68,15 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def output_option(command: Callable[P, R]) -> Callable[P, R]:
-    """`--output text|json`, passed to the command as `output`."""
-    option = click.option("--output", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
-                          help="text: a table; json: machine-readable, nothing else on stdout.")
-    return option(command)
+    """`--output text|json`, passed to the command as `output`; text is a table."""
+    return output_option_for("a table")(command)
+
+
+def output_option_for(text: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """`--output text|json` for a command whose text output is `text` (its --help says what it
+    prints, not a table it does not)."""
+    return click.option("--output", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
+                        help=f"text: {text}; json: machine-readable, nothing else on stdout.")
 
 
 def output_option_with_html(command: Callable[P, R]) -> Callable[P, R]:

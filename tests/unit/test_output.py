@@ -68,3 +68,15 @@ def test_errors_exit_with_their_code_and_one_line_on_stderr(fail_with: str, code
 def test_an_unknown_output_format_is_a_usage_error() -> None:
     result = CliRunner().invoke(command, ["--output", "yaml"])
     assert result.exit_code == EXIT_USAGE and "'yaml' is not one of 'text', 'json'" in result.output
+
+
+@pytest.mark.parametrize(("name", "says"), [("env", "text: `export` lines"), ("lint", "text: the findings by model"),
+                                            ("plan", "text: a table")])
+def test_output_help_says_what_text_prints(name: str, says: str) -> None:
+    """env prints export lines and lint findings: their --help describes no table."""
+    from dbt_iceberg_maint.cli import main
+
+    result = CliRunner().invoke(main, [name, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert says in " ".join(result.output.split()), result.output
+    assert ("a table" in result.output) == (name == "plan"), result.output
