@@ -24,6 +24,7 @@ from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.output import (
     EXIT_FAILURES,
     EXIT_USAGE,
+    TABLE_COLUMN,
     Column,
     fail,
     handle_errors,
@@ -326,7 +327,7 @@ def _maintain_fleet(select: tuple[str, ...], shard: str | None, operations: tupl
     sys.exit(report.exit_code)
 
 
-LEASE_COLUMNS = (Column("table"), Column("holder"), Column("acquired_at", "acquired at (UTC)"),
+LEASE_COLUMNS = (TABLE_COLUMN, Column("holder"), Column("acquired_at", "acquired at (UTC)"),
                  Column("expires_at", "expires at (UTC)"), Column("path"))
 
 
@@ -504,7 +505,7 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
     sys.exit(EXIT_FAILURES if any(p.status == "failed" and not p.due for p in plan) else 0)
 
 
-REPORT_COLUMNS = (Column("rank", justify="right"), Column("table"), Column("score", justify="right"),
+REPORT_COLUMNS = (Column("rank", justify="right"), TABLE_COLUMN, Column("score", justify="right"),
                   *(Column(key, key.replace("_", " "), justify="right") for key in (
                       "small_files", "data_files", "delete_files", "snapshots", "failed_steps", "streak")),
                   Column("expire_bytes", "expire_snapshots would free (bytes)", justify="right"),

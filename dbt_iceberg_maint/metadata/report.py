@@ -12,14 +12,14 @@ from typing import Any
 
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord, PlannedOperation
-from dbt_iceberg_maint.output import Column
+from dbt_iceberg_maint.output import TABLE_COLUMN, Column
 
 # The text table fits 80 columns with these (the JSON and the HTML report carry every figure,
-# deletion_vectors and max_partition_delete_ratio included): one more column wraps table names.
-HEALTH_COLUMNS = (Column("table"), *(Column(key, key.replace("_", " "), justify="right") for key in (
+# deletion_vectors and max_partition_delete_ratio included); table names never wrap.
+HEALTH_COLUMNS = (TABLE_COLUMN, *(Column(key, key.replace("_", " "), justify="right") for key in (
     "data_files", "small_files", "delete_files", "snapshots", "manifests", "partitions",
     "max_small_files_in_partition")), Column("error"))
-PLAN_COLUMNS = (Column("status"), Column("table"), Column("operation"), Column("reason"), Column("sql"))
+PLAN_COLUMNS = (Column("status"), TABLE_COLUMN, Column("operation"), Column("reason"), Column("sql"))
 
 
 def health_rows(records: Sequence[HealthRecord]) -> list[dict[str, Any]]:
