@@ -235,12 +235,25 @@ def invalid_source_policy(unique_id: str, policy: Policy) -> Iterator[Finding]:
                       "maintenance job fails before it starts", POLICY_FIX)
 
 
+def _column_checked_texts(model: Model) -> list[str]:
+    """What invalid_where checks against the model's columns: its policy `where`s and (merge)
+    incremental_predicates, those without Jinja (rendered only at run time)."""
+    wheres = [section.get("where") for section in (model.policy.compaction, model.policy.rewrite_position_delete_files)]
+    texts = [w for w in wheres if isinstance(w, str)]
+    if _is_merge(model):
+        texts += model.incremental_predicates
+    return [text for text in texts if not _is_jinja(text)]
+
+
 def model_sql_unreadable(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
-    """Say which Iceberg models' column checks were not made, instead of skipping them silently."""
-    if model.iceberg and model.unreadable is not None:
+    """Say which column checks were not made, instead of skipping them silently; only where a
+    check was due (a model built by package macros with no `where` has nothing unchecked)."""
+    unchecked = _column_checked_texts(model) if model.iceberg and model.unreadable is not None else []
+    if unchecked:
         yield Finding(MODEL_SQL_UNREADABLE, "info", model.unique_id,
                       f"the lint could not read the model's output columns: {model.unreadable}; the columns named "
-                      "by its policy's `where` and incremental_predicates were not checked",
+                      f"by {', '.join(repr(text) for text in unchecked)} (its policy's `where` and "
+                      "incremental_predicates) were not checked",
                       "name the columns in the model's final SELECT (or declare them under `columns:` in its YAML) "
                       "to have them checked")
 

@@ -276,6 +276,18 @@ def test_unknown_columns_are_not_judged_when_the_model_sql_cannot_be_read_and_th
     assert "a macro or context the lint cannot render without dbt" in finding.message
 
 
+def test_unreadable_sql_is_said_only_where_a_where_or_predicate_needed_the_columns() -> None:
+    """A project of models built from package macros: no finding for a model with nothing to check."""
+    packaged = "select {{ my_package.standard_columns() }} from {{ ref('raw_events') }}"
+    assert findings(*(node(f"m{i}", meta=COLD, raw_code=packaged, materialized="table") for i in range(50))) == []
+    assert findings(node("appended", meta=COLD, raw_code=packaged, incremental_strategy="append",
+                         incremental_predicates=["DBT_INTERNAL_DEST.x > 0"])) == []  # predicates of merges only
+    [finding] = findings(node("scoped", meta={"compaction": {"where": "day < current_date()"}}, raw_code=packaged,
+                              materialized="table"))
+    assert (finding.rule, finding.node) == ("model_sql_unreadable", "model.proj.scoped")
+    assert "the columns named by 'day < current_date()' (its policy's `where`" in finding.message
+
+
 # --- orphan_window_too_short ---------------------------------------------------------------
 
 def test_orphan_window_below_24_hours_is_the_macros_policy_error() -> None:
