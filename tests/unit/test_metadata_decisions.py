@@ -78,7 +78,10 @@ def test_cold_scope_from_partition_metadata() -> None:
     assert scope.where is not None and scope.where.split(" or ") == sorted(scope.where.split(" or "))
     assert "2024-01-01 00:00:00" in scope.where and "ts >= timestamp '2024-01-03" not in scope.where
     unpartitioned = d.cold_scope([], {}, [d.PartitionState((), True, None, 5)], 6, now, now - 7 * HOUR, 5)
-    assert unpartitioned == ColdScope("true", 5)  # expired snapshot: the oldest retained one stands in
+    # expired snapshot: the oldest retained one stands in
+    assert unpartitioned == ColdScope("true", 5, partitioned=False)
+    warm = d.cold_scope([], {}, [d.PartitionState((), True, now - HOUR, 5)], 6, now, None, 5)
+    assert (warm.where, warm.partitioned, scope.partitioned) == (None, False, True)
 
 
 Snap = GateSnapshot
