@@ -494,7 +494,11 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
                                project_enabled=planner.project_enabled(project_dir, vars_yaml),
                                workers=workers, at=planner.parse_as_of(as_of))
     if emit_args:
-        print_text(json.dumps(planner.emit_args(plan, list(operations) or None)))
+        args = planner.emit_args(plan, list(operations) or None)
+        if args is None:  # stdout stays empty: a script runs no job (docs/health-and-plans.md)
+            click.echo(f"no model or source has due work ({report.plan_summary(plan)}): no --args to emit", err=True)
+        else:
+            print_text(json.dumps(args))
     else:
         summary = report.plan_summary(plan) + (f"\n{report.catalog_summary(found.to_dict())}" if found else "")
         render(output, report.plan_rows(plan), report.PLAN_COLUMNS, title="Maintenance plan",

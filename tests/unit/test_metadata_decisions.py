@@ -188,6 +188,7 @@ def test_models_and_emitted_args() -> None:
             PlannedOperation("s.b", "rewrite_manifests", True, "dry_run", "y", "CALL ...", "p.b"),
             PlannedOperation("raw.ev", "rewrite_manifests", True, "dry_run", "z", "CALL ...", "source:raw.events")]
     assert emit_args(plan) == {"select": ["b", "source:raw.events"]}
+    assert emit_args(plan[:1]) is None  # nothing due: no select list that selects nothing
 
 
 def test_sources_and_shards_in_the_selection() -> None:
