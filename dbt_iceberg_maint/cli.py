@@ -437,9 +437,16 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
         rows = report.health_rows(records)
         if report_path is not None:
             report_path.write_text(json.dumps(rows, indent=2) + "\n")
-        unread = sum(1 for r in records if r.error)
-        render(output, rows, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table",
-               footer=f"{unread} of {len(records)} table(s) could not be read (see error)" if unread else None)
+        read, errors = report.health_text(records)
+        if output == "json":
+            render(output, rows, report.HEALTH_COLUMNS)
+        else:
+            if read or not errors:
+                render(output, read, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table")
+            for error in errors:
+                click.echo(f"error: {error}", err=True)
+            if errors:
+                print_text(f"{len(errors)} of {len(records)} table(s) could not be read (errors on stderr)")
     sys.exit(EXIT_FAILURES if any(r.error for r in records) else 0)
 
 
