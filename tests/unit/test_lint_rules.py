@@ -235,8 +235,8 @@ def test_every_policy_error_the_macros_raise_is_a_finding() -> None:
     meta = {"compaction": {"cold_partitions_hours": -6, "min_input_file": 2}, "expire_snapshot": {}}
     messages = [f.message for f in findings(node("events", meta=meta, **GOOD_MERGE)) if f.rule == "invalid_policy"]
     assert [m.split(";")[0] for m in messages] == [
-        "meta.iceberg_maint.compaction has unknown key `min_input_file`",
-        "meta.iceberg_maint has unknown key `expire_snapshot`"]
+        "meta.iceberg_maint.compaction has unknown key `min_input_file` (did you mean `min_input_files`?)",
+        "meta.iceberg_maint has unknown key `expire_snapshot` (did you mean `expire_snapshots`?)"]
     [negative] = [f for f in findings(node("events", meta={"compaction": {"cold_partitions_hours": -6}},
                                            **GOOD_MERGE)) if f.rule == "invalid_policy"]
     assert negative.message.startswith("policy compaction: argument `cold_partitions_hours` is -6; it must be "
