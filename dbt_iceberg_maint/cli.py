@@ -24,10 +24,12 @@ from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.output import (
     EXIT_FAILURES,
     EXIT_USAGE,
+    TABLE_COLUMN,
     Column,
     fail,
     handle_errors,
     output_option,
+    output_option_for,
     output_option_with_html,
     print_text,
     render,
@@ -66,7 +68,7 @@ def demo(workdir: Path) -> None:
 @main.command()
 @click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
               default=Path("iceberg_warehouse"), show_default=True)
-@output_option
+@output_option_for("`export` lines for a POSIX shell")
 def env(warehouse: Path, output: str) -> None:
     """Print `export` lines that let plain `dbt` use the embedded runtime's profile (json: the
     variables as an object): the Iceberg jar, the SQLite JDBC driver, the warehouse, the driver's
@@ -325,7 +327,7 @@ def _maintain_fleet(select: tuple[str, ...], shard: str | None, operations: tupl
     sys.exit(report.exit_code)
 
 
-LEASE_COLUMNS = (Column("table"), Column("holder"), Column("acquired_at", "acquired at (UTC)"),
+LEASE_COLUMNS = (TABLE_COLUMN, Column("holder"), Column("acquired_at", "acquired at (UTC)"),
                  Column("expires_at", "expires at (UTC)"), Column("path"))
 
 
@@ -435,9 +437,16 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
         rows = report.health_rows(records)
         if report_path is not None:
             report_path.write_text(json.dumps(rows, indent=2) + "\n")
-        unread = sum(1 for r in records if r.error)
-        render(output, rows, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table",
-               footer=f"{unread} of {len(records)} table(s) could not be read (see error)" if unread else None)
+        read, errors = report.health_text(records)
+        if output == "json":
+            render(output, rows, report.HEALTH_COLUMNS)
+        else:
+            if read or not errors:
+                render(output, read, report.HEALTH_COLUMNS, title="Iceberg table health", empty="no table")
+            for error in errors:
+                click.echo(f"error: {error}", err=True)
+            if errors:
+                print_text(f"{len(errors)} of {len(records)} table(s) could not be read (errors on stderr)")
     sys.exit(EXIT_FAILURES if any(r.error for r in records) else 0)
 
 
@@ -492,7 +501,11 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
                                project_enabled=planner.project_enabled(project_dir, vars_yaml),
                                workers=workers, at=planner.parse_as_of(as_of))
     if emit_args:
-        print_text(json.dumps(planner.emit_args(plan, list(operations) or None)))
+        args = planner.emit_args(plan, list(operations) or None)
+        if args is None:  # stdout stays empty: a script runs no job (docs/health-and-plans.md)
+            click.echo(f"no model or source has due work ({report.plan_summary(plan)}): no --args to emit", err=True)
+        else:
+            print_text(json.dumps(args))
     else:
         summary = report.plan_summary(plan) + (f"\n{report.catalog_summary(found.to_dict())}" if found else "")
         render(output, report.plan_rows(plan), report.PLAN_COLUMNS, title="Maintenance plan",
@@ -503,7 +516,7 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
     sys.exit(EXIT_FAILURES if any(p.status == "failed" and not p.due for p in plan) else 0)
 
 
-REPORT_COLUMNS = (Column("rank", justify="right"), Column("table"), Column("score", justify="right"),
+REPORT_COLUMNS = (Column("rank", justify="right"), TABLE_COLUMN, Column("score", justify="right"),
                   *(Column(key, key.replace("_", " "), justify="right") for key in (
                       "small_files", "data_files", "delete_files", "snapshots", "failed_steps", "streak")),
                   Column("expire_bytes", "expire_snapshots would free (bytes)", justify="right"),
@@ -647,7 +660,7 @@ def classify_command(source: IO[str], output: str) -> None:
 @click.option("--run-results", "run_results", multiple=True,
               type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="A run_results.json with observed durations (repeatable), for orphan_window_too_short.")
-@output_option
+@output_option_for("the findings by model, each with its fix")
 @handle_errors
 def lint_command(project_dir: Path, profiles_dir: Path | None, target: str | None, vars_yaml: str | None,
                  run_results: tuple[Path, ...], output: str) -> None:

@@ -21,7 +21,7 @@ from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.health import TableHealth, health_via_dbt
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import maintenance_table
-from dbt_iceberg_maint.output import Column, console
+from dbt_iceberg_maint.output import TABLE_COLUMN, Column, console
 from dbt_iceberg_maint.output import table as rich_table
 from dbt_iceberg_maint.project_files import integration_project
 from dbt_iceberg_maint.results import parse_result_lines
@@ -61,7 +61,7 @@ class DemoContext:
         return [f"{DEFAULT_CATALOG}.{DEMO_SCHEMA}.{name}" for name in DEMO_TABLES]
 
 
-HEALTH_COLUMNS = (Column("table"), *(Column(key, key.replace("_", " ").replace("data bytes", "bytes"),
+HEALTH_COLUMNS = (TABLE_COLUMN, *(Column(key, key.replace("_", " ").replace("data bytes", "bytes"),
                                            justify="right") for key in (
     "data_files", "small_files", "data_bytes", "delete_files", "records", "snapshots", "manifests", "partitions")))
 CHANGE_FIELDS = ("data_files", "small_files", "max_small_files_in_partition", "snapshots", "manifests", "records")
@@ -99,7 +99,7 @@ MAINTENANCE_SELECT = ("tag:maintained", "user_summary")
 
 
 def health_change_table(before: Sequence[TableHealth], after: Sequence[TableHealth]) -> Table:
-    columns = (Column("table"), *(Column(key, key.replace("_", " ").replace("max small files in partition",
+    columns = (TABLE_COLUMN, *(Column(key, key.replace("_", " ").replace("max small files in partition",
                                                                              "max small/partition"), justify="right")
                                   for key in CHANGE_FIELDS))
     rows = []
@@ -208,7 +208,7 @@ def step_health_test(ctx: DemoContext) -> None:
                       + "".join(f"\n  {row['message']}" for row in rows))
 
 
-HISTORY_COLUMNS = (Column("table"), Column("operation"), Column("status"), Column("duration_ms", "ms", justify="right"),
+HISTORY_COLUMNS = (TABLE_COLUMN, Column("operation"), Column("status"), Column("duration_ms", "ms", justify="right"),
                    Column("files", "data files before -> after", justify="right"),
                    Column("snapshots", "snapshots before -> after", justify="right"),
                    Column("rewritten", "bytes rewritten", justify="right"))

@@ -34,6 +34,7 @@ from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, environment, invoke_dbt
 from dbt_iceberg_maint.leases import LEASE_KEPT, RUN_ID_ENV, give_back_args
+from dbt_iceberg_maint.output import add_name_column
 from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER, marker_payloads
 from dbt_iceberg_maint.results import MaintenanceResult, history_problems, parse_result_lines
 from dbt_iceberg_maint.rewrite_probe import failed_commits, judge_probe, probe_args
@@ -362,7 +363,8 @@ def probed(failed: MaintenanceResult, probe: DbtInvocation) -> MaintenanceResult
 def maintenance_table(results: Sequence[MaintenanceResult]) -> Table:
     """One row per table and operation: output counts, or why it was skipped or failed."""
     table = Table(title="iceberg_maintenance: one result per table and operation")
-    for column in ("table", "operation", "status", "details"):
+    add_name_column(table, "table", (r.table.split(".", 1)[-1] for r in results))
+    for column in ("operation", "status", "details"):
         table.add_column(column)
     colours = {"success": "green", "skipped": "yellow", "failed": "red", "dry_run": "cyan"}
     for r in results:

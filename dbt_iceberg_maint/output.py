@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn, ParamSpec, TypeVar
@@ -68,10 +68,15 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def output_option(command: Callable[P, R]) -> Callable[P, R]:
-    """`--output text|json`, passed to the command as `output`."""
-    option = click.option("--output", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
-                          help="text: a table; json: machine-readable, nothing else on stdout.")
-    return option(command)
+    """`--output text|json`, passed to the command as `output`; text is a table."""
+    return output_option_for("a table")(command)
+
+
+def output_option_for(text: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """`--output text|json` for a command whose text output is `text` (its --help says what it
+    prints, not a table it does not)."""
+    return click.option("--output", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True,
+                        help=f"text: {text}; json: machine-readable, nothing else on stdout.")
 
 
 def output_option_with_html(command: Callable[P, R]) -> Callable[P, R]:
@@ -95,6 +100,7 @@ class Column:
     header: str | None = None
     justify: Literal["left", "right"] = "left"
     fold: bool = True  # wrap long values inside the cell instead of cutting them
+    wrap: bool = True  # False: names (`schema.table`) stay whole on one line; the column takes their width
 
     def cell(self, value: object) -> str:
         if value is None:
@@ -108,14 +114,29 @@ class Column:
         return str(value)
 
 
+# The `table` column of every table a command prints: a name cut across lines cannot be copied.
+TABLE_COLUMN = Column("table", wrap=False)
+
+
+def add_name_column(rendered: Table, header: str, names: Iterable[str],
+                    justify: Literal["left", "right"] = "left") -> None:
+    """A column of names that never wraps: as wide as its longest name (the other columns wrap)."""
+    rendered.add_column(header, justify=justify, no_wrap=True,
+                        min_width=max([len(header), *(len(name) for name in names)]))
+
+
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], *, title: str | None = None) -> Table:
     """The rich table of `rows` (dicts) showing `columns`."""
     rendered = Table(title=title)
-    for column in columns:
-        rendered.add_column(column.header or column.key, justify=column.justify,
-                            overflow="fold" if column.fold else "ellipsis")
-    for row in rows:
-        rendered.add_row(*(column.cell(row.get(column.key)) for column in columns))
+    cells = [[column.cell(row.get(column.key)) for column in columns] for row in rows]
+    for index, column in enumerate(columns):
+        if column.wrap:
+            rendered.add_column(column.header or column.key, justify=column.justify,
+                                overflow="fold" if column.fold else "ellipsis")
+        else:
+            add_name_column(rendered, column.header or column.key, (row[index] for row in cells), column.justify)
+    for row in cells:
+        rendered.add_row(*row)
     return rendered
 
 

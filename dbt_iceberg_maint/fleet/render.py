@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from dbt_iceberg_maint.fleet.scheduler import FleetReport
+from dbt_iceberg_maint.output import add_name_column
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,7 +47,8 @@ def progress_display(enabled: bool = True) -> Iterator[Callable[[Mapping[str, An
 def fleet_table(report: FleetReport) -> Callable[[Console], None]:
     def text(out: Console) -> None:
         table = Table(title=f"fleet maintenance (run {report.run_id}, concurrency {report.concurrency})")
-        for column in ("table", "operation", "status", "worker", "seconds", "details"):
+        add_name_column(table, "table", (o.table for o in report.outcomes))
+        for column in ("operation", "status", "worker", "seconds", "details"):
             table.add_column(column)
         for o in report.outcomes:
             counts = ", ".join(f"{k}={v}" for k, v in o.metrics.items() if isinstance(v, int)

@@ -115,6 +115,7 @@ class Model:
     projection: Projection | None  # None: the output columns could not be read (`unreadable` says why)
     unreadable: str | None
     declared_columns: Mapping[str, str | None]  # YAML columns: name -> data_type
+    policy_source: str = ""  # where its meta.iceberg_maint is configured ("": unknown); inheriting models share it
 
     @property
     def maintained(self) -> bool:
@@ -161,7 +162,32 @@ def _hook_texts(config: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(texts)
 
 
-def model_from_node(node: Mapping[str, Any], known_rules: Iterable[str]) -> Model:
+def policy_source(node: Mapping[str, Any], models_config: Mapping[str, Any]) -> str:
+    """Where a model's meta.iceberg_maint is configured. dbt merges `meta` key by key, so the
+    policy is one place's whole mapping: the deepest level of dbt_project.yml's `models:` along the
+    model's fqn that declares it, when the model's policy is that one (inherited); else the model's
+    own files (its config() call or properties), which dbt's manifest does not tell apart."""
+    fqn = [str(part) for part in node.get("fqn") or ()]
+    level: Any = models_config
+    found: tuple[str, Any] | None = None
+    for depth, part in enumerate(fqn[:-1] if fqn else ()):
+        level = level.get(part) if isinstance(level, Mapping) else None
+        if not isinstance(level, Mapping):
+            break
+        for key in ("+meta", "meta"):
+            meta = level.get(key)
+            if isinstance(meta, Mapping) and POLICY_KEY in meta:
+                found = (f"dbt_project.yml `models: {': '.join(fqn[:depth + 1])}: {key}: {POLICY_KEY}`",
+                         meta[POLICY_KEY])
+    if found is not None and found[1] == declared_policy(node):
+        return found[0]
+    files = [str(path).split("://", 1)[-1] for path in (node.get("original_file_path"), node.get("patch_path"))
+             if path]
+    return f"the model's own config ({' or '.join(files)})" if files else ""
+
+
+def model_from_node(node: Mapping[str, Any], known_rules: Iterable[str],
+                    models_config: Mapping[str, Any] | None = None) -> Model:
     config = node.get("config") or {}
     unique_id = str(node.get("unique_id"))
     materialized = str(config.get("materialized") or "view")
@@ -184,15 +210,18 @@ def model_from_node(node: Mapping[str, Any], known_rules: Iterable[str]) -> Mode
         projection=projection if isinstance(projection, Projection) else None,
         unreadable=projection.reason if isinstance(projection, Unreadable) else None,
         declared_columns={str(name).lower(): (col or {}).get("data_type") for name, col in columns.items()},
+        policy_source=policy_source(node, models_config or {}),
     )
 
 
-def project_from_manifest(document: Mapping[str, Any], known_rules: Iterable[str]) -> Project:
-    """The project's enabled models (dbt leaves disabled ones out of `nodes`) and its hooks."""
+def project_from_manifest(document: Mapping[str, Any], known_rules: Iterable[str],
+                          models_config: Mapping[str, Any] | None = None) -> Project:
+    """The project's enabled models (dbt leaves disabled ones out of `nodes`) and its hooks;
+    `models_config`: the root dbt_project.yml's `models:` (where an inherited policy is set)."""
     rules = tuple(known_rules)
     nodes = [n for n in (document.get("nodes") or {}).values() if isinstance(n, Mapping)]
     models = tuple(
-        model_from_node(n, rules) for n in sorted(nodes, key=lambda n: str(n.get("unique_id")))
+        model_from_node(n, rules, models_config) for n in sorted(nodes, key=lambda n: str(n.get("unique_id")))
         if n.get("resource_type") == "model"
     )
     hooks = tuple(str(n.get("raw_code") or "") for n in nodes if n.get("resource_type") == "operation")

@@ -60,6 +60,8 @@ RECONCILING_MACROS = frozenset({"apply_table_properties"})
 POLICY_FIX = "fix meta.iceberg_maint as the message says (the keys and values allowed: docs/macros.md)"
 # The window suggested for a MERGE's target, in days: widen it to the oldest partition a batch updates.
 SUGGESTED_WINDOW_DAYS = 3
+# A policy mistake many models inherit names this many of them (then "and N more").
+POLICY_MODELS_NAMED = 3
 
 
 @dataclass(frozen=True)
@@ -215,15 +217,36 @@ def _invalid(model: Model, origin: str, problem: str, fix: str) -> Finding:
     return Finding(INVALID_WHERE, "error", model.unique_id, f"{origin}: {problem}", fix)
 
 
-def invalid_policy(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
-    """Every problem the macros raise for this policy (the policy engine's checks): the model
-    builds, then its maintenance post-hook or job fails."""
-    if not model.iceberg:
-        return
-    for problem in model.policy.errors:
-        yield Finding(INVALID_POLICY, "error", model.unique_id,
-                      f"{problem}; maintain() and iceberg_maintenance refuse this policy, so the maintenance step "
-                      "fails after the model is built", POLICY_FIX)
+def _policy_finding(problem: str, models: list[Model]) -> Finding:
+    """One policy mistake, where it is configured and how many Iceberg models inherit it."""
+    where = f"; configured in {models[0].policy_source}" if models[0].policy_source else ""
+    if len(models) > 1:
+        names = ", ".join(m.name for m in models[:POLICY_MODELS_NAMED])
+        more = f" and {len(models) - POLICY_MODELS_NAMED} more" if len(models) > POLICY_MODELS_NAMED else ""
+        where += f", inherited by {len(models)} Iceberg models ({names}{more})"
+    return Finding(INVALID_POLICY, "error", models[0].unique_id,
+                   f"{problem}{where}; maintain() and iceberg_maintenance refuse this policy, so the maintenance "
+                   "step fails after the model is built", POLICY_FIX)
+
+
+def invalid_policy(project: Project) -> tuple[dict[str, list[Finding]], list[SilencedFinding]]:
+    """Every problem the macros raise for a policy (the policy engine's checks): the model builds,
+    then its maintenance post-hook or job fails. Each mistake once per place it is configured
+    (a typo in dbt_project.yml's +meta is one finding, not one per model inheriting it), keyed by
+    the first model inheriting it; models whose lint_ignore names the rule are set aside."""
+    groups: dict[tuple[str, str], list[Model]] = {}
+    silenced: list[SilencedFinding] = []
+    for model in project.models:
+        for problem in model.policy.errors if model.iceberg else ():
+            reason = model.policy.ignored.get(INVALID_POLICY)
+            if reason is None:
+                groups.setdefault((problem, model.policy_source or model.unique_id), []).append(model)
+            else:
+                silenced.append(SilencedFinding(_policy_finding(problem, [model]), reason))
+    by_model: dict[str, list[Finding]] = {}
+    for (problem, _), models in groups.items():
+        by_model.setdefault(models[0].unique_id, []).append(_policy_finding(problem, models))
+    return by_model, silenced
 
 
 def invalid_source_policy(unique_id: str, policy: Policy) -> Iterator[Finding]:
@@ -235,12 +258,25 @@ def invalid_source_policy(unique_id: str, policy: Policy) -> Iterator[Finding]:
                       "maintenance job fails before it starts", POLICY_FIX)
 
 
+def _column_checked_texts(model: Model) -> list[str]:
+    """What invalid_where checks against the model's columns: its policy `where`s and (merge)
+    incremental_predicates, those without Jinja (rendered only at run time)."""
+    wheres = [section.get("where") for section in (model.policy.compaction, model.policy.rewrite_position_delete_files)]
+    texts = [w for w in wheres if isinstance(w, str)]
+    if _is_merge(model):
+        texts += model.incremental_predicates
+    return [text for text in texts if not _is_jinja(text)]
+
+
 def model_sql_unreadable(model: Model, project: Project, durations: Mapping[str, float]) -> Iterator[Finding]:
-    """Say which Iceberg models' column checks were not made, instead of skipping them silently."""
-    if model.iceberg and model.unreadable is not None:
+    """Say which column checks were not made, instead of skipping them silently; only where a
+    check was due (a model built by package macros with no `where` has nothing unchecked)."""
+    unchecked = _column_checked_texts(model) if model.iceberg and model.unreadable is not None else []
+    if unchecked:
         yield Finding(MODEL_SQL_UNREADABLE, "info", model.unique_id,
                       f"the lint could not read the model's output columns: {model.unreadable}; the columns named "
-                      "by its policy's `where` and incremental_predicates were not checked",
+                      f"by {', '.join(repr(text) for text in unchecked)} (its policy's `where` and "
+                      "incremental_predicates) were not checked",
                       "name the columns in the model's final SELECT (or declare them under `columns:` in its YAML) "
                       "to have them checked")
 
@@ -332,8 +368,8 @@ def properties_never_reconciled(model: Model, project: Project, durations: Mappi
     )
 
 
+# Every rule but invalid_policy, which reads the whole project at once (invalid_policy above).
 RULE_FUNCTIONS: Mapping[str, Rule] = {
-    INVALID_POLICY: invalid_policy,
     MODEL_SQL_UNREADABLE: model_sql_unreadable,
     MERGE_WITHOUT_PARTITION_PREDICATE: merge_without_partition_predicate,
     MERGE_WITHOUT_UNIQUE_KEY: merge_without_unique_key,
@@ -348,9 +384,11 @@ def lint_project(project: Project, durations: Mapping[str, float] | None = None)
     """Every rule over every model; findings a model's lint_ignore names are set aside."""
     durations = durations or {}
     findings: list[Finding] = []
-    silenced: list[SilencedFinding] = []
-    checked = [(model.policy, finding) for model in project.models for rule in RULES
-               for finding in RULE_FUNCTIONS[rule](model, project, durations)]
+    policy_findings, silenced = invalid_policy(project)
+    checked = [(model.policy, finding) for model in project.models
+               for finding in [*policy_findings.get(model.unique_id, ()),
+                               *(f for rule in RULES if rule in RULE_FUNCTIONS
+                                 for f in RULE_FUNCTIONS[rule](model, project, durations))]]
     checked += [(policy, finding) for unique_id, policy in project.source_policies
                 for finding in invalid_source_policy(unique_id, policy)]
     for policy, finding in checked:

@@ -58,8 +58,22 @@ def read_run_results(paths: Sequence[Path]) -> Mapping[str, float]:
     return run_durations(documents)
 
 
-def lint_manifest(document: Mapping[str, Any], durations: Mapping[str, float] | None = None) -> LintResult:
-    return lint_project(project_from_manifest(document, RULES), durations)
+def project_models_config(project_dir: Path) -> Mapping[str, Any]:
+    """The root dbt_project.yml's `models:` tree: where a policy many models inherit is configured
+    (the manifest keeps only each model's merged config)."""
+    import yaml  # type: ignore[import-untyped]
+
+    try:
+        document = yaml.safe_load((project_dir / "dbt_project.yml").read_text())
+    except (OSError, yaml.YAMLError):
+        return {}  # dbt parse has read it already; without it findings name the models' own config
+    models = document.get("models") if isinstance(document, Mapping) else None
+    return models if isinstance(models, Mapping) else {}
+
+
+def lint_manifest(document: Mapping[str, Any], durations: Mapping[str, float] | None = None,
+                  models_config: Mapping[str, Any] | None = None) -> LintResult:
+    return lint_project(project_from_manifest(document, RULES, models_config), durations)
 
 
 def run_lint(
@@ -70,4 +84,5 @@ def run_lint(
     run_results: Sequence[Path] = (),
 ) -> LintResult:
     durations = read_run_results(run_results)  # bad files are refused before dbt runs
-    return lint_manifest(parse_manifest(project_dir, profiles_dir, target, vars_yaml), durations)
+    return lint_manifest(parse_manifest(project_dir, profiles_dir, target, vars_yaml), durations,
+                         project_models_config(project_dir))

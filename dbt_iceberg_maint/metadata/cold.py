@@ -135,7 +135,7 @@ def cold_scope(fields: Sequence[PartitionField], columns: Mapping[str, str], par
         rows = sum(p.rows for p in partitions)
         ratio = (sum(p.deleted_rows for p in partitions) / rows if cold and rows > 0 else 0.0) if delete_ratio \
             else None
-        return ColdScope("true" if cold else None, total_small_files if cold else 0, ratio)
+        return ColdScope("true" if cold else None, total_small_files if cold else 0, ratio, partitioned=False)
     chosen: list[tuple[Any, ...]] = []
     largest = 0
     highest = 0.0

@@ -472,12 +472,15 @@ def plan_models(catalog: MetadataCatalog, targets: Iterable[ModelTarget], operat
     return [item for rows in concurrently(chosen, one, workers) for item in rows]
 
 
-def emit_args(plan: Sequence[PlannedOperation], operations: Sequence[str] | None = None) -> dict[str, Any]:
+def emit_args(plan: Sequence[PlannedOperation], operations: Sequence[str] | None = None) -> dict[str, Any] | None:
     """`--args` of `dbt run-operation iceberg_maintenance` for the models and sources with due work
-    (a model by its name, a source table by source:<source>.<table>). Catalog-only tables are no
-    dbt node: iceberg_maintenance cannot select them, only the Python engine maintains them."""
+    (a model by its name, a source table by source:<source>.<table>); None when nothing is due (an
+    empty select would start a job that selects nothing). Catalog-only tables are no dbt node:
+    iceberg_maintenance cannot select them, only the Python engine maintains them."""
     models = sorted({p.model if p.model.startswith("source:") else p.model.rsplit(".", 1)[-1]
                      for p in plan if p.status == "dry_run" and p.model and not p.model.startswith("catalog:")})
+    if not models:
+        return None
     args: dict[str, Any] = {"select": models}
     if operations:
         args["operations"] = list(operations)

@@ -12,19 +12,27 @@ from typing import Any
 
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord, PlannedOperation
-from dbt_iceberg_maint.output import Column
+from dbt_iceberg_maint.output import TABLE_COLUMN, Column
 
 # The text table fits 80 columns with these (the JSON and the HTML report carry every figure,
-# deletion_vectors and max_partition_delete_ratio included): one more column wraps table names.
-HEALTH_COLUMNS = (Column("table"), *(Column(key, key.replace("_", " "), justify="right") for key in (
+# deletion_vectors and max_partition_delete_ratio included); table names never wrap.
+HEALTH_COLUMNS = (TABLE_COLUMN, *(Column(key, key.replace("_", " "), justify="right") for key in (
     "data_files", "small_files", "delete_files", "snapshots", "manifests", "partitions",
-    "max_small_files_in_partition")), Column("error"))
-PLAN_COLUMNS = (Column("status"), Column("table"), Column("operation"), Column("reason"), Column("sql"))
+    "max_small_files_in_partition")))
+PLAN_COLUMNS = (Column("status"), TABLE_COLUMN, Column("operation"), Column("reason"), Column("sql"))
 
 
 def health_rows(records: Sequence[HealthRecord]) -> list[dict[str, Any]]:
     """One row per table: table_health's figures in the macro's field order, or its error."""
     return [r.to_dict() for r in records]
+
+
+def health_text(records: Sequence[HealthRecord]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The text output: rows of the tables that were read, and one message per table that could
+    not be (a missing table is an error to read whole, not a cell of a figures table)."""
+    rows = [r.to_dict() for r in records if r.error is None]
+    errors = [r.error if r.table in r.error else f"{r.table}: {r.error}" for r in records if r.error is not None]
+    return rows, errors
 
 
 def plan_rows(plan: Sequence[PlannedOperation]) -> list[dict[str, Any]]:

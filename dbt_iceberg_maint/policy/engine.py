@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -54,17 +55,25 @@ def shape_errors(raw: Any, source: str = "meta.iceberg_maint") -> list[str]:
     errors: list[str] = []
     for key, value in raw.items():
         if key not in allowed:
-            errors.append(f"{source} has unknown key `{key}`; allowed keys: {', '.join(allowed)}")
+            errors.append(unknown_key(source, key, allowed))
         elif key == "enabled":
             errors += checks.boolean(source, "enabled", value)
         elif isinstance(known.get(key), dict) and value is not None:
             if not isinstance(value, (Mapping, bool)):
                 errors.append(f"{source}.{key} is {value}; expected a mapping of settings or true/false")
             elif isinstance(value, Mapping):
-                errors += [f"{source}.{key} has unknown key `{name}`; allowed keys: {', '.join(known[key])}"
+                errors += [unknown_key(f"{source}.{key}", name, list(known[key]))
                            for name in value if name not in known[key]]
                 errors += checks.boolean(f"{source}.{key}", "enabled", value.get("enabled"))
     return errors
+
+
+def unknown_key(owner: str, key: Any, allowed: Sequence[str]) -> str:
+    """`_iceberg_maint_unknown_key_error`: the key, the closest allowed one (difflib's
+    get_close_matches; the macros compute the same ratio) and every allowed key."""
+    closest = difflib.get_close_matches(key, allowed, n=1) if isinstance(key, str) else []
+    hint = f" (did you mean `{closest[0]}`?)" if closest else ""
+    return f"{owner} has unknown key `{key}`{hint}; allowed keys: {', '.join(allowed)}"
 
 
 def resolved(raw: Any, overrides: Any = None) -> dict[str, Any]:

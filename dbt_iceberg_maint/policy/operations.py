@@ -56,6 +56,7 @@ class ColdScope:
     where: str | None
     max_small_files: int | None
     max_delete_ratio: float | None = None
+    partitioned: bool = True  # False: the table is one partition, cold or not as a whole
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,13 @@ class Operation:
 
 # ---- rewrite_data_files (policy section `compaction`) ----
 
-def _nothing_cold(section: Mapping[str, Any]) -> str:
-    return (f"no partition has been quiet for {section['cold_partitions_hours']} h (cold_partitions_hours), "
-            "nothing cold to compact")
+def _nothing_cold(section: Mapping[str, Any], scope: ColdScope | None) -> str:
+    """`_iceberg_maint_nothing_cold`: an unpartitioned table has no partitions to speak of."""
+    hours = section["cold_partitions_hours"]
+    if scope is not None and not scope.partitioned:
+        return (f"the table is unpartitioned and was written less than {hours} h ago (cold_partitions_hours), "
+                "nothing cold to compact")
+    return f"no partition has been quiet for {hours} h (cold_partitions_hours), nothing cold to compact"
 
 
 def _compaction_errors(section: Mapping[str, Any]) -> list[str]:
@@ -143,7 +148,7 @@ def _compaction_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> De
     threshold = section["min_input_files"]
     scope = health.get("cold_scope")
     if isinstance(scope, ColdScope) and scope.where is None:
-        return Decision(False, _nothing_cold(section))
+        return Decision(False, _nothing_cold(section, scope))
     largest = int((scope.max_small_files if isinstance(scope, ColdScope) else
                    health.get("max_small_files_in_partition")) or 0)
     partition = "cold partition" if isinstance(scope, ColdScope) else "partition"
@@ -193,7 +198,7 @@ def _compaction_sql(table: s.TableRef, section: Mapping[str, Any], context: Plan
     if section["cold_partitions_hours"]:
         cold = context.cold_scope.where if context.cold_scope is not None else None
         if cold is None or not cold.strip():
-            return Planned(None, _nothing_cold(section))
+            return Planned(None, _nothing_cold(section, context.cold_scope))
         where, errors = guards.cold_scoped_where(where, cold)
         s.raise_if_errors(errors)
     options = compaction_options(section, uses_partial_progress(section, context.table_bytes), context.force)

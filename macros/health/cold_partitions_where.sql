@@ -29,8 +29,9 @@
 {#- {'where': the cold-partition predicate or none, 'max_small_files': the most files below
     `small_file_threshold_bytes` in one partition the predicate selects (none when no threshold
     is given), 'max_delete_ratio': with delete_ratio, the greatest share of such a partition's rows
-    deletion vectors delete (an unpartitioned table's whole share; else none)}: compaction is due
-    only when a partition it may touch has enough small files or deleted rows. -#}
+    deletion vectors delete (an unpartitioned table's whole share; else none), 'partitioned': whether
+    the table has partition fields (an unpartitioned one is cold or not as a whole)}: compaction is
+    due only when a partition it may touch has enough small files or deleted rows. -#}
 {% macro _iceberg_maint_cold_scope(relation, quiet_hours, as_of=none, small_file_threshold_bytes=none,
     delete_ratio=false) %}
   {%- if quiet_hours is boolean or quiet_hours is not number or quiet_hours <= 0 -%}
@@ -43,7 +44,9 @@
           ~ " is not allowed; expected none or a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]'") }}
   {%- endif -%}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
-  {%- if not execute -%}{{ return({'where': none, 'max_small_files': none, 'max_delete_ratio': none}) }}{%- endif -%}
+  {%- if not execute -%}
+    {{ return({'where': none, 'max_small_files': none, 'max_delete_ratio': none, 'partitioned': none}) }}
+  {%- endif -%}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
   {%- set layout = dbt_iceberg_maint._iceberg_maint_table_layout(table) -%}
   {%- set quiet_micros = (quiet_hours * 3600000000) | int -%}
@@ -64,7 +67,7 @@
                'max_small_files': none if small_file_threshold_bytes is none else ((rows[0]['small_files'] | int)
                    if cold else 0),
                'max_delete_ratio': none if not delete_ratio else (((rows[0]['delete_ratio'] or 0) | float)
-                   if cold else 0.0)}) }}
+                   if cold else 0.0), 'partitioned': false}) }}
   {%- endif -%}
   {#- A row belongs to the current spec only if its spec has as many fields as the current one
       (the field count of each spec comes from its manifests' partition_summaries); rows of
@@ -109,7 +112,7 @@
   {{ return({'where': dbt_iceberg_maint.get_partitions_where_sql(layout['partition_fields'], layout['columns'],
         partitions),
              'max_small_files': none if small_file_threshold_bytes is none else largest.small_files,
-             'max_delete_ratio': largest.delete_ratio if delete_ratio else none}) }}
+             'max_delete_ratio': largest.delete_ratio if delete_ratio else none, 'partitioned': true}) }}
 {% endmacro %}
 
 {#- Pure: OR of one conjunction per partition (values given as dicts in spec order); partitions

@@ -89,7 +89,7 @@
   {%- set errors = [] -%}
   {%- for key, value in raw_policy.items() -%}
     {%- if key not in allowed -%}
-      {%- do errors.append(source ~ " has unknown key `" ~ key ~ "`; allowed keys: " ~ allowed | join(', ')) -%}
+      {%- do errors.append(dbt_iceberg_maint._iceberg_maint_unknown_key_error(source, key, allowed)) -%}
     {%- elif key == 'enabled' -%}
       {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(source, 'enabled', value)) -%}
     {%- elif defaults[key] is mapping and value is not none -%}
@@ -97,8 +97,8 @@
         {%- do errors.append(source ~ "." ~ key ~ " is " ~ value ~ "; expected a mapping of settings or true/false") -%}
       {%- elif value is mapping -%}
         {%- for name in value.keys() if name not in defaults[key] -%}
-          {%- do errors.append(source ~ "." ~ key ~ " has unknown key `" ~ name ~ "`; allowed keys: "
-                ~ defaults[key].keys() | join(', ')) -%}
+          {%- do errors.append(dbt_iceberg_maint._iceberg_maint_unknown_key_error(source ~ "." ~ key, name,
+                defaults[key].keys() | list)) -%}
         {%- endfor -%}
         {%- do errors.extend(dbt_iceberg_maint._iceberg_maint_check_boolean(source ~ '.' ~ key, 'enabled',
               value.get('enabled'))) -%}
@@ -106,6 +106,54 @@
     {%- endif -%}
   {%- endfor -%}
   {{ return(errors) }}
+{% endmacro %}
+
+
+{#- "<owner> has unknown key `k` (did you mean `closest`?); allowed keys: ..." (engine.unknown_key). -#}
+{% macro _iceberg_maint_unknown_key_error(owner, key, allowed) %}
+  {%- set closest = dbt_iceberg_maint._iceberg_maint_closest_key(key, allowed) -%}
+  {%- set hint = " (did you mean `" ~ closest ~ "`?)" if closest is not none else "" -%}
+  {{ return(owner ~ " has unknown key `" ~ key ~ "`" ~ hint ~ "; allowed keys: " ~ allowed | join(', ')) }}
+{% endmacro %}
+
+{#- Python's difflib.get_close_matches(word, possibilities, n=1, cutoff=0.6), which the Python
+    twin calls: the possibility whose ratio 2 * matching characters / total length is highest
+    and at least 0.6 (a tie goes to the greater string), or none. -#}
+{% macro _iceberg_maint_closest_key(word, possibilities) %}
+  {%- if word is not string -%}{{ return(none) }}{%- endif -%}
+  {%- set best = namespace(key=none, score=0.0) -%}
+  {%- for candidate in possibilities -%}
+    {%- set score = 2.0 * dbt_iceberg_maint._iceberg_maint_matching_characters(candidate, word)
+          / ((candidate | length) + (word | length)) -%}
+    {%- if score >= 0.6 and (best.key is none or score > best.score or (score == best.score and candidate > best.key)) -%}
+      {%- set best.key = candidate -%}
+      {%- set best.score = score -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(best.key) }}
+{% endmacro %}
+
+{#- difflib.SequenceMatcher(None, a, b)'s matching characters (no junk; strings under 200
+    characters): the longest common block (earliest in a, then in b), plus those of the parts
+    left and right of it. -#}
+{% macro _iceberg_maint_matching_characters(a, b) %}
+  {%- set best = namespace(i=0, j=0, size=0, lengths={}) -%}
+  {%- for i in range(a | length) -%}
+    {%- set lengths = {} -%}
+    {%- for j in range(b | length) if b[j] == a[i] -%}
+      {%- set k = best.lengths.get(j - 1, 0) + 1 -%}
+      {%- do lengths.update({j: k}) -%}
+      {%- if k > best.size -%}
+        {%- set best.i = i - k + 1 -%}
+        {%- set best.j = j - k + 1 -%}
+        {%- set best.size = k -%}
+      {%- endif -%}
+    {%- endfor -%}
+    {%- set best.lengths = lengths -%}
+  {%- endfor -%}
+  {%- if best.size == 0 -%}{{ return(0) }}{%- endif -%}
+  {{ return(best.size + dbt_iceberg_maint._iceberg_maint_matching_characters(a[:best.i], b[:best.j])
+      + dbt_iceberg_maint._iceberg_maint_matching_characters(a[best.i + best.size:], b[best.j + best.size:])) }}
 {% endmacro %}
 
 

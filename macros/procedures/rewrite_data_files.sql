@@ -163,12 +163,22 @@
       ~ ': nothing to compact') }}
 {% endmacro %}
 
+{#- Why a cold-scoped compaction has nothing to do (scope: _iceberg_maint_cold_scope's result);
+    an unpartitioned table has no partitions to speak of. -#}
+{% macro _iceberg_maint_nothing_cold(section, scope) %}
+  {%- if scope is mapping and scope.partitioned is sameas false -%}
+    {{ return('the table is unpartitioned and was written less than ' ~ section.cold_partitions_hours
+        ~ ' h ago (cold_partitions_hours), nothing cold to compact') }}
+  {%- endif -%}
+  {{ return('no partition has been quiet for ' ~ section.cold_partitions_hours
+      ~ ' h (cold_partitions_hours), nothing cold to compact') }}
+{% endmacro %}
+
 {% macro _iceberg_maint_rewrite_data_files_due(section, health) %}
   {%- set threshold = section.min_input_files -%}
   {%- set scope = health.get('cold_scope') -%}
   {%- if scope is mapping and scope.where is none -%}
-    {{ return({'due': false, 'reason': 'no partition has been quiet for ' ~ section.cold_partitions_hours
-        ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
+    {{ return({'due': false, 'reason': dbt_iceberg_maint._iceberg_maint_nothing_cold(section, scope)}) }}
   {%- endif -%}
   {%- set largest = (scope.max_small_files if scope is mapping else health.max_small_files_in_partition) | int -%}
   {%- set partition = 'cold partition' if scope is mapping else 'partition' -%}
@@ -197,11 +207,11 @@
   {%- set where = section.where -%}
   {%- if section.cold_partitions_hours -%}
     {%- set scope = context.get('cold_scope') -%}
-    {%- set cold = scope.where if scope is not none
-          else dbt_iceberg_maint.cold_partitions_where(relation, section.cold_partitions_hours) -%}
+    {%- set scope = scope if scope is not none
+          else dbt_iceberg_maint._iceberg_maint_cold_scope(relation, section.cold_partitions_hours) -%}
+    {%- set cold = scope.where -%}
     {%- if cold is none or not (cold | string).strip() -%}
-      {{ return({'sql': none, 'reason': 'no partition has been quiet for ' ~ section.cold_partitions_hours
-          ~ ' h (cold_partitions_hours), nothing cold to compact'}) }}
+      {{ return({'sql': none, 'reason': dbt_iceberg_maint._iceberg_maint_nothing_cold(section, scope)}) }}
     {%- endif -%}
     {%- set where = dbt_iceberg_maint._iceberg_maint_cold_scoped_where(where, cold) -%}
   {%- endif -%}

@@ -27,6 +27,12 @@
   {#- Outside a model (run-operation) there is no `this`: the relation must be given. -#}
   {%- set target_relation = relation if relation is not none else (this if this is defined else none) -%}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(target_relation) -%}
+  {#- The var switches everything off (docs/macros.md): not even the table's properties are read. -#}
+  {%- if not var('dbt_iceberg_maint_enabled', true) -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_result(table, 'apply_table_properties', 'skipped',
+         reason='maintenance disabled by var dbt_iceberg_maint_enabled: false', metrics={'changed': {}}) -%}
+    {{ return('') }}
+  {%- endif -%}
   {%- set declared_policy = policy if policy is not none else dbt_iceberg_maint._iceberg_maint_declared_policy(
         relation) -%}
   {#- Validate before touching the table: bad input changes nothing. -#}

@@ -126,6 +126,15 @@ def tables(spark: SparkSession, dbt_project: DbtProject) -> dict[str, Any]:
             "kwargs": {"relation": t["unpartitioned_new"], "quiet_hours": 0.0001},
         }
     )
+    # A cold-scoped compaction of the warm unpartitioned table: its skip reason names no partition.
+    cases.append(
+        {
+            "id": "unpartitioned_plan",
+            "macro": "get_maintenance_plan",
+            "kwargs": {"relation": t["unpartitioned_new"], "operations": ["compaction"],
+                       "policy": {"compaction": {"cold_partitions_hours": 1000, "min_input_files": 1}}},
+        }
+    )
     invocation = dbt_project("run-operation", "hp_test_render", "--args", json.dumps({"cases": cases}))
     prefix = "HP_CASE "
     results = {
@@ -204,6 +213,9 @@ def test_partitions_of_an_older_spec_are_left_out(tables: dict[str, Any]) -> Non
 def test_unpartitioned_table_is_one_partition(tables: dict[str, Any]) -> None:
     assert tables["where"]["unpartitioned_old"] == "true"
     assert tables["where"]["unpartitioned_new"] is None
+    [step] = tables["where"]["unpartitioned_plan"]
+    assert (step["status"], step["reason"]) == ("skipped", "the table is unpartitioned and was written less than "
+                                                "1000 h ago (cold_partitions_hours), nothing cold to compact"), step
 
 
 def test_reference_time_defaults_to_now(tables: dict[str, Any]) -> None:

@@ -156,7 +156,7 @@ def test_lint_finds_the_policy_mistakes_that_would_fail_the_next_run(tmp_path: P
     errors = {(f["node"].rsplit(".", 1)[-1], f["rule"], f["message"].split(";")[0])
               for f in json.loads(result.output) if f["severity"] == "error"}
     assert errors == {
-        ("customers", "invalid_policy", "meta.iceberg_maint has unknown key `compactoin`"),
+        ("customers", "invalid_policy", "meta.iceberg_maint has unknown key `compactoin` (did you mean `compaction`?)"),
         ("orders_daily", "invalid_policy", "policy compaction: argument `cold_partitions_hours` is -6"),
         ("orders_daily", "invalid_where", "meta.iceberg_maint.compaction.where 'no_such_column < 3': names "
                                           "no_such_column, which the model does not produce (columns: order_date, "

@@ -104,6 +104,11 @@ def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProje
     assert off.exit_code == 0, off.output
     assert {(p["status"], p["reason"]) for p in json.loads(off.output)} == {
         ("skipped", "maintenance disabled by var dbt_iceberg_maint_enabled: false")}
+    # Nothing due: no `{"select": []}` for a job that would select nothing; stderr says why.
+    idle = runner.invoke(main, [*args[:-2], "--emit-args", "--vars", "{dbt_iceberg_maint_enabled: false}"],
+                         env=dbt_project.env)
+    assert (idle.exit_code, idle.stdout) == (0, ""), idle.output
+    assert "no model or source has due work (0 operation(s) due on 0 table(s);" in idle.stderr, idle.stderr
     bad = runner.invoke(main, [*args, "--as-of", "yesterday"], env=dbt_project.env)
     assert bad.exit_code == 2 and "--as-of is 'yesterday'" in bad.output
 
@@ -142,9 +147,12 @@ def test_plan_includes_catalog_only_tables_by_pattern(lake: Path, dbt_project: D
     assert {f"{schema}.events", f"{schema}.event_log"} < set(modelled), modelled
     assert f"{len(modelled)} matched table(s) left to their dbt model or source: {', '.join(modelled)};" in note, note
     assert f"{schema}.corrupt" in note.split("no pattern covers:")[1], note
-    # Catalog-only tables are no dbt node: --emit-args never names them.
+    # Catalog-only tables are no dbt node: --emit-args never names them. raw_clicks is the only
+    # table with due work here, so no dbt node has any: nothing is emitted.
     emitted = runner.invoke(main, [*args[:-2], "--emit-args", "--vars", policy], env=dbt_project.env)
-    assert "raw_clicks" not in json.loads(emitted.stdout)["select"], emitted.output
+    assert not any(p["status"] == "dry_run" for p in plan if not p["model"].startswith("catalog:")), plan
+    assert (emitted.exit_code, emitted.stdout) == (0, ""), emitted.output
+    assert "no model or source has due work" in emitted.stderr, emitted.stderr
     # Bad input: a malformed pattern or policy is a usage error naming it.
     bad = runner.invoke(main, [*args[:-1], "no_dot"], env=dbt_project.env)
     assert bad.exit_code == 2 and "--include-catalog 'no_dot'" in bad.output, bad.output

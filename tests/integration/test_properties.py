@@ -91,6 +91,22 @@ def test_run_operation_reconciles_only_drifted_keys(spark: SparkSession, dbt_pro
     assert metadata_versions(spark, events) == versions
 
 
+def test_var_switch_leaves_properties_alone(spark: SparkSession, dbt_project: DbtProject) -> None:
+    """`dbt_iceberg_maint_enabled: false` switches everything off, apply_table_properties too: a
+    drifted property stays drifted and the result says why."""
+    events = dbt_project.table("events")
+    spark.sql(f"alter table {events} set tblproperties ('commit.retry.num-retries' = '3')")
+    versions = metadata_versions(spark, events)
+    off = dbt_project("run-operation", "dbt_iceberg_maint.apply_table_properties",
+                      "--args", json.dumps({"relation": f"{dbt_project.schema}.events"}),
+                      "--vars", "{dbt_iceberg_maint_enabled: false}")
+    [result] = property_results(off.log_messages)
+    assert (result.status, result.reason, result.sql) == (
+        "skipped", "maintenance disabled by var dbt_iceberg_maint_enabled: false", None)
+    assert tblproperties(spark, events)["commit.retry.num-retries"] == "3"
+    assert metadata_versions(spark, events) == versions
+
+
 def test_invalid_policy_fails_and_changes_nothing(spark: SparkSession, dbt_project: DbtProject) -> None:
     events = dbt_project.table("events")
     before = (tblproperties(spark, events), metadata_versions(spark, events))

@@ -121,3 +121,27 @@ def test_run_results_add_observed_durations_to_the_orphan_rule(tmp_path: Path) -
     assert (finding["rule"], finding["severity"]) == ("orphan_window_too_short", "error")
     assert finding["message"].startswith("remove_orphan_files.older_than_hours is 72 but events ran 40.0 h")
     assert finding["suggestion"].startswith("meta.iceberg_maint.remove_orphan_files.older_than_hours: 80 ")
+
+
+def test_a_typo_in_dbt_project_yml_is_reported_once_where_it_is(tmp_path: Path) -> None:
+    """Real dbt parse: dbt_project.yml's +meta reaches every model below it; its two typos are two
+    findings naming the place, the models inheriting them and the key meant."""
+    root = tmp_path / "p"
+    (root / "models" / "staging").mkdir(parents=True)
+    (root / "dbt_project.yml").write_text(PROJECT + """    +materialized: table
+    staging:
+      +meta:
+        iceberg_maint: {compactoin: {min_input_files: 2}, expire_snapshots: {retain_lst: 3}}
+""")
+    (root / "profiles.yml").write_text(PROFILE)
+    for name in ("a", "b", "c", "d"):
+        (root / "models" / "staging" / f"{name}.sql").write_text("select 1 as id")
+    result = lint("--project-dir", str(root), "--output", "json")
+    assert result.exit_code == 1, result.output
+    found = json.loads(result.output)
+    assert [(f["rule"], f["node"]) for f in found] == [("invalid_policy", "model.lint_tiny.a")] * 2, found
+    where = ("configured in dbt_project.yml `models: lint_tiny: staging: +meta: iceberg_maint`, inherited by 4 "
+             "Iceberg models (a, b, c and 1 more)")
+    assert all(where in f["message"] for f in found), found
+    assert "`compactoin` (did you mean `compaction`?)" in found[0]["message"]
+    assert "`retain_lst` (did you mean `retain_last`?)" in found[1]["message"]

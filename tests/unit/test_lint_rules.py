@@ -235,8 +235,8 @@ def test_every_policy_error_the_macros_raise_is_a_finding() -> None:
     meta = {"compaction": {"cold_partitions_hours": -6, "min_input_file": 2}, "expire_snapshot": {}}
     messages = [f.message for f in findings(node("events", meta=meta, **GOOD_MERGE)) if f.rule == "invalid_policy"]
     assert [m.split(";")[0] for m in messages] == [
-        "meta.iceberg_maint.compaction has unknown key `min_input_file`",
-        "meta.iceberg_maint has unknown key `expire_snapshot`"]
+        "meta.iceberg_maint.compaction has unknown key `min_input_file` (did you mean `min_input_files`?)",
+        "meta.iceberg_maint has unknown key `expire_snapshot` (did you mean `expire_snapshots`?)"]
     [negative] = [f for f in findings(node("events", meta={"compaction": {"cold_partitions_hours": -6}},
                                            **GOOD_MERGE)) if f.rule == "invalid_policy"]
     assert negative.message.startswith("policy compaction: argument `cold_partitions_hours` is -6; it must be "
@@ -274,6 +274,54 @@ def test_unknown_columns_are_not_judged_when_the_model_sql_cannot_be_read_and_th
     packaged = "select {{ dbt_utils.star(ref('raw_events')) }} from {{ ref('raw_events') }}"
     [finding] = findings(node("events", meta=meta, raw_code=packaged, **GOOD_MERGE))
     assert "a macro or context the lint cannot render without dbt" in finding.message
+
+
+def test_unreadable_sql_is_said_only_where_a_where_or_predicate_needed_the_columns() -> None:
+    """A project of models built from package macros: no finding for a model with nothing to check."""
+    packaged = "select {{ my_package.standard_columns() }} from {{ ref('raw_events') }}"
+    assert findings(*(node(f"m{i}", meta=COLD, raw_code=packaged, materialized="table") for i in range(50))) == []
+    assert findings(node("appended", meta=COLD, raw_code=packaged, incremental_strategy="append",
+                         incremental_predicates=["DBT_INTERNAL_DEST.x > 0"])) == []  # predicates of merges only
+    [finding] = findings(node("scoped", meta={"compaction": {"where": "day < current_date()"}}, raw_code=packaged,
+                              materialized="table"))
+    assert (finding.rule, finding.node) == ("model_sql_unreadable", "model.proj.scoped")
+    assert "the columns named by 'day < current_date()' (its policy's `where`" in finding.message
+
+
+def test_a_policy_mistake_many_models_inherit_is_one_finding_where_it_is_configured() -> None:
+    """Two typos in dbt_project.yml's +meta, inherited by 50 models: two findings (not 100), each
+    naming where the typo is, how many models inherit it and the key meant."""
+    inherited = {"compactoin": {"min_input_files": 2}, "expire_snapshots": {"retain_lst": 3}}
+    config = {"proj": {"staging": {"+meta": {"iceberg_maint": inherited}}}}
+
+    def staged(name: str, meta: Any, path: str) -> dict[str, Any]:
+        return {**node(name, meta=meta, materialized="table"), "fqn": ["proj", *path.split("/")[1:-1], name],
+                "original_file_path": path, "patch_path": "proj://models/schema.yml"}
+
+    nodes = [staged(f"m{i:02}", inherited, f"models/staging/m{i:02}.sql") for i in range(50)]
+    nodes.append(staged("own", inherited, "models/staging/own.sql"))  # the same typos, in its own config()
+    nodes[-1]["config"]["meta"]["iceberg_maint"] = {**inherited, "zz": 1}
+    nodes.append(staged("fixed", {"compaction": {"min_input_files": 2}}, "models/staging/fixed.sql"))
+    result = lint_manifest(manifest(*nodes), models_config=config)
+    errors = [f for f in result.findings if f.rule == "invalid_policy"]
+    where = "configured in dbt_project.yml `models: proj: staging: +meta: iceberg_maint`, inherited by 50 Iceberg " \
+            "models (m00, m01, m02 and 47 more)"
+    assert [(f.node, f.message.split("; allowed keys")[0], where in f.message) for f in errors] == [
+        ("model.proj.m00", "meta.iceberg_maint has unknown key `compactoin` (did you mean `compaction`?)", True),
+        ("model.proj.m00", "meta.iceberg_maint.expire_snapshots has unknown key `retain_lst` (did you mean "
+                           "`retain_last`?)", True),
+        ("model.proj.own", "meta.iceberg_maint has unknown key `compactoin` (did you mean `compaction`?)", False),
+        ("model.proj.own", "meta.iceberg_maint.expire_snapshots has unknown key `retain_lst` (did you mean "
+                           "`retain_last`?)", False),
+        ("model.proj.own", "meta.iceberg_maint has unknown key `zz`", False)], errors
+    assert "configured in the model's own config (models/staging/own.sql or models/schema.yml)" in errors[2].message
+    # An inherited lint_ignore silences the mistake for every model inheriting it, one by one.
+    ignoring = {**inherited, "lint_ignore": {"invalid_policy": "being fixed"}}
+    config["proj"]["staging"]["+meta"]["iceberg_maint"] = ignoring
+    for staged_node in nodes[:3]:
+        staged_node["config"]["meta"]["iceberg_maint"] = ignoring
+    result = lint_manifest(manifest(*nodes[:3]), models_config=config)
+    assert (result.findings, len(result.silenced)) == ((), 6)
 
 
 # --- orphan_window_too_short ---------------------------------------------------------------

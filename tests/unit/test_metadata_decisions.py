@@ -78,7 +78,10 @@ def test_cold_scope_from_partition_metadata() -> None:
     assert scope.where is not None and scope.where.split(" or ") == sorted(scope.where.split(" or "))
     assert "2024-01-01 00:00:00" in scope.where and "ts >= timestamp '2024-01-03" not in scope.where
     unpartitioned = d.cold_scope([], {}, [d.PartitionState((), True, None, 5)], 6, now, now - 7 * HOUR, 5)
-    assert unpartitioned == ColdScope("true", 5)  # expired snapshot: the oldest retained one stands in
+    # expired snapshot: the oldest retained one stands in
+    assert unpartitioned == ColdScope("true", 5, partitioned=False)
+    warm = d.cold_scope([], {}, [d.PartitionState((), True, now - HOUR, 5)], 6, now, None, 5)
+    assert (warm.where, warm.partitioned, scope.partitioned) == (None, False, True)
 
 
 Snap = GateSnapshot
@@ -185,6 +188,7 @@ def test_models_and_emitted_args() -> None:
             PlannedOperation("s.b", "rewrite_manifests", True, "dry_run", "y", "CALL ...", "p.b"),
             PlannedOperation("raw.ev", "rewrite_manifests", True, "dry_run", "z", "CALL ...", "source:raw.events")]
     assert emit_args(plan) == {"select": ["b", "source:raw.events"]}
+    assert emit_args(plan[:1]) is None  # nothing due: no select list that selects nothing
 
 
 def test_sources_and_shards_in_the_selection() -> None:

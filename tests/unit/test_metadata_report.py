@@ -7,14 +7,17 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
+from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord, PlannedOperation
 from dbt_iceberg_maint.metadata.report import (
     HEALTH_COLUMNS,
     health_html,
     health_rows,
+    health_text,
     load_before,
     plan_rows,
     plan_summary,
@@ -33,14 +36,28 @@ def test_json_keeps_the_macro_field_order_and_errors_per_table() -> None:
     document = health_rows(RECORDS)
     assert list(document[0]) == [*HEALTH_FIELDS, *STATISTICS_FIELDS]
     assert document[1] == {"table": "s.bad", "error": "s.bad: no table directory /w/s/bad"}
+    read, errors = health_text(RECORDS)
     console = Console(record=True, width=200, color_system=None)
-    console.print(table(document, HEALTH_COLUMNS))
+    console.print(table(read, HEALTH_COLUMNS))
     lines = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in console.export_text().splitlines()]
     rows = [cells for cells in lines if cells]
-    assert rows[0] == ["table", "data files", "small files", "delete files", "snapshots", "manifests", "partitions",
-                       "max small files in partition", "error"]
-    assert rows[1] == ["s.t", "6", "6", "0", "6", "6", "2", "3", ""]
-    assert rows[2] == ["s.bad", "", "", "", "", "", "", "", "s.bad: no table directory /w/s/bad"]
+    assert rows == [["table", "data files", "small files", "delete files", "snapshots", "manifests", "partitions",
+                     "max small files in partition"], ["s.t", "6", "6", "0", "6", "6", "2", "3"]]
+    # A table that could not be read is a message, not a row of empty figures with the error in a cell.
+    assert errors == ["s.bad: no table directory /w/s/bad"]
+    assert health_text([HealthRecord("s.gone", None, "no table directory /w/s/gone")])[1] == [
+        "s.gone: no table directory /w/s/gone"]
+
+
+def test_health_of_a_missing_table_prints_its_error_whole_on_stderr(tmp_path: Path) -> None:
+    """No JVM: the metadata catalog reads the (empty) Hadoop warehouse itself."""
+    (tmp_path / "ns").mkdir()
+    name = "ns.missing_table_with_a_long_name"
+    result = CliRunner().invoke(main, ["health", name, "--warehouse", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    directory = tmp_path / "ns" / name[3:]
+    assert result.stderr.strip() == f"error: table {name} does not exist (no table directory {directory})"
+    assert result.stdout == "1 of 1 table(s) could not be read (errors on stderr)\n", result.stdout
 
 
 def test_html_shows_distribution_partitions_and_changes(tmp_path: Path) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import click
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 from dbt_iceberg_maint.output import (
@@ -16,6 +18,7 @@ from dbt_iceberg_maint.output import (
     handle_errors,
     output_option,
     render,
+    table,
 )
 
 ROWS = [{"table": "analytics.events", "files": 12345, "ok": True, "kinds": ["a", "b"], "ratio": 0.5, "none": None}]
@@ -68,3 +71,32 @@ def test_errors_exit_with_their_code_and_one_line_on_stderr(fail_with: str, code
 def test_an_unknown_output_format_is_a_usage_error() -> None:
     result = CliRunner().invoke(command, ["--output", "yaml"])
     assert result.exit_code == EXIT_USAGE and "'yaml' is not one of 'text', 'json'" in result.output
+
+
+@pytest.mark.parametrize(("name", "says"), [("env", "text: `export` lines"), ("lint", "text: the findings by model"),
+                                            ("plan", "text: a table")])
+def test_output_help_says_what_text_prints(name: str, says: str) -> None:
+    """env prints export lines and lint findings: their --help describes no table."""
+    from dbt_iceberg_maint.cli import main
+
+    result = CliRunner().invoke(main, [name, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert says in " ".join(result.output.split()), result.output
+    assert ("a table" in result.output) == (name == "plan"), result.output
+
+
+def test_table_names_stay_whole_on_a_narrow_terminal() -> None:
+    """A `schema.table` cut across two lines cannot be read or copied: the other columns wrap."""
+    from dbt_iceberg_maint.maintenance import maintenance_table
+    from dbt_iceberg_maint.metadata.report import HEALTH_COLUMNS, PLAN_COLUMNS
+    from dbt_iceberg_maint.results import MaintenanceResult
+
+    name = "analytics_staging.stg_order_items_enriched"
+    plan = [{"status": "skipped", "table": name, "operation": "rewrite_data_files", "reason": "quiet " * 20,
+             "sql": f"CALL system.rewrite_data_files(table => '{name}')"}]
+    health = [{"table": name, "data_files": 123456, "small_files": 12345, "error": None}]
+    results = [MaintenanceResult(f"local.{name}", "rewrite_data_files", "skipped", reason="quiet " * 20)]
+    for rendered in (table(plan, PLAN_COLUMNS), table(health, HEALTH_COLUMNS), maintenance_table(results)):
+        out = Console(file=io.StringIO(), width=80)
+        out.print(rendered)
+        assert name in out.file.getvalue(), out.file.getvalue()

@@ -63,7 +63,8 @@ class CaseFacts:
     def cold_scope(self, hours: float) -> ColdScope:
         scope = self.facts["cold_scope"]
         assert scope is not None, "a case with cold_partitions_hours gives its cold_scope"
-        return ColdScope(scope["where"], scope["max_small_files"], scope.get("max_delete_ratio"))
+        return ColdScope(scope["where"], scope["max_small_files"], scope.get("max_delete_ratio"),
+                         scope.get("partitioned", True))
 
     def snapshots(self) -> list[GateSnapshot]:
         return [GateSnapshot.from_row(row) for row in self.facts["snapshots"]]

@@ -763,10 +763,11 @@ def test_rewrite_manifests_and_position_deletes_sql(rendered: dict[str, dict[str
         (
             "v_policy_typos",
             [
-                "meta.iceberg_maint.compaction has unknown key `min_input_file`; allowed keys: enabled, min_input_files, "
+                "meta.iceberg_maint.compaction has unknown key `min_input_file` (did you mean `min_input_files`?); allowed keys: enabled, min_input_files, "
                 "target_file_size_mb, strategy, sort_order, partial_progress, partial_progress_above_mb, max_failed_commits, "
                 "cold_partitions_hours, where, options, interval_hours",
-                "meta.iceberg_maint has unknown key `expire_snapshot`; allowed keys: enabled, compaction, rewrite_position_delete_files, "
+                "meta.iceberg_maint has unknown key `expire_snapshot` (did you mean `expire_snapshots`?); allowed keys: enabled, "
+                "compaction, rewrite_position_delete_files, "
                 "expire_snapshots, remove_orphan_files, rewrite_manifests, compute_table_stats, compute_partition_stats, cost_gate, idempotent, isolation_level, commit_retry, properties, "
                 "lint_ignore",
                 "meta.iceberg_maint.remove_orphan_files is 72; expected a mapping of settings or true/false",
