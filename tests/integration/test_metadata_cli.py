@@ -3,6 +3,7 @@ rendered in real headless chromium, per-table errors for unreadable metadata, ex
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,7 +82,11 @@ def test_html_report_renders_in_chromium(lake: Path, dbt_project: DbtProject, sp
     print(f"screenshot: {shot}")
 
 
-def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProject) -> None:
+def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProject, spark: SparkSession) -> None:
+    # As if event_log was last swept for orphans 13 h ago: its interval (12 h) decides, not its age.
+    swept = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=13)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    spark.sql(f"alter table {dbt_project.table('event_log')} "
+              f"set tblproperties ('dbt-iceberg-maint.checked-at.remove_orphan_files' = '{swept}')")
     runner = CliRunner()
     args = ["plan", "--warehouse", str(lake), "--project-dir", str(INTEGRATION_PROJECT), "--output", "json"]
     result = runner.invoke(main, args, env=dbt_project.env)  # the module's schema and dbt target folder
@@ -91,10 +96,10 @@ def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProje
     assert by_key[("user_summary", "rewrite_data_files")]["reason"] == (
         "maintenance disabled by meta.iceberg_maint.enabled: false")
     assert by_key[("events", "rewrite_data_files")]["reason"].startswith("no partition has been quiet for 6 h")
-    # The lake's tables are minutes old, younger than the orphan window: no sweep is planned.
-    orphans = by_key[("event_log", "remove_orphan_files")]
-    assert orphans["status"] == "skipped" and "younger than older_than_hours" in orphans["reason"], orphans
-    assert by_key[("event_log", "rewrite_data_files")]["status"] == "dry_run"
+    assert by_key[("event_log", "remove_orphan_files")]["status"] == "dry_run"
+    # events was never swept and is minutes old, younger than the orphan window: no sweep planned.
+    orphans = by_key[("events", "remove_orphan_files")]
+    assert orphans["status"] == "skipped" and "younger than older_than_hours 72" in orphans["reason"], orphans
     emitted = runner.invoke(main, [*args[:-2], "--emit-args"], env=dbt_project.env)
     assert json.loads(emitted.output)["select"] == sorted(
         {p["model"].rsplit(".", 1)[-1] for p in plan if p["status"] == "dry_run"})
