@@ -70,10 +70,12 @@ def demo(workdir: Path) -> None:
 def env(warehouse: Path, output: str) -> None:
     """Print `export` lines that let plain `dbt` use the embedded runtime's profile (json: the
     variables as an object): the Iceberg jar, the SQLite JDBC driver, the warehouse, the driver's
-    log settings."""
+    log settings and memory (DBT_ICEBERG_MAINT_DRIVER_MEMORY as set, else a quarter of the
+    machine's memory within 1g..8g)."""
     import os
     import shlex
 
+    from dbt_iceberg_maint.driver_memory import DRIVER_MEMORY_ENV, driver_memory
     from dbt_iceberg_maint.embedded_catalog import SQLITE_JDBC_JAR_ENV
     from dbt_iceberg_maint.errors import IcebergMaintError
     from dbt_iceberg_maint.spark import (
@@ -94,6 +96,7 @@ def env(warehouse: Path, output: str) -> None:
         check_java()
         runtime = resolve_iceberg_runtime()
         driver_jars = catalog_driver_jars(catalog)
+        memory = driver_memory()
         prepare_warehouse(catalog)  # the embedded catalog's tables: Spark expects them (docs/python-cli.md)
     except IcebergMaintError as exc:  # a set-up the user must fix before anything runs
         fail(str(exc), EXIT_USAGE)
@@ -105,6 +108,7 @@ def env(warehouse: Path, output: str) -> None:
     variables[SQLITE_JDBC_JAR_ENV] = driver_jars[0]
     variables[WAREHOUSE_ENV] = str(warehouse.resolve())
     variables[DRIVER_JAVA_OPTIONS_ENV] = log4j2_java_options()
+    variables[DRIVER_MEMORY_ENV] = memory.value
     # As start_session does: the local runtime binds to loopback (and Spark does not warn that
     # the host name resolves to it).
     variables["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
