@@ -25,6 +25,7 @@ from dbt_iceberg_maint.output import (
     EXIT_FAILURES,
     EXIT_USAGE,
     Column,
+    echo_document,
     fail,
     handle_errors,
     output_option,
@@ -496,7 +497,7 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
                                project_enabled=planner.project_enabled(project_dir, vars_yaml),
                                workers=workers, at=planner.parse_as_of(as_of))
     if emit_args:
-        print_text(json.dumps(planner.emit_args(plan, list(operations) or None)))
+        echo_document(json.dumps(planner.emit_args(plan, list(operations) or None)))
     else:
         summary = report.plan_summary(plan) + (f"\n{report.catalog_summary(found.to_dict())}" if found else "")
         render(output, report.plan_rows(plan), report.PLAN_COLUMNS, title="Maintenance plan",
@@ -582,7 +583,7 @@ def report_command(warehouse: str | None, catalog_properties: tuple[str, ...], c
                      "expire_bytes": estimate.expire_bytes if estimate else None,
                      "orphan_bytes": estimate.orphan_bytes if estimate else None})
     if output == "json":
-        click.echo(json.dumps(written.document, indent=2))
+        echo_document(json.dumps(written.document, indent=2))
         return
     render(output, rows, REPORT_COLUMNS, title=f"Worst tables first ({report.rows} step(s) in {days:g} day(s) of "
                                                f"{name})", empty=f"no maintenance step in the last {days:g} day(s)",

@@ -76,3 +76,21 @@ def test_a_new_warehouse_named_by_the_variable_alone_works_with_the_machines_dri
     assert report["driver_memory"] == expected.value
     # The JVM's max heap is -Xmx less one survivor space: within 15% below, never above.
     assert 0.85 * expected.bytes <= report["max_heap"] <= expected.bytes, (report["max_heap"], expected)
+
+
+def test_maintain_output_json_prints_the_report_alone_on_stdout_and_dbts_log_on_stderr(
+        installed_package: Path, tmp_path: Path) -> None:
+    """Issue 55's third point, on the same kind of new warehouse (no `env` for it): machines read
+    stdout. The selected model was never built, so its operations fail (exit 1) in the report."""
+    from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+
+    project = str(INTEGRATION_PROJECT)
+    done = subprocess.run([str(BIN / "dbt-iceberg-maint"), "maintain", "--select", "event_log", "--output", "json",
+                           "--project-dir", project, "--profiles-dir", project], env=user_environment(tmp_path),
+                          capture_output=True, text=True, timeout=600, start_new_session=True, cwd=tmp_path)
+    report = json.loads(done.stdout)  # the whole of stdout
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert report["results"] and all(r["status"] == "failed" and "does not exist" in r["reason"]
+                                     for r in report["results"]), report["results"]
+    assert "Running with dbt=" in done.stderr  # dbt's log lines are there, on stderr
+    assert "iceberg_tables" not in done.stderr
