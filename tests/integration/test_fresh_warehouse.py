@@ -94,3 +94,39 @@ def test_maintain_output_json_prints_the_report_alone_on_stdout_and_dbts_log_on_
                                      for r in report["results"]), report["results"]
     assert "Running with dbt=" in done.stderr  # dbt's log lines are there, on stderr
     assert "iceberg_tables" not in done.stderr
+
+
+@pytest.mark.parametrize(("arguments", "error"), [
+    # iceberg_maintenance's path: the macro refuses the selection
+    (["maintain", "--select", "tag:nope"],
+     "error: iceberg_maintenance stopped before planning: iceberg_maintenance: argument `select` contains "
+     "'tag:nope', which selects no enabled Iceberg model (no Iceberg model has that tag); Iceberg models: "),
+    # the fleet engine's path, on the new warehouse (it prepares the profile's catalog, as dbt would find it)
+    (["maintain", "--include-catalog", "bench.nope"],
+     "error: --include-catalog 'bench.nope' matches no table of catalog local"),
+    (["plan", "--select", "tag:nope"],
+     "error: --select 'tag:nope' selects no Iceberg model of the project (none has that tag); Iceberg models: "),
+    (["plan", "--include-catalog", "bench.nope"],
+     "error: --include-catalog 'bench.nope' matches no table of catalog local"),
+], ids=["maintain-select", "maintain-include-catalog", "plan-select", "plan-include-catalog"])
+def test_a_selection_that_matches_nothing_is_a_one_line_usage_error(
+        installed_package: Path, tmp_path: Path, arguments: list[str], error: str) -> None:
+    """Issue 55's fourth point: it exited 0 with a footer. Now exit 2, nothing on stdout, one line
+    on stderr naming the argument and its value (after dbt's own log lines, for maintain). `plan`
+    reads metadata only and creates no warehouse: its user ran `env` for the new one."""
+    from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+
+    env = user_environment(tmp_path)
+    if arguments[0] == "plan":
+        subprocess.run([str(BIN / "dbt-iceberg-maint"), "env", "--warehouse", env[WAREHOUSE_ENV]], env=env,
+                       capture_output=True, check=True)
+        arguments = [*arguments, "--warehouse", env[WAREHOUSE_ENV]]
+    project = str(INTEGRATION_PROJECT)
+    done = subprocess.run([str(BIN / "dbt-iceberg-maint"), *arguments, "--output", "json", "--project-dir", project,
+                           "--profiles-dir", project], env=env, capture_output=True, text=True,
+                          timeout=600, start_new_session=True, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout == ""
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(error), done.stderr[-3000:]
+    assert done.stderr.rstrip().endswith(errors[0])  # the last word, after any log line
