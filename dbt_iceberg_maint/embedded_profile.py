@@ -15,9 +15,15 @@ from pathlib import Path
 
 from dbt_iceberg_maint.driver_memory import DRIVER_MEMORY_ENV, driver_memory
 from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.spark import CatalogSpec
 
-# Catalogs prepared by this process (name, warehouse, properties): prepared once, unless their
-# SQLite file has gone since (a test's warehouse removed).
+# The catalog each profile target resolved to in this process (None: nothing to prepare), by the
+# inputs of its rendering: reading and rendering profiles.yml costs ~50 ms, and a fleet worker
+# invokes dbt hundreds of times (~0.1 s each).
+_ProfileKey = tuple[str, str, str | None, tuple[int, ...], tuple[tuple[str, str], ...]]
+_resolved: dict[_ProfileKey, CatalogSpec | None] = {}
+# Catalogs prepared by this process: prepared once, unless their SQLite file has gone since (a
+# test's warehouse removed).
 _prepared: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
 
 
@@ -33,25 +39,39 @@ def prepare_profile_catalog(project_dir: Path, profiles_dir: Path, target: str |
 
     Only a `method: session` target whose server_side_parameters name an Iceberg catalog; any
     problem reading the profile is left to dbt, which reports it in its own words."""
-    from dbt_iceberg_maint.metadata.catalog import config_from_spark_settings, profile_setting
-    from dbt_iceberg_maint.spark import CatalogSpec, prepare_warehouse
+    from dbt_iceberg_maint.spark import prepare_warehouse
 
-    env = os.environ if environ is None else environ
+    env = dict(os.environ if environ is None else environ)
+    files = (project_dir / "dbt_project.yml", profiles_dir / "profiles.yml")
     try:
-        if profile_setting(project_dir, profiles_dir, target, "method", env) != "session":
-            return
-        config = config_from_spark_settings(
-            profile_setting(project_dir, profiles_dir, target, "server_side_parameters", env) or {})
-    except (IcebergMaintError, OSError, ValueError):
+        stamps = tuple(path.stat().st_mtime_ns for path in files)
+    except OSError:
         return
-    properties = dict(config.properties)
-    warehouse = properties.pop("warehouse", "")
-    if not warehouse:
+    profile_key = (str(project_dir), str(profiles_dir), target, stamps, tuple(sorted(env.items())))
+    if profile_key not in _resolved:
+        _resolved[profile_key] = _profile_catalog(project_dir, profiles_dir, target, env)
+    catalog = _resolved[profile_key]
+    if catalog is None:
         return
-    catalog = CatalogSpec(warehouse=warehouse, name=config.name, properties=properties)
-    key = (catalog.name, warehouse, tuple(sorted(properties.items())))
+    key = (catalog.name, catalog.warehouse, tuple(sorted(catalog.properties.items())))
     database = catalog.sqlite_database
     if key in _prepared and (database is None or database.is_file()):
         return
     prepare_warehouse(catalog)
     _prepared.add(key)
+
+
+def _profile_catalog(project_dir: Path, profiles_dir: Path, target: str | None,
+                     env: Mapping[str, str]) -> CatalogSpec | None:
+    from dbt_iceberg_maint.metadata.catalog import config_from_spark_settings, profile_setting
+
+    try:
+        if profile_setting(project_dir, profiles_dir, target, "method", env) != "session":
+            return None
+        config = config_from_spark_settings(
+            profile_setting(project_dir, profiles_dir, target, "server_side_parameters", env) or {})
+    except (IcebergMaintError, OSError, ValueError):
+        return None
+    properties = dict(config.properties)
+    warehouse = properties.pop("warehouse", "")
+    return CatalogSpec(warehouse=warehouse, name=config.name, properties=properties) if warehouse else None
