@@ -26,6 +26,7 @@ from dbt_iceberg_maint.output import (
     EXIT_USAGE,
     TABLE_COLUMN,
     Column,
+    echo_document,
     fail,
     handle_errors,
     output_option,
@@ -72,10 +73,12 @@ def demo(workdir: Path) -> None:
 def env(warehouse: Path, output: str) -> None:
     """Print `export` lines that let plain `dbt` use the embedded runtime's profile (json: the
     variables as an object): the Iceberg jar, the SQLite JDBC driver, the warehouse, the driver's
-    log settings."""
+    log settings and memory (DBT_ICEBERG_MAINT_DRIVER_MEMORY as set, else a quarter of the
+    machine's memory within 1g..8g)."""
     import os
     import shlex
 
+    from dbt_iceberg_maint.driver_memory import DRIVER_MEMORY_ENV, driver_memory
     from dbt_iceberg_maint.embedded_catalog import SQLITE_JDBC_JAR_ENV
     from dbt_iceberg_maint.errors import IcebergMaintError
     from dbt_iceberg_maint.spark import (
@@ -96,6 +99,7 @@ def env(warehouse: Path, output: str) -> None:
         check_java()
         runtime = resolve_iceberg_runtime()
         driver_jars = catalog_driver_jars(catalog)
+        memory = driver_memory()
         prepare_warehouse(catalog)  # the embedded catalog's tables: Spark expects them (docs/python-cli.md)
     except IcebergMaintError as exc:  # a set-up the user must fix before anything runs
         fail(str(exc), EXIT_USAGE)
@@ -107,6 +111,7 @@ def env(warehouse: Path, output: str) -> None:
     variables[SQLITE_JDBC_JAR_ENV] = driver_jars[0]
     variables[WAREHOUSE_ENV] = str(warehouse.resolve())
     variables[DRIVER_JAVA_OPTIONS_ENV] = log4j2_java_options()
+    variables[DRIVER_MEMORY_ENV] = memory.value
     # As start_session does: the local runtime binds to loopback (and Spark does not warn that
     # the host name resolves to it).
     variables["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
@@ -505,7 +510,7 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
         if args is None:  # stdout stays empty: a script runs no job (docs/health-and-plans.md)
             click.echo(f"no model or source has due work ({report.plan_summary(plan)}): no --args to emit", err=True)
         else:
-            print_text(json.dumps(args))
+            echo_document(json.dumps(args))
     else:
         summary = report.plan_summary(plan) + (f"\n{report.catalog_summary(found.to_dict())}" if found else "")
         render(output, report.plan_rows(plan), report.PLAN_COLUMNS, title="Maintenance plan",
@@ -591,7 +596,7 @@ def report_command(warehouse: str | None, catalog_properties: tuple[str, ...], c
                      "expire_bytes": estimate.expire_bytes if estimate else None,
                      "orphan_bytes": estimate.orphan_bytes if estimate else None})
     if output == "json":
-        click.echo(json.dumps(written.document, indent=2))
+        echo_document(json.dumps(written.document, indent=2))
         return
     render(output, rows, REPORT_COLUMNS, title=f"Worst tables first ({report.rows} step(s) in {days:g} day(s) of "
                                                f"{name})", empty=f"no maintenance step in the last {days:g} day(s)",

@@ -217,11 +217,20 @@ def error_text(invocation: DbtInvocation) -> str:
     return "\n".join([*messages[start:], invocation.exception or ""]).strip() or "dbt stopped without an error message"
 
 
+# dbt's framing of a macro's compiler error: its own lines around the macro's message.
+_DBT_FRAMING = ("Encountered an error while running operation:", "Compilation Error in ", "> ")
+
+
 def _refusal_text(invocation: DbtInvocation) -> str:
-    """Why the macro refused before planning (arguments, policies, selection): dbt's message for
-    the error alone, without the Python traceback and housekeeping lines dbt logs after it."""
+    """Why the macro refused before planning (arguments, policies, selection): the macro's own
+    message on one line, without dbt's framing (`Compilation Error in macro ...`, the `> called by`
+    chain), the Python traceback and the housekeeping lines dbt logs after it."""
     refusal = next((event.msg for event in invocation.events if event.name in _OPERATION_ERROR_EVENTS), None)
-    return refusal.strip() if refusal else error_text(invocation)
+    if not refusal:
+        return error_text(invocation)
+    lines = [line.strip() for line in refusal.splitlines()]
+    message = [line for line in lines if line and not line.startswith(_DBT_FRAMING)]
+    return " ".join(message or [line for line in lines if line])
 
 
 @dataclass(frozen=True)

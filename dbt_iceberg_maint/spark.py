@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dbt_iceberg_maint import embedded_catalog
+from dbt_iceberg_maint.driver_memory import DRIVER_MEMORY_CONF, driver_memory
 from dbt_iceberg_maint.errors import RuntimeSetupError
 
 if TYPE_CHECKING:
@@ -234,8 +235,10 @@ def session_conf(
     runtime: IcebergRuntime,
     catalog: CatalogSpec,
     extra: Mapping[str, str] | None = None,
+    memory: str | None = None,
 ) -> dict[str, str]:
-    """The complete Spark configuration of the embedded runtime."""
+    """The complete Spark configuration of the embedded runtime; `memory`: its driver memory
+    (dbt_iceberg_maint.driver_memory), which a `spark.driver.memory` in `extra` overrides."""
     conf = {
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         # No Hive metastore: the Iceberg catalog is the default catalog (see docs/python-cli.md).
@@ -246,6 +249,8 @@ def session_conf(
         "spark.sql.session.timeZone": "UTC",
         DRIVER_JAVA_OPTIONS: f"-Duser.timezone=UTC {log4j2_java_options()}",
     }
+    if memory is not None:
+        conf[DRIVER_MEMORY_CONF] = memory
     conf.update(runtime.spark_conf())
     conf.update(catalog.spark_conf())
     extra = dict(extra or {})
@@ -283,9 +288,12 @@ def start_session(
     app_name: str = "dbt_iceberg_maint",
     master: str = "local[2]",
 ) -> SparkSession:
-    """Start (or reuse) the local SparkSession with Iceberg as its default catalog."""
+    """Start (or reuse) the local SparkSession with Iceberg as its default catalog. Its driver
+    memory: `extra_conf`'s spark.driver.memory, else DBT_ICEBERG_MAINT_DRIVER_MEMORY, else a quarter
+    of the machine's memory within 1g..8g (only a starting JVM takes it)."""
     check_java()
     runtime = resolve_iceberg_runtime(jar, packages)
+    memory = None if DRIVER_MEMORY_CONF in (extra_conf or {}) else driver_memory().value
     warehouse_path = str(warehouse or os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE)
     if "://" not in warehouse_path:
         warehouse_path = str(Path(warehouse_path).expanduser().resolve())
@@ -306,7 +314,7 @@ def start_session(
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in session_conf(runtime, catalog, extra_conf).items():
+    for key, value in session_conf(runtime, catalog, extra_conf, memory).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

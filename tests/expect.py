@@ -18,10 +18,9 @@ def first(items: Sequence[T], what: str) -> T:
 
 
 def json_document(stdout: str) -> Any:
-    """The JSON a command printed. dbt's own console log (timestamped lines) comes first: in
-    process, dbt writes it to the same stdout."""
-    lines = stdout.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith(("{", "["))), None)
-    if start is None:
-        raise AssertionError(f"expected a JSON document in the output, found none:\n{stdout[-2000:]}")
-    return json.loads("\n".join(lines[start:]))
+    """The JSON a command printed with `--output json`: the whole of its stdout (dbt's own console
+    log goes to stderr then; it used to come first on stdout)."""
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        raise AssertionError(f"expected stdout to be one JSON document, found:\n{stdout[-2000:]}") from None

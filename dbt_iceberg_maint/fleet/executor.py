@@ -441,6 +441,7 @@ def run_fleet(
     taken up again, and its run id is re-used (its leases are re-entered). `include_catalog`:
     'namespace.table' patterns of catalog tables no dbt node declares, maintained too (with the
     var dbt_iceberg_maint_catalog_policy)."""
+    from dbt_iceberg_maint.embedded_profile import prepare_profile_catalog
     from dbt_iceberg_maint.metadata import planner
     from dbt_iceberg_maint.metadata.catalog import config_from_profile, open_catalog
 
@@ -470,6 +471,8 @@ def run_fleet(
     profiles = Path(profiles_dir).resolve() if profiles_dir else default_profiles_dir(project, environ).resolve()
     target = target or _option_value(dbt_args, "--target")
     worker_args = [*dbt_args, *(["--target", target] if target and not _option_value(dbt_args, "--target") else [])]
+    if catalog is None:  # the profile's catalog, as its dbt invocations will find it (embedded_profile)
+        prepare_profile_catalog(project, profiles, target, environ)
     config = catalog or config_from_profile(project, profiles, target, environ)
     run_id = (environ.get(RUN_ID_ENV) or (previous or {}).get("run_id")
               or f"dbt-iceberg-maint-{uuid.uuid4().hex[:16]}")

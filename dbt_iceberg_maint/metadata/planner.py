@@ -413,13 +413,15 @@ def catalog_targets(catalog: MetadataCatalog, manifest: Mapping[str, Any], patte
                     raw_policy: Any = None, shard: Shard | None = None) -> tuple[list[ModelTarget], CatalogSelection]:
     """--include-catalog: the catalog's tables matching `patterns` that no node of the project
     declares, each with `raw_policy` (the var dbt_iceberg_maint_catalog_policy: the package's
-    defaults when unset). A policy the engine refuses is a usage error before anything is read."""
+    defaults when unset). A policy the engine refuses is a usage error before anything is read; a
+    pattern that matches no table of the catalog is one after the catalog is listed."""
     policy = {} if raw_policy is None else raw_policy
     try:
         engine.checked(policy)
     except PolicyError as exc:
         raise UsageError(f"var {CATALOG_POLICY_VAR}: {exc}") from exc
-    found = catalog_nodes(catalog.list_tables(), patterns, declared_relations(manifest), policy, shard)
+    found = catalog_nodes(catalog.list_tables(), patterns, declared_relations(manifest), policy,
+                          shard).check_matched(catalog.config.name)
     return [ModelTarget(node.label, TableRef(node.schema, node.identifier), node.raw_policy)
             for node in found.nodes], found
 

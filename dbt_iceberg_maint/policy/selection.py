@@ -79,7 +79,8 @@ def select_nodes(manifest: Mapping[str, Any], select: Sequence[str] | None = Non
                  shard: Shard | None = None) -> list[SelectedNode]:
     """The Iceberg models and the sources declaring meta.iceberg_maint, or what `select` names:
     model names, package.name, tag:<tag>, source:<source> (its tables declaring a policy),
-    source:<source>.<table>; then only `shard`'s tables. A selector naming nothing is an error."""
+    source:<source>.<table>; then only `shard`'s tables. A selector naming or selecting nothing (a
+    tag no Iceberg model has too) is an error; a shard left empty is not (N jobs on a small lake)."""
     models = [manifest["nodes"][uid] for uid in sorted(manifest.get("nodes") or {})
               if _is_iceberg_model(manifest["nodes"][uid])]
     sources = [manifest["sources"][uid] for uid in sorted(manifest.get("sources") or {})
@@ -103,8 +104,10 @@ def select_nodes(manifest: Mapping[str, Any], select: Sequence[str] | None = Non
             else:
                 matched = [n for n in models if (selector.startswith("tag:") and selector[4:] in (n.get("tags") or []))
                            or selector in (n["name"], f"{n['package_name']}.{n['name']}")]
-                if not matched and not selector.startswith("tag:"):
-                    raise UsageError(f"--select {selector!r} is not an Iceberg model of the project; Iceberg models: "
+                if not matched:
+                    what = ("selects no Iceberg model of the project (none has that tag)" if selector.startswith("tag:")
+                            else "is not an Iceberg model of the project")
+                    raise UsageError(f"--select {selector!r} {what}; Iceberg models: "
                                      f"{', '.join(n['name'] for n in models)}")
                 if not selector.startswith("tag:"):
                     named.update(_label(n) for n in matched)
@@ -139,6 +142,14 @@ class CatalogSelection:
     unmatched_patterns: tuple[str, ...]
     declared_elsewhere: tuple[str, ...]
     uncovered: tuple[str, ...]
+
+    def check_matched(self, catalog: str) -> CatalogSelection:
+        """Self, or a UsageError naming each pattern that matched no table of `catalog` (a typo
+        would otherwise maintain nothing and exit 0)."""
+        if self.unmatched_patterns:
+            raise UsageError("; ".join(f"--include-catalog {pattern!r} matches no table of catalog {catalog}"
+                                       for pattern in self.unmatched_patterns))
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {"taken": [node.label.removeprefix("catalog:") for node in self.nodes],

@@ -142,7 +142,7 @@
     (tables ingestion writes), optionally narrowed by `select`: a model name (or package.name),
     'tag:<tag>', 'source:<source>' (that source's tables that declare meta.iceberg_maint),
     'source:<source>.<table>' (that table, declared or not), or a list of them (union). A
-    selector that names nothing is an error. -#}
+    selector that names or selects nothing (a tag no Iceberg model has, too) is an error. -#}
 {% macro _iceberg_maint_selected_models(select=none) %}
   {%- set candidates = [] -%}
   {%- for node in graph.nodes.values() | sort(attribute='unique_id') -%}
@@ -189,7 +189,11 @@
           {%- do matched.append(node) -%}
         {%- endif -%}
       {%- endfor -%}
-      {%- if not matched and not selector.startswith('tag:') -%}
+      {%- if not matched and selector.startswith('tag:') -%}
+        {{ exceptions.raise_compiler_error("iceberg_maintenance: argument `select` contains '" ~ selector
+              ~ "', which selects no enabled Iceberg model (no Iceberg model has that tag); Iceberg models: "
+              ~ candidates | map(attribute='name') | join(', ')) }}
+      {%- elif not matched -%}
         {{ exceptions.raise_compiler_error("iceberg_maintenance: argument `select` contains '" ~ selector
               ~ "', which is not an enabled Iceberg model (file_format iceberg, materialized table or incremental);"
               ~ " Iceberg models: " ~ candidates | map(attribute='name') | join(', ')) }}

@@ -120,8 +120,9 @@ def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProje
 
 def test_plan_includes_catalog_only_tables_by_pattern(lake: Path, dbt_project: DbtProject,
                                                       spark: SparkSession) -> None:
-    """A table Spark wrote that no dbt node declares is planned with the var's policy; patterns that
-    match nothing, matched models left to their own policy and tables nobody covers are reported."""
+    """A table Spark wrote that no dbt node declares is planned with the var's policy; matched models
+    left to their own policy and tables nobody covers are reported; a pattern that matches nothing
+    is a usage error (it was a footer line and exit 0: issue 55)."""
     schema = dbt_project.schema
     raw = f"local.{schema}.raw_clicks"
     spark.sql(f"create table {raw} (id bigint) using iceberg")
@@ -130,8 +131,7 @@ def test_plan_includes_catalog_only_tables_by_pattern(lake: Path, dbt_project: D
     runner = CliRunner()
     args = ["plan", "--warehouse", str(lake), "--project-dir", str(INTEGRATION_PROJECT), "--output", "json",
             "--select", "events", "--operation", "compaction", "--operation", "expire_snapshots",
-            "--include-catalog", f"{schema}.raw_*", "--include-catalog", f"{schema}.event*",
-            "--include-catalog", "nowhere.*"]
+            "--include-catalog", f"{schema}.raw_*", "--include-catalog", f"{schema}.event*"]
     policy = "{dbt_iceberg_maint_catalog_policy: {compaction: {min_input_files: 5}, expire_snapshots: false}}"
     result = runner.invoke(main, [*args, "--vars", policy], env=dbt_project.env)
     assert result.exit_code == 0, result.output
@@ -145,7 +145,7 @@ def test_plan_includes_catalog_only_tables_by_pattern(lake: Path, dbt_project: D
     models = {p["model"] for p in plan}
     assert models - {f"catalog:{schema}.raw_clicks"} == {"iceberg_maint_integration_tests.events"}, models
     note = result.stderr
-    assert "1 catalog-only table(s) taken" in note and "pattern(s) matching no table: nowhere.*" in note, note
+    assert "1 catalog-only table(s) taken" in note and "matching no table" not in note, note
     # Every other matched table is a model or a seed of the project (events, event_log, raw_*).
     modelled = sorted(f"{schema}.{d.name}" for d in (lake / schema).iterdir()
                       if d.name.startswith(("event", "raw_")) and d.name != "raw_clicks" and (d / "metadata").is_dir())
@@ -154,13 +154,16 @@ def test_plan_includes_catalog_only_tables_by_pattern(lake: Path, dbt_project: D
     assert f"{schema}.corrupt" in note.split("no pattern covers:")[1], note
     # Catalog-only tables are no dbt node: --emit-args never names them. raw_clicks is the only
     # table with due work here, so no dbt node has any: nothing is emitted.
-    emitted = runner.invoke(main, [*args[:-2], "--emit-args", "--vars", policy], env=dbt_project.env)
+    emitted = runner.invoke(main, [*args, "--emit-args", "--vars", policy], env=dbt_project.env)
     assert not any(p["status"] == "dry_run" for p in plan if not p["model"].startswith("catalog:")), plan
     assert (emitted.exit_code, emitted.stdout) == (0, ""), emitted.output
     assert "no model or source has due work" in emitted.stderr, emitted.stderr
-    # Bad input: a malformed pattern or policy is a usage error naming it.
-    bad = runner.invoke(main, [*args[:-1], "no_dot"], env=dbt_project.env)
+    # Bad input: a malformed pattern, one that matches no table, or a bad policy is a usage error naming it.
+    bad = runner.invoke(main, [*args, "--include-catalog", "no_dot"], env=dbt_project.env)
     assert bad.exit_code == 2 and "--include-catalog 'no_dot'" in bad.output, bad.output
+    nowhere = runner.invoke(main, [*args, "--include-catalog", "nowhere.*", "--vars", policy], env=dbt_project.env)
+    assert nowhere.exit_code == 2 and nowhere.stdout == "", nowhere.output
+    assert nowhere.stderr.splitlines() == ["error: --include-catalog 'nowhere.*' matches no table of catalog local"]
     refused = runner.invoke(main, [*args, "--vars", "{dbt_iceberg_maint_catalog_policy: {compaction: 3}}"],
                             env=dbt_project.env)
     assert refused.exit_code == 2 and "var dbt_iceberg_maint_catalog_policy" in refused.output, refused.output

@@ -22,6 +22,17 @@ def test_patterns_take_undeclared_tables_and_report_the_rest() -> None:
     assert found.uncovered == ("lake.misc",)
 
 
+def test_a_pattern_that_matches_no_table_is_a_usage_error_naming_it() -> None:
+    found = catalog_nodes(TABLES, ["raw.*", "bench.nope", "nowhere.*"], set(), {})
+    with pytest.raises(UsageError) as refused:
+        found.check_matched("local")
+    assert str(refused.value) == ("--include-catalog 'bench.nope' matches no table of catalog local; "
+                                  "--include-catalog 'nowhere.*' matches no table of catalog local")
+    # A pattern whose tables all belong to dbt nodes matched: they are left to their node, no error.
+    matched = catalog_nodes(TABLES, ["lake.events"], {"lake.events"}, {})
+    assert matched.check_matched("local") is matched
+
+
 def test_shard_narrows_and_agrees_with_model_shards() -> None:
     tables = [f"raw.t{i}" for i in range(40)]
     shards = [catalog_nodes(tables, ["raw.*"], set(), {}, Shard(k, 3)).nodes for k in (1, 2, 3)]

@@ -337,3 +337,24 @@ def test_history_that_could_not_be_written_is_reported_and_maintenance_goes_on()
         "ops.iceberg_maint_history: history schema ops does not exist (var dbt_iceberg_maint_history_schema)",)
     assert json.loads(report.to_json())["history_problems"] == list(report.history_problems)
     assert report.exit_code == 0
+
+
+def test_a_refused_selection_is_one_line_the_macros_message_without_dbts_framing() -> None:
+    """dbt frames a macro's compiler error in lines of its own (the operation, the macro, the call
+    chain); the usage error keeps the macro's message, on one line (issue 55)."""
+    said = ("Encountered an error while running operation: Runtime Error\n"
+            "  Compilation Error in macro iceberg_maintenance (macros/operations/iceberg_maintenance.sql)\n"
+            "    iceberg_maintenance: argument `select` contains 'tag:nope', which selects no enabled Iceberg model "
+            "(no Iceberg model has that tag); Iceberg models: event_log, events\n"
+            "    \n"
+            "    > in macro _iceberg_maint_selected_models (macros/operations/iceberg_maintenance.sql)\n"
+            "    > called by macro iceberg_maintenance (macros/operations/iceberg_maintenance.sql)")
+    events = (LoggedEvent("RunningOperationUncaughtError", said),
+              LoggedEvent("MainEncounteredError", "Flushing usage events"))
+    refused = DbtInvocation(args=(), success=False, nodes=(), log_messages=tuple(e.msg for e in events),
+                            events=events)
+    with pytest.raises(UsageError) as error:
+        run_maintenance(select=["tag:nope"], invoke=Recorder(refused))
+    assert str(error.value) == (
+        "iceberg_maintenance stopped before planning: iceberg_maintenance: argument `select` contains 'tag:nope', "
+        "which selects no enabled Iceberg model (no Iceberg model has that tag); Iceberg models: event_log, events")

@@ -184,6 +184,13 @@ def test_models_and_emitted_args() -> None:
     assert [t.named for t in targets] == [False, False]
     with pytest.raises(UsageError, match="--select 'v' is not an Iceberg model of the project; Iceberg models: a, b"):
         iceberg_models(manifest, ["v"])
+    # A tag that selects nothing is an error too (issue 55: it used to plan nothing and exit 0)...
+    with pytest.raises(UsageError, match="--select 'tag:nope' selects no Iceberg model of the project "
+                                         r"\(none has that tag\); Iceberg models: a, b"):
+        iceberg_models(manifest, ["tag:nightly", "tag:nope"])
+    # ...but a shard left empty is not: N jobs share a lake, some shards of a small one hold nothing.
+    without_b = next(Shard(k, 2) for k in (1, 2) if not Shard(k, 2).holds("s", "b"))
+    assert iceberg_models(manifest, ["tag:nightly"], without_b) == []
     plan = [PlannedOperation("s.a", "rewrite_manifests", False, "skipped", "x", None, "p.a"),
             PlannedOperation("s.b", "rewrite_manifests", True, "dry_run", "y", "CALL ...", "p.b"),
             PlannedOperation("raw.ev", "rewrite_manifests", True, "dry_run", "z", "CALL ...", "source:raw.events")]

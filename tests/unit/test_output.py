@@ -100,3 +100,41 @@ def test_table_names_stay_whole_on_a_narrow_terminal() -> None:
         out = Console(file=io.StringIO(), width=80)
         out.print(rendered)
         assert name in out.file.getvalue(), out.file.getvalue()
+
+
+# A command that writes to stdout the ways a dbt invocation does: Python's print (dbt's loggers),
+# the file descriptor itself (a JVM) and a child process that inherits it.
+NOISY_COMMAND = """
+import os, subprocess, sys
+import click
+from dbt_iceberg_maint.output import Column, handle_errors, output_option, render
+
+@click.command()
+@output_option
+@handle_errors
+def noisy(output):
+    print("12:00:00  Running with dbt=1.11")
+    os.write(1, b"JVM line on fd 1\\n")
+    subprocess.run([sys.executable, "-c", "print('a child process')"], check=True)
+    render(output, [{"table": "a.b"}], [Column("table")])
+    print("a log line after the document")
+
+noisy()
+"""
+
+
+@pytest.mark.parametrize("output", ["json", "text"])
+def test_with_json_output_stdout_holds_the_document_and_every_log_line_goes_to_stderr(output: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", NOISY_COMMAND, "--output", output], capture_output=True,
+                          text=True, check=True, cwd=Path(__file__).resolve().parents[2])
+    logs = ["12:00:00  Running with dbt=1.11", "JVM line on fd 1", "a child process", "a log line after the document"]
+    if output == "json":
+        assert json.loads(done.stdout) == [{"table": "a.b"}]
+        assert done.stderr.splitlines() == logs
+    else:  # text output is for people: logs and the table interleave on stdout, as before
+        assert all(line in done.stdout for line in logs)
+        assert "a.b" in done.stdout
