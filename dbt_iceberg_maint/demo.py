@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from dbt_iceberg_maint.cli.output import TABLE_COLUMN, Column, console
+from dbt_iceberg_maint.cli.output import table as rich_table
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.health import TableHealth, health_via_dbt
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import maintenance_table
-from dbt_iceberg_maint.output import TABLE_COLUMN, Column, console
-from dbt_iceberg_maint.output import table as rich_table
 from dbt_iceberg_maint.project_files import integration_project
 from dbt_iceberg_maint.results import parse_result_lines
 from dbt_iceberg_maint.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from dbt_iceberg_maint.cli.output import add_name_column
 from dbt_iceberg_maint.fleet.scheduler import FleetReport
-from dbt_iceberg_maint.output import add_name_column
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,7 +27,7 @@ def progress_display(enabled: bool = True) -> Iterator[Callable[[Mapping[str, An
         return
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from dbt_iceberg_maint.output import console
+    from dbt_iceberg_maint.cli.output import console
 
     lock = threading.Lock()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[detail]}"),

@@ -1,5 +1,5 @@
 """Output of `health` and `plan`: their rows and columns for the output layer (dbt_iceberg_maint/
-output.py prints them as a table or JSON), and the HTML health report (+ PNG)."""
+cli/output.py prints them as a table or JSON), and the HTML health report (+ PNG)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dbt_iceberg_maint.cli.output import TABLE_COLUMN, Column
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord, PlannedOperation
-from dbt_iceberg_maint.output import TABLE_COLUMN, Column
 
 # The text table fits 80 columns with these (the JSON and the HTML report carry every figure,
 # deletion_vectors and max_partition_delete_ratio included); table names never wrap.

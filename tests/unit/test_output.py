@@ -10,8 +10,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
-from dbt_iceberg_maint.output import (
+from dbt_iceberg_maint.cli.output import (
     EXIT_FAILURES,
     EXIT_USAGE,
     Column,
@@ -20,6 +19,7 @@ from dbt_iceberg_maint.output import (
     render,
     table,
 )
+from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
 
 ROWS = [{"table": "analytics.events", "files": 12345, "ok": True, "kinds": ["a", "b"], "ratio": 0.5, "none": None}]
 COLUMNS = [Column("table"), Column("files", justify="right"), Column("ok"), Column("kinds"), Column("ratio"),
@@ -107,7 +107,7 @@ def test_table_names_stay_whole_on_a_narrow_terminal() -> None:
 NOISY_COMMAND = """
 import os, subprocess, sys
 import click
-from dbt_iceberg_maint.output import Column, handle_errors, output_option, render
+from dbt_iceberg_maint.cli.output import Column, handle_errors, output_option, render
 
 @click.command()
 @output_option
