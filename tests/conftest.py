@@ -15,7 +15,7 @@ import pytest
 # The conflict gate's one import for the new tests (it may move to tests/support): they take it
 # through the `conflict_gate` fixture below.
 from dbt_iceberg_maint._conflict_gate import ConflictGate
-from dbt_iceberg_maint.demo import BATCH_ENV
+from dbt_iceberg_maint.cli.demo import BATCH_ENV
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.leases import RUN_ID_ENV
 from dbt_iceberg_maint.spark import (

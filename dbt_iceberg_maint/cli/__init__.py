@@ -5,6 +5,7 @@
   `error: ...` on stderr, exit 2 for usage errors and 1 for failures).
 - The command groups: `embedded` (demo, env), `runner` (run, classify), `maintenance` (maintain,
   leases), `metadata` (health, plan, report), `lint` (lint).
+- `demo`: the demo's steps (`dbt-iceberg-maint demo`).
 
 Heavy modules (dbt, pyspark, a report's rich tables) are imported inside the command that needs
 them, so `--help` and `classify` start fast and work without the `[embedded]` extra.

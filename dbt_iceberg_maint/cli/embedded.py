@@ -22,7 +22,7 @@ from dbt_iceberg_maint.cli.output import EXIT_USAGE, fail, handle_errors, output
 @handle_errors
 def demo(workdir: Path) -> None:
     """Build the integration project on local Spark + Iceberg and report table health."""
-    from dbt_iceberg_maint.demo import run_demo
+    from dbt_iceberg_maint.cli.demo import run_demo
 
     run_demo(workdir)
 

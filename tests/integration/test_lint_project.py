@@ -77,7 +77,7 @@ def test_the_demo_step_prints_the_lint_of_its_project(installed_package: Path) -
 
     from rich.console import Console
 
-    from dbt_iceberg_maint.demo import DemoContext, step_lint
+    from dbt_iceberg_maint.cli.demo import DemoContext, step_lint
 
     console = Console(record=True, width=250, color_system=None)
     # The step only runs dbt parse: it needs no Spark session.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.demo import DEMO_TABLES
+from dbt_iceberg_maint.cli.demo import DEMO_TABLES
 
 pytestmark = [pytest.mark.integration, pytest.mark.wheel]
 
