@@ -1,8 +1,8 @@
 """What a dbt `method: session` profile needs before dbt starts Spark in this process.
 
-`dbt-iceberg-maint env` prepares a warehouse for plain `dbt`; the commands that run dbt themselves
-(`run`, `maintain`, `leases`, the fleet's workers) do the same before every invocation, so a
-warehouse named by `DBT_ICEBERG_MAINT_WAREHOUSE` alone works too (issue 57): the embedded SQLite
+`dbt-iceberg-maint env` prepares a warehouse; so does every dbt invocation where the package is
+installed (dbt_plugin: dbt runs it before it connects), and the fleet engine before it reads the
+catalog, so a warehouse named by `DBT_ICEBERG_MAINT_WAREHOUSE` alone works too: the embedded SQLite
 catalog's tables are created (Iceberg is told not to: embedded_catalog), a Hadoop catalog's
 directory made, and the driver memory the profile reads is filled in when unset.
 """
@@ -17,6 +17,8 @@ from dbt_iceberg_maint.driver_memory import DRIVER_MEMORY_ENV, driver_memory
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.spark import CatalogSpec
 
+# dbt commands that open no connection: nothing to prepare for them (lint promises no warehouse).
+OFFLINE_COMMANDS = frozenset({"parse", "deps", "ls", "list", "clean"})
 # The catalog each profile target resolved to in this process (None: nothing to prepare), by the
 # inputs of its rendering: reading and rendering profiles.yml costs ~50 ms, and a fleet worker
 # invokes dbt hundreds of times (~0.1 s each).

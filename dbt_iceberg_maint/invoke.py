@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dbt_iceberg_maint.embedded_profile import embedded_environment, prepare_profile_catalog
+from dbt_iceberg_maint.embedded_profile import embedded_environment
 from dbt_iceberg_maint.errors import UsageError
 
 INTEGRATION_PROJECT = Path(__file__).resolve().parent.parent / "integration_tests"
@@ -344,11 +344,8 @@ def invoke_dbt(
     profiles = Path(profiles_dir).resolve() if profiles_dir else project
     full_args = [*args, "--project-dir", str(project), "--profiles-dir", str(profiles)]
     overrides = {**embedded_environment({**os.environ, **(env or {})}), **(env or {})}
+    # The profile's catalog is prepared by the package's dbt plugin (dbt_plugin.py), inside dbt.
     with environment(overrides), _parse_state(full_args, project) if manifest is None else nullcontext():
-        if _connects(args):
-            flags = _flag_values(args)
-            prepare_profile_catalog(project, profiles, flags.get("--target") or flags.get("-t")
-                                    or os.environ.get("DBT_TARGET"))
         outcome = dbtRunner(manifest=manifest, callbacks=[collect]).invoke(full_args)
     return DbtInvocation(
         args=tuple(args),
@@ -363,14 +360,6 @@ def invoke_dbt(
         sql_statements=statements.in_order(),
         listed=tuple(outcome.result) if isinstance(outcome.result, list) else (),
     )
-
-
-# dbt commands that open no connection: nothing to prepare for them (lint promises no warehouse).
-_OFFLINE_COMMANDS = frozenset({"parse", "deps", "ls", "list", "clean"})
-
-
-def _connects(args: Sequence[str]) -> bool:
-    return next((arg for arg in args if not arg.startswith("-")), "") not in _OFFLINE_COMMANDS
 
 
 class ParsedManifests:

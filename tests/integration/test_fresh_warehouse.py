@@ -1,9 +1,9 @@
 """A new user's first steps on the embedded runtime, each in its own process and JVM.
 
-- Issue 57: the warehouse named by `DBT_ICEBERG_MAINT_WAREHOUSE` alone, a directory nothing has
-  prepared (`dbt-iceberg-maint env` ran for another one), works for dbt run through the package:
-  the catalog's tables are created before Spark opens it (it failed with `no such table:
-  iceberg_tables` and a Java stack).
+- Issue 55: the warehouse named by `DBT_ICEBERG_MAINT_WAREHOUSE` alone, a directory nothing has
+  prepared (`dbt-iceberg-maint env` ran for another one), works for dbt run through the package
+  and for plain `dbt` (the package's dbt plugin): the catalog's tables are created before Spark
+  opens it (it failed with `no such table: iceberg_tables` and a Java stack).
 - Issue 55: that session's driver has the memory the package chose (a quarter of the machine
   within 1g..8g; DBT_ICEBERG_MAINT_DRIVER_MEMORY overrides it), as its conf and its JVM's heap say.
 """
@@ -76,6 +76,22 @@ def test_a_new_warehouse_named_by_the_variable_alone_works_with_the_machines_dri
     assert report["driver_memory"] == expected.value
     # The JVM's max heap is -Xmx less one survivor space: within 15% below, never above.
     assert 0.85 * expected.bytes <= report["max_heap"] <= expected.bytes, (report["max_heap"], expected)
+
+
+def test_plain_dbt_works_on_a_new_warehouse_named_by_the_variable_alone(installed_package: Path,
+                                                                        tmp_path: Path) -> None:
+    """The `dbt` command itself, no wrapper of ours: dbt runs the package's plugin
+    (dbt_iceberg_maint/dbt_plugin.py) before it connects, which creates the catalog's tables."""
+    from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+
+    project = str(INTEGRATION_PROJECT)
+    env = user_environment(tmp_path)
+    done = subprocess.run([str(BIN / "dbt"), "seed", "--select", "raw_users", "--project-dir", project,
+                           "--profiles-dir", project], env=env, capture_output=True, text=True, timeout=600,
+                          start_new_session=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "iceberg_tables" not in done.stdout + done.stderr
+    assert (Path(env[WAREHOUSE_ENV]) / "iceberg_catalog.db").is_file()
 
 
 def test_maintain_output_json_prints_the_report_alone_on_stdout_and_dbts_log_on_stderr(

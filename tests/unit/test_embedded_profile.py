@@ -42,3 +42,31 @@ def test_a_hadoop_catalog_gets_its_directory_and_other_targets_nothing(tmp_path:
     prepare_profile_catalog(INTEGRATION_PROJECT, INTEGRATION_PROJECT, "no_such_target")  # dbt will say so
     prepare_profile_catalog(tmp_path, tmp_path, None)  # no project here: dbt will say so
     assert not (tmp_path / "thrift").exists()
+
+
+def test_dbt_runs_the_package_plugin_which_prepares_the_profiles_catalog(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain `dbt`: dbt's plugin manager finds `plugins` on the installed `dbt_iceberg_maint` and
+    instantiates it with dbt's flags set; an offline command prepares nothing."""
+    from argparse import Namespace
+
+    from dbt.flags import set_flags
+    from dbt.plugins.manager import PluginManager
+
+    from dbt_iceberg_maint.dbt_plugin import EmbeddedCatalogPlugin
+
+    assert PluginManager.get_prefixed_modules()["dbt_iceberg_maint"].plugins == [EmbeddedCatalogPlugin]
+    warehouse = tmp_path / "new" / "warehouse"
+    monkeypatch.setenv("DBT_ICEBERG_MAINT_WAREHOUSE", str(warehouse))
+    monkeypatch.delenv("DBT_ICEBERG_MAINT_CATALOG_TYPE", raising=False)
+    monkeypatch.delenv("DBT_ICEBERG_MAINT_CATALOG_URI", raising=False)
+    project = str(INTEGRATION_PROJECT)
+    try:
+        set_flags(Namespace(WHICH="parse", PROJECT_DIR=project, PROFILES_DIR=project, TARGET="session"))
+        PluginManager.from_modules("iceberg_maint_integration_tests")
+        assert not warehouse.exists()
+        set_flags(Namespace(WHICH="seed", PROJECT_DIR=project, PROFILES_DIR=project, TARGET="session"))
+        PluginManager.from_modules("iceberg_maint_integration_tests")
+        assert catalog_tables(warehouse / "iceberg_catalog.db") == {"iceberg_tables", "iceberg_namespace_properties"}
+    finally:
+        set_flags(Namespace())
