@@ -78,7 +78,7 @@
   {%- set file_format = (config.get('file_format') or '') | lower -%}
   {%- set reason = none -%}
   {%- if model.get('resource_type') not in ['model', 'snapshot'] or this is none -%}
-    {%- set reason = 'a ' ~ model.get('resource_type') ~ ' builds no table' -%}
+    {%- set reason = 'not a model or snapshot that built a table (a ' ~ model.get('resource_type') ~ ')' -%}
   {%- elif materialized in ['view', 'ephemeral', 'materialized_view'] -%}
     {%- set reason = 'it is ' ~ materialized -%}
   {%- elif file_format and file_format != 'iceberg' -%}
