@@ -22,6 +22,7 @@ Writes benchmarks/results/post_hooks.{json,png}; prints a summary table."""
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import re
 import shutil
 import tempfile
@@ -190,15 +191,24 @@ def timed_run(spark: SparkSession, project: Path, batch: int) -> dict[str, Any]:
             "breakdown": breakdown(run)}
 
 
-def forget_checks(spark: SparkSession, shape: tuple[int, int, int]) -> None:
-    """Every table as if no operation had been checked within its interval: the next hooks run
-    decides every operation (the run a post-hook pays once per interval and table)."""
-    from dbt_iceberg_maint.policy.engine import checked_property
+def record_checks(spark: SparkSession, shape: tuple[int, int, int], hours_ago: float,
+                  operations: tuple[str, ...] | None = None) -> None:
+    """Every table as if `operations` (default: all) were last checked `hours_ago`. The tables
+    are minutes old, and a never-swept table younger than the orphan window is not swept: the
+    lake a post-hook maintains day after day was swept, which these records stand for."""
+    from dbt_iceberg_maint.policy.engine import CHECKED_FORMAT, checked_property
     from dbt_iceberg_maint.protocol import OPERATIONS
 
-    keys = ", ".join(f"'{checked_property(op)}'" for op in OPERATIONS)
+    at = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=hours_ago)).strftime(CHECKED_FORMAT)
+    pairs = ", ".join(f"'{checked_property(op)}' = '{at}'" for op in operations or OPERATIONS)
     for name in models(shape):
-        spark.sql(f"alter table {SCHEMA}.{name} unset tblproperties if exists ({keys})")
+        spark.sql(f"alter table {SCHEMA}.{name} set tblproperties ({pairs})")
+
+
+def forget_checks(spark: SparkSession, shape: tuple[int, int, int]) -> None:
+    """Every table as if each operation was last checked a day ago, beyond every interval: the
+    next hooks run decides every operation (the run a post-hook pays once per interval and table)."""
+    record_checks(spark, shape, hours_ago=25)
 
 
 def run(warehouse: Path, work: Path, start: harness.RunStart, pairs: int, full_check_runs: int,
@@ -216,6 +226,7 @@ def run(warehouse: Path, work: Path, start: harness.RunStart, pairs: int, full_c
         try:
             spark.sql(f"create namespace if not exists {SCHEMA}")
             warm_up = [timed_run(spark, plain, 1), timed_run(spark, hooked, 2)]
+            record_checks(spark, shape, hours_ago=0, operations=("remove_orphan_files",))  # as swept by it
             batch = 2
             for pair in range(pairs):
                 order = ("plain", "hooks") if pair % 2 == 0 else ("hooks", "plain")

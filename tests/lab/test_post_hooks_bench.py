@@ -25,9 +25,10 @@ def test_post_hooks_quick_times_steady_state_and_full_check_runs(tmp_path: Path)
     assert_provenance(figures)
     models = figures["project"]["models"]
     assert models == 6  # the quick shape: events, customers, 2 merge marts, 1 append mart, 1 table
-    # The warm-up's hooks run checked every operation of every table: orphans removed, properties set.
+    # The warm-up's hooks run checked every operation of every table and set the properties; the
+    # tables are minutes old, so no orphan sweep (the benchmark then records them as swept).
     warm_hooks = figures["warm_up"][1]["maintenance"]
-    assert warm_hooks["remove_orphan_files:success"] == warm_hooks["apply_table_properties:success"] == models
+    assert warm_hooks["remove_orphan_files:skipped"] == warm_hooks["apply_table_properties:success"] == models
     # In steady state every operation is within its interval: skipped, nothing run, no health read.
     steady = figures["samples"][0]["hooks"]
     assert set(steady["maintenance"]) == {f"{op}:skipped" for op in (
