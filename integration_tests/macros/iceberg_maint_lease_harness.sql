@@ -21,6 +21,10 @@
                 'expires_ms': 2000}),
             'rows': dbt_iceberg_maint._iceberg_maint_lease_rows_sql(target.log, target.key),
             'all_rows': dbt_iceberg_maint._iceberg_maint_lease_rows_sql(target.log)} -%}
+    {%- elif case.kind == 'settled' -%}
+      {%- set value = {'keys': dbt_iceberg_maint._iceberg_maint_settled_lease_keys(kwargs.rows_by_key, kwargs.cutoff_ms),
+            'delete': dbt_iceberg_maint._iceberg_maint_settled_lease_delete_sql('analytics.iceberg_maint_leases',
+                ['events', "o'rders"], kwargs.cutoff_ms)} -%}
     {%- elif case.kind == 'namespaces' -%}
       {%- set value = dbt_iceberg_maint._iceberg_maint_lease_namespaces(kwargs.get('schemas')) -%}
     {%- endif -%}

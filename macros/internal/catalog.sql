@@ -23,6 +23,14 @@
 {% endmacro %}
 
 
+{#- True when `relation` ('[catalog.]schema.table', a string) exists. -#}
+{% macro _iceberg_maint_relation_exists(relation) %}
+  {%- set parts = relation.split('.') -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_show_table_exists(parts[0] if parts | length == 3 else none, parts[-2],
+      parts[-1])) }}
+{% endmacro %}
+
+
 {#- The lower-case names of the tables (not temporary views) in `schema` of `catalog` (none: the
     current one), those matching the pattern `like` when given; [] when the namespace does not
     exist (SHOW NAMESPACES first: SHOW TABLES fails on a missing one). iceberg_maintenance lists a

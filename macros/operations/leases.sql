@@ -135,9 +135,7 @@
 {#- {key: rows} of a lease log, or {} when it does not exist. The admin has not committed to the
     log, so its cached copy may be stale: REFRESH TABLE first. -#}
 {% macro _iceberg_maint_lease_log_rows(log_table) %}
-  {%- set parts = log_table.split('.') -%}
-  {%- if not dbt_iceberg_maint._iceberg_maint_show_table_exists(parts[0] if parts | length == 3 else none, parts[-2],
-        parts[-1]) -%}
+  {%- if not dbt_iceberg_maint._iceberg_maint_relation_exists(log_table) -%}
     {{ return({}) }}
   {%- endif -%}
   {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('refresh table ' ~ log_table) -%}

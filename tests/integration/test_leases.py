@@ -307,3 +307,71 @@ def test_a_renewal_extends_a_lease_and_fails_once_it_was_broken(lake: Lake, spar
     [case] = cases(invocation.log_messages)
     assert (case["acquired"], case["renewed"], case["extended"], case["after_break"]) == (True, True, True, False)
     assert case["reason"].startswith("lease lost: "), case
+
+
+def test_own_tables_lose_settled_lease_rows_and_stay_compact(lake: Lake, spark: SparkSession) -> None:
+    """maintain_own_tables: the rows of leases settled long ago go as whole files (every other row
+    keeps its commit's sequence number, and a held lease stays held), the lease log's and the
+    history table's snapshots are expired, the history table is compacted."""
+    schema = lake.schema
+    log, history = f"local.{schema}.iceberg_maint_leases", f"local.{schema}.iceberg_maint_history"
+    spark.sql(f"create table if not exists local.{schema}.own_held (id bigint) using iceberg")
+    held = lake.dbt("run-operation", "iceberg_maint_lease_contend", "--args",
+                    json.dumps({"table": f"{schema}.own_held", "start_ms": 0, "release": False}), run_id="keeper")
+    assert held.success and cases(held.log_messages)[0]["held"]
+    # Two leases settled ten hours ago, one row (one commit, one file) per event.
+    old_ms = int(time.time() * 1000) - 10 * 3600 * 1000
+    for key, event, at_ms, expires_ms in [("own_old_a", "claim", old_ms, old_ms + 60_000),
+                                          ("own_old_a", "release", old_ms + 1000, old_ms + 1000),
+                                          ("own_old_b", "claim", old_ms, old_ms + 7_200_000)]:
+        spark.sql(f"insert into {log} values ('{key}', '{event}', 'old-{key}', 'run-old', 'maintain', {at_ms}, "
+                  f"{expires_ms})")
+    # The history table with five one-row files in today's partition: a compaction is due.
+    skipped = lake.dbt("run-operation", "dbt_iceberg_maint.expire_snapshots", "--args",
+                       json.dumps({"relation": f"{schema}.own_held"}), run_id="own-history")
+    assert [r.status for r in parse_result_lines(skipped.log_messages)] == ["skipped"]  # keeper holds it
+    for _ in range(4):
+        spark.sql(f"insert into {history} select * from {history} where run_id = 'own-history'")
+
+    def log_files() -> dict[str, tuple[str, int]]:
+        spark.sql(f"refresh table {log}")
+        return {row["file"]: (row["key"], row["seq"]) for row in spark.sql(
+            f"select data_file.file_path as file, data_file.partition.table_name as key, sequence_number as seq "
+            f"from {log}.entries where status < 2").collect()}
+
+    def most_history_files_in_a_partition() -> int:
+        spark.sql(f"refresh table {history}")
+        return int(spark.sql(f"select max(n) from (select count(*) as n from {history}.files group by partition)"
+                             ).collect()[0][0])
+
+    before = log_files()
+    assert most_history_files_in_a_partition() >= 5
+    started = spark.sql("select current_timestamp()").collect()[0][0]
+    own = lake.dbt("run-operation", "dbt_iceberg_maint.maintain_own_tables", "--args",
+                   json.dumps({"schemas": [schema], "older_than_hours": 0}), run_id="own-tables")
+    assert own.success, own.exception
+    assert any("removing the rows of 2 settled lease(s) (own_old_a, own_old_b)" in m for m in own.log_messages)
+    results = {(r.table.rsplit(".", 1)[-1], r.operation): r.status for r in parse_result_lines(own.log_messages)}
+    assert results[("iceberg_maint_leases", "expire_snapshots")] == "success", results
+    assert results[("iceberg_maint_history", "rewrite_data_files")] == "success", results
+    assert results[("iceberg_maint_history", "expire_snapshots")] == "success", results
+
+    after = log_files()
+    gone = {file for file in before if file not in after}
+    assert {before[file][0] for file in gone} == {"own_old_a", "own_old_b"} and len(gone) == 3
+    # Every other row is where it was, in the same commit order; new rows are this run's own.
+    assert all(after[file] == before[file] for file in before if file not in gone)
+    for table in (log, history):  # every snapshot from before the run expired (older_than_hours 0)
+        assert spark.sql(f"select count(*) from {table}.snapshots where committed_at < timestamp '{started}'"
+                         ).collect()[0][0] == 0, table
+    assert most_history_files_in_a_partition() < 5
+    leases = CliRunner().invoke(main, ["leases", "--schema", schema, "--output", "json", "--project-dir",
+                                       str(INTEGRATION_PROJECT)], env=lake.env, catch_exceptions=False)
+    assert leases.exit_code == 0, leases.output
+    assert {(lease["table"], lease["holder"]) for lease in json_document(leases.stdout)} >= {
+        (f"{schema}.own_held", "keeper")}
+    # A wrong argument changes nothing.
+    wrong = lake.dbt("run-operation", "dbt_iceberg_maint.maintain_own_tables", "--args",
+                     json.dumps({"schemas": [schema], "older_than_hours": -1}))
+    text = " ".join(wrong.log_messages) + (wrong.exception or "")
+    assert not wrong.success and "maintain_own_tables: argument `older_than_hours` is -1" in text, text

@@ -60,6 +60,14 @@ CASES: list[dict[str, Any]] = [
     {"id": "reason_lost", "kind": "reason", "kwargs": {"holder": None}},
     {"id": "sql", "kind": "sql", "kwargs": {"table": "analytics.Events"}},
     {"id": "sql_catalog", "kind": "sql", "kwargs": {"table": "local.analytics.events"}},
+    # Settled: every row of the key written, and expired, before the cut-off (1500).
+    {"id": "settled", "kind": "settled", "kwargs": {"cutoff_ms": 1500, "rows_by_key": {
+        "released": [row("claim", "a", "run-a", 100, 1), row("release", "a", "run-a", 200, 2, 200)],
+        "expired": [row("claim", "b", "run-b", 300, 3)],
+        "expires_late": [row("claim", "c", "run-c", 600, 4)],
+        "one_fresh_row": [row("claim", "d", "run-d", 100, 5), row("claim", "e", "run-e", 1499, 6, 1499),
+                          row("release", "d", "run-d", 1600, 7, 1600)],
+        "empty": []}}},
     {"id": "namespaces", "kind": "namespaces", "kwargs": {"schemas": ["analytics", "local.raw", "analytics"]}},
     {"id": "namespaces_default", "kind": "namespaces", "kwargs": {}},
 ]
@@ -123,6 +131,14 @@ def test_reasons(rendered: dict[str, Any]) -> None:
     assert rendered["reason"] == ("lease held by run-a since 2025-11-24T22:40:00Z (iceberg_maintenance, "
                                   "expires 2025-11-25T00:40:00Z)")
     assert rendered["reason_lost"].startswith("lease lost: ")
+
+
+def test_only_settled_leases_are_removed(rendered: dict[str, Any]) -> None:
+    value = rendered["settled"]
+    # expires_late's claim expires at 1600, after the cut-off; one_fresh_row has a row at 1600.
+    assert value["keys"] == ["expired", "released"]
+    assert value["delete"] == ("delete from analytics.iceberg_maint_leases where table_name in ('events', 'o\\'rders') "
+                               "and at_ms < 1500 and expires_ms < 1500")
 
 
 def test_sql(rendered: dict[str, Any]) -> None:
