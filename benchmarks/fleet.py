@@ -211,7 +211,7 @@ def orphans_left(root: Path) -> int:
 # ---- the variants -------------------------------------------------------------------------------
 
 def macro_night(project: Path) -> dict[str, Any]:
-    from dbt_iceberg_maint.fleet.executor import is_call
+    from dbt_iceberg_maint.fleet.steps import is_call
     from dbt_iceberg_maint.invoke import invoke_dbt
     from dbt_iceberg_maint.results import parse_result_lines
 

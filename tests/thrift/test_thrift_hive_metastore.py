@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.fleet.executor import SubprocessWorker
+from dbt_iceberg_maint.fleet.workers import SubprocessWorker
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.planner import iceberg_models, plan_models
