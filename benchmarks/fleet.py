@@ -186,7 +186,7 @@ class Snapshot:
 
 
 def end_health(metadata: Any, namespace: str, names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    from dbt_iceberg_maint.metadata.planner import read_health
+    from dbt_iceberg_maint.metadata.health import read_health
 
     records = read_health(metadata, [f"{namespace}.{name}" for name in names])
     return {r.table: ({k: r.figures[k] for k in HEALTH_KEYS} if r.figures else {"error": r.error}) for r in records}

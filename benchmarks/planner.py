@@ -18,7 +18,9 @@ from typing import Any
 
 from benchmarks import harness
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
-from dbt_iceberg_maint.metadata.planner import ModelTarget, health_figures, plan_table
+from dbt_iceberg_maint.metadata.health import health_figures
+from dbt_iceberg_maint.metadata.planner import plan_table
+from dbt_iceberg_maint.metadata.project import ModelTarget
 from dbt_iceberg_maint.policy.sql import TableRef
 
 SCHEMA = "lake"

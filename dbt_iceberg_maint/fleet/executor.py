@@ -61,7 +61,7 @@ def _capped_overrides(raw_policy: Any, max_files: int | None) -> Any:
 def plan_fleet(catalog: Any, targets: Sequence[Any], operations: Sequence[str] | None, *, project_enabled: bool,
                at: dt.datetime | None, force: bool, max_files_per_table: int | None,
                workers: int = 8) -> list[TableWork]:
-    from dbt_iceberg_maint.metadata import planner
+    from dbt_iceberg_maint.metadata import planner, reader
 
     def one(target: Any) -> TableWork:
         name = target.ref.qualified
@@ -84,7 +84,7 @@ def plan_fleet(catalog: Any, targets: Sequence[Any], operations: Sequence[str] |
         record = None if force else {"policy": target.raw_policy, "snapshot_id": snapshot_id}
         return TableWork(name, target.model, steps, figures, record)
 
-    return planner.concurrently(list(targets), one, workers)
+    return reader.concurrently(list(targets), one, workers)
 
 
 
@@ -190,28 +190,28 @@ class _Plan:
 
 def _plan(where: _Project, inputs: _Inputs, select: Sequence[str] | None, include_catalog: Sequence[str],
           force: bool, begun: float) -> _Plan:
-    from dbt_iceberg_maint.metadata import planner
+    from dbt_iceberg_maint.metadata import project
     from dbt_iceberg_maint.metadata.catalog import open_catalog
 
-    manifest = planner.load_manifest(where.project, where.profiles, where.target, env=where.env)
-    targets = planner.iceberg_models(manifest, list(select) if select else None, inputs.shard)
+    manifest = project.load_manifest(where.project, where.profiles, where.target, env=where.env)
+    targets = project.iceberg_models(manifest, list(select) if select else None, inputs.shard)
     metadata = open_catalog(where.config)
     coverage = None
     if include_catalog:
-        extra, found = planner.catalog_targets(
+        extra, found = project.catalog_targets(
             metadata, manifest, include_catalog,
-            planner.project_var(where.project, where.vars_yaml, planner.CATALOG_POLICY_VAR), inputs.shard)
+            project.project_var(where.project, where.vars_yaml, project.CATALOG_POLICY_VAR), inputs.shard)
         targets += extra
         coverage = found.to_dict()
     tables = plan_fleet(metadata, targets, inputs.requested, at=inputs.at, force=force,
-                        project_enabled=planner.project_enabled(where.project, where.vars_yaml),
+                        project_enabled=project.project_enabled(where.project, where.vars_yaml),
                         max_files_per_table=inputs.max_files)
     if inputs.previous is not None:
         tables = list(scheduler.without_settled(tables, inputs.settled))
     ordered = scheduler.order_tables(tables)
     planning_s = time.monotonic() - begun
     # Every step gets its history row: the ones no macro ran are recorded at the end (record_args).
-    history_on = planner.project_var(where.project, where.vars_yaml, "dbt_iceberg_maint_history_enabled") is not False
+    history_on = project.project_var(where.project, where.vars_yaml, "dbt_iceberg_maint_history_enabled") is not False
     return _Plan(ordered, coverage, planning_s,
                  tuple(StepOutcome(s.table, s.operation, s.status, s.reason or None, s.sql)
                        for t in ordered for s in t.steps if s.status != "planned"),
@@ -238,13 +238,13 @@ def _start_pool(where: _Project, inputs: _Inputs, plan: _Plan, work_dir: Path, b
                 progress: Progress | None) -> Pool:
     """The workers (dbt in this process at concurrency 1 without a step timeout, else worker
     processes) and the schedule they share."""
-    from dbt_iceberg_maint.metadata import planner
+    from dbt_iceberg_maint.metadata import project
 
     workers: list[Worker] = [
         InProcessWorker(1, where.worker_env, where.project, where.profiles, where.dbt_args)
         if inputs.concurrency == 1 and inputs.timeout_s is None
         else SubprocessWorker(i + 1, where.worker_env, where.project, where.profiles, where.dbt_args, work_dir,
-                              planner.target_dir(where.project, where.env) / "partial_parse.msgpack")
+                              project.target_dir(where.project, where.env) / "partial_parse.msgpack")
         for i in range(inputs.concurrency)]
     schedule = Schedule(plan.ordered, inputs.concurrency, inputs.budget_s, inputs.timeout_s, begun, progress)
     # Workers that start together would race to create a namespace's lease log on its first lease.

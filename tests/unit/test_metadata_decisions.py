@@ -20,7 +20,8 @@ from dbt_iceberg_maint.metadata.catalog import (
     open_catalog,
     parse_properties,
 )
-from dbt_iceberg_maint.metadata.planner import ModelTarget, PlannedOperation, emit_args, iceberg_models, plan_table
+from dbt_iceberg_maint.metadata.planner import PlannedOperation, emit_args, plan_table
+from dbt_iceberg_maint.metadata.project import ModelTarget, iceberg_models
 from dbt_iceberg_maint.policy.gate import GateSnapshot, gate_reason
 from dbt_iceberg_maint.policy.operations import ColdScope
 from dbt_iceberg_maint.policy.selection import Shard, shard_of
