@@ -10,7 +10,7 @@ from typing import Any
 
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.invoke import DbtInvocation
-from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
 from dbt_iceberg_maint.metadata.health import HEALTH_FIELDS, health_figures
 from dbt_iceberg_maint.metadata.planner import plan_table
 from dbt_iceberg_maint.metadata.project import ModelTarget

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dbt_iceberg_maint.errors import TableReadError
-from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
 from dbt_iceberg_maint.metadata.reader import (
     EntryTier,
     concurrently,

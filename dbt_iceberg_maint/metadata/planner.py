@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from dbt_iceberg_maint.errors import PolicyError, TableMissingError, TableNotIcebergError, TableReadError, UsageError
-from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
 from dbt_iceberg_maint.metadata.facts import LazyTable
 from dbt_iceberg_maint.metadata.project import ModelTarget
 from dbt_iceberg_maint.metadata.reader import concurrently

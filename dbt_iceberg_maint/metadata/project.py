@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint.errors import PolicyError, UsageError
-from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.selection import CatalogSelection, Shard, catalog_nodes, declared_relations, select_nodes
 from dbt_iceberg_maint.policy.sql import TableRef

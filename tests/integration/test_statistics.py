@@ -23,7 +23,7 @@ from dbt_iceberg_maint.results import parse_result_lines
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+    from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
