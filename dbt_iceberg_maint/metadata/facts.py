@@ -22,7 +22,8 @@ from dbt_iceberg_maint.metadata.reader import (
 )
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.gate import SnapshotLike
-from dbt_iceberg_maint.policy.operations import STATISTICS, ColdScope
+from dbt_iceberg_maint.policy.operation_types import ColdScope
+from dbt_iceberg_maint.policy.statistics import STATISTICS
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

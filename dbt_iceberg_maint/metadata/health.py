@@ -20,7 +20,7 @@ from dbt_iceberg_maint.metadata.reader import (
     small_file_threshold,
     target_file_size,
 )
-from dbt_iceberg_maint.policy.operations import STATISTICS
+from dbt_iceberg_maint.policy.statistics import STATISTICS
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

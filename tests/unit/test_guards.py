@@ -23,7 +23,8 @@ from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import PlanStep, replay
 from dbt_iceberg_maint.metadata.jdbc_uri import sqlalchemy_uri
 from dbt_iceberg_maint.policy import engine
-from dbt_iceberg_maint.policy.operations import OPERATIONS, ColdScope, PlanContext
+from dbt_iceberg_maint.policy.operation_types import ColdScope, PlanContext
+from dbt_iceberg_maint.policy.operations import OPERATIONS
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}

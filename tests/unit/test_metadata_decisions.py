@@ -23,7 +23,7 @@ from dbt_iceberg_maint.metadata.jdbc_uri import sqlalchemy_uri
 from dbt_iceberg_maint.metadata.planner import PlannedOperation, emit_args, plan_table
 from dbt_iceberg_maint.metadata.project import ModelTarget, iceberg_models
 from dbt_iceberg_maint.policy.gate import GateSnapshot, gate_reason
-from dbt_iceberg_maint.policy.operations import ColdScope
+from dbt_iceberg_maint.policy.operation_types import ColdScope
 from dbt_iceberg_maint.policy.selection import Shard, shard_of
 from dbt_iceberg_maint.policy.sql import TableRef
 
