@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks import harness
 from benchmarks.stats import fisher_exact_two_sided, rounds_for_significance, wilson_rounded
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
 from lab import dbt_commands as proc
 from lab import ledger
 from lab.cluster import (

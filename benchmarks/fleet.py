@@ -186,7 +186,7 @@ class Snapshot:
 
 
 def end_health(metadata: Any, namespace: str, names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    from dbt_iceberg_maint.metadata.planner import read_health
+    from dbt_iceberg_maint.metadata.health import read_health
 
     records = read_health(metadata, [f"{namespace}.{name}" for name in names])
     return {r.table: ({k: r.figures[k] for k in HEALTH_KEYS} if r.figures else {"error": r.error}) for r in records}
@@ -211,7 +211,7 @@ def orphans_left(root: Path) -> int:
 # ---- the variants -------------------------------------------------------------------------------
 
 def macro_night(project: Path) -> dict[str, Any]:
-    from dbt_iceberg_maint.fleet.executor import is_call
+    from dbt_iceberg_maint.fleet.steps import is_call
     from dbt_iceberg_maint.invoke import invoke_dbt
     from dbt_iceberg_maint.results import parse_result_lines
 

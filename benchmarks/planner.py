@@ -18,7 +18,9 @@ from typing import Any
 
 from benchmarks import harness
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
-from dbt_iceberg_maint.metadata.planner import ModelTarget, health_figures, plan_table
+from dbt_iceberg_maint.metadata.health import health_figures
+from dbt_iceberg_maint.metadata.planner import plan_table
+from dbt_iceberg_maint.metadata.project import ModelTarget
 from dbt_iceberg_maint.policy.sql import TableRef
 
 SCHEMA = "lake"
@@ -90,71 +92,22 @@ def main() -> None:
 
 
 def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> dict[str, Any]:
-    from dbt_iceberg_maint.invoke import invoke_dbt
-    from dbt_iceberg_maint.spark import WAREHOUSE_ENV, start_session
+    """Build (or reuse) the lake, then time each way of reading it: the metadata planner, Spark's
+    metadata tables, dbt's table_health."""
+    from dbt_iceberg_maint.spark import start_session
 
     work = workdir or Path(tempfile.mkdtemp(prefix="bench-planner-"))
     warehouse = work / "warehouse"
-    saved = work / "lake.json"
     spark = start_session(warehouse)
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        started = time.perf_counter()
-        reused = saved.is_file() and len(json.loads(saved.read_text())) == tables
-        if reused:
-            lake = json.loads(saved.read_text())
-        else:
-            lake = build_lake(spark, tables)
-            saved.write_text(json.dumps(lake))
-        build_s = time.perf_counter() - started
-        catalog = open_catalog(config_from_options(str(warehouse), []))  # the embedded catalog
+        lake, reused, build_s = _lake(spark, work / "lake.json", tables)
         names = sorted(lake)
-        refs = {n: ModelTarget(n, TableRef(SCHEMA, n), GATED_POLICY) for n in names}
-        ungated = {n: ModelTarget(n, TableRef(SCHEMA, n), {"compaction": {"min_input_files": 5}})
-                   for n in names}
-        tiers: dict[str, int] = {}
-
-        def plan_all(targets: dict[str, ModelTarget], count_tiers: bool = False) -> None:
-            for n in names:
-                _rows, read = plan_table(targets[n], catalog.load(f"{SCHEMA}.{n}"))
-                if count_tiers:
-                    deepest = "manifest_entries" if "manifest_entries" in read else (
-                        "manifest_list" if "manifest_list" in read else "summary")
-                    tiers[deepest] = tiers.get(deepest, 0) + 1
-
-        plan_all(refs, count_tiers=True)
-        per_table: dict[str, float] = {}
-        per_table["plan_gated"] = _timed(lambda: plan_all(refs), rounds) / len(names)
-        per_table["plan"] = _timed(lambda: plan_all(ungated), rounds) / len(names)
-        per_table["health"] = _timed(
-            lambda: [health_figures(n, catalog.load(f"{SCHEMA}.{n}")) for n in names], rounds) / len(names)
-
-        def inspect_all() -> None:
-            for n in names:
-                table = catalog.load(f"{SCHEMA}.{n}")
-                if table.metadata.current_snapshot() is None:
-                    continue
-                for view in (table.inspect.files, table.inspect.snapshots, table.inspect.manifests,
-                             table.inspect.partitions):
-                    view()
-
-        per_table["pyiceberg_inspect"] = _timed(inspect_all, rounds) / len(names)
+        per_table, tiers = _time_metadata(warehouse, names, rounds)
         sample = [n for n in names if lake[n] != "empty"][:: max(1, len(names) // 20)][:20]
-        spark_sql = {n: _health_sql(f"local.{SCHEMA}.{n}", lake[n]) for n in sample}
-        per_table["spark_metadata_tables"] = _timed(
-            lambda: [spark.sql(sql).collect() for sql in spark_sql.values()], rounds) / len(sample)
+        per_table["spark_metadata_tables"] = _time_spark(spark, lake, sample, rounds)
         dbt_sample = sample[:3]
-        os.environ[WAREHOUSE_ENV] = str(warehouse)
-        env = {"DBT_ICEBERG_MAINT_SCHEMA": SCHEMA, WAREHOUSE_ENV: str(warehouse)}
-        assert invoke_dbt(["deps", "--quiet"]).success
-
-        def via_dbt() -> None:
-            for n in dbt_sample:
-                outcome = invoke_dbt(["run-operation", "dbt_iceberg_maint.table_health", "--args",
-                                      json.dumps({"relation": f"{SCHEMA}.{n}"})], env=env)
-                assert outcome.success, outcome.exception
-
-        per_table["health_via_dbt"] = _timed(via_dbt, max(1, min(rounds, 2))) / len(dbt_sample)
+        per_table["health_via_dbt"] = _time_dbt(warehouse, dbt_sample, rounds)
     finally:
         spark.stop()
         if workdir is None:
@@ -176,6 +129,80 @@ def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> d
         "goals": {"plan_ms_per_table_max": 10, "spark_over_plan_min": 30,
                   "plan_met": ms["plan"] <= 10, "ratio_met": ms["spark_metadata_tables"] / ms["plan"] >= 30},
     }
+
+
+def _lake(spark: Any, saved: Path, tables: int) -> tuple[dict[str, str], bool, float]:
+    """The lake (table → kind): the one `saved` describes when it has `tables` tables, else built
+    and saved. Returns it, whether it was reused, and the seconds it took."""
+    started = time.perf_counter()
+    reused = saved.is_file() and len(json.loads(saved.read_text())) == tables
+    if reused:
+        lake = json.loads(saved.read_text())
+    else:
+        lake = build_lake(spark, tables)
+        saved.write_text(json.dumps(lake))
+    return lake, reused, time.perf_counter() - started
+
+
+def _time_metadata(warehouse: Path, names: list[str], rounds: int) -> tuple[dict[str, float], dict[str, int]]:
+    """Seconds per table of the metadata planner (with and without the cost gate), its health
+    figures and pyiceberg's inspect tables; and how many tables the gated plan read to each tier."""
+    catalog = open_catalog(config_from_options(str(warehouse), []))  # the embedded catalog
+    refs = {n: ModelTarget(n, TableRef(SCHEMA, n), GATED_POLICY) for n in names}
+    ungated = {n: ModelTarget(n, TableRef(SCHEMA, n), {"compaction": {"min_input_files": 5}})
+               for n in names}
+    tiers: dict[str, int] = {}
+
+    def plan_all(targets: dict[str, ModelTarget], count_tiers: bool = False) -> None:
+        for n in names:
+            _rows, read = plan_table(targets[n], catalog.load(f"{SCHEMA}.{n}"))
+            if count_tiers:
+                deepest = "manifest_entries" if "manifest_entries" in read else (
+                    "manifest_list" if "manifest_list" in read else "summary")
+                tiers[deepest] = tiers.get(deepest, 0) + 1
+
+    plan_all(refs, count_tiers=True)
+    per_table: dict[str, float] = {}
+    per_table["plan_gated"] = _timed(lambda: plan_all(refs), rounds) / len(names)
+    per_table["plan"] = _timed(lambda: plan_all(ungated), rounds) / len(names)
+    per_table["health"] = _timed(
+        lambda: [health_figures(n, catalog.load(f"{SCHEMA}.{n}")) for n in names], rounds) / len(names)
+
+    def inspect_all() -> None:
+        for n in names:
+            table = catalog.load(f"{SCHEMA}.{n}")
+            if table.metadata.current_snapshot() is None:
+                continue
+            for view in (table.inspect.files, table.inspect.snapshots, table.inspect.manifests,
+                         table.inspect.partitions):
+                view()
+
+    per_table["pyiceberg_inspect"] = _timed(inspect_all, rounds) / len(names)
+    return per_table, tiers
+
+
+def _time_spark(spark: Any, lake: dict[str, str], sample: list[str], rounds: int) -> float:
+    """Seconds per table of table_health's query over Spark's metadata tables."""
+    spark_sql = {n: _health_sql(f"local.{SCHEMA}.{n}", lake[n]) for n in sample}
+    return _timed(lambda: [spark.sql(sql).collect() for sql in spark_sql.values()], rounds) / len(sample)
+
+
+def _time_dbt(warehouse: Path, dbt_sample: list[str], rounds: int) -> float:
+    """Seconds per table of `dbt run-operation table_health` (dbt in this process)."""
+    from dbt_iceberg_maint.invoke import invoke_dbt
+    from dbt_iceberg_maint.spark import WAREHOUSE_ENV
+
+    os.environ[WAREHOUSE_ENV] = str(warehouse)
+    env = {"DBT_ICEBERG_MAINT_SCHEMA": SCHEMA, WAREHOUSE_ENV: str(warehouse)}
+    assert invoke_dbt(["deps", "--quiet"]).success
+
+    def via_dbt() -> None:
+        for n in dbt_sample:
+            outcome = invoke_dbt(["run-operation", "dbt_iceberg_maint.table_health", "--args",
+                                  json.dumps({"relation": f"{SCHEMA}.{n}"})], env=env)
+            assert outcome.success, outcome.exception
+
+    return _timed(via_dbt, max(1, min(rounds, 2))) / len(dbt_sample)
 
 
 def _health_sql(table: str, kind: str) -> str:

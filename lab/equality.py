@@ -10,8 +10,10 @@ from typing import Any
 
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.invoke import DbtInvocation
-from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
-from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, ModelTarget, health_figures, plan_table
+from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
+from dbt_iceberg_maint.metadata.health import HEALTH_FIELDS, health_figures
+from dbt_iceberg_maint.metadata.planner import plan_table
+from dbt_iceberg_maint.metadata.project import ModelTarget
 from dbt_iceberg_maint.metadata.reader import now_ms, read_summary
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.gate import gate_reason

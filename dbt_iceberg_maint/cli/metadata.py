@@ -45,7 +45,7 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
     """table_health's figures for TABLES (namespace.table; default: every table), read from
     Iceberg metadata without Spark. Exit 0, 1 when a table could not be read, 2 on usage errors."""
     from dbt_iceberg_maint.metadata import report
-    from dbt_iceberg_maint.metadata.planner import read_health
+    from dbt_iceberg_maint.metadata.health import read_health
 
     catalog = open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
     before = report.load_before(compare_path) if compare_path else None
@@ -105,7 +105,7 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
                  catalog_patterns: tuple[str, ...]) -> None:
     """What maintain(dry_run=true) would decide for every Iceberg model, from metadata alone.
     Exit 0, 1 when a table could not be planned, 2 on usage errors."""
-    from dbt_iceberg_maint.metadata import planner, report
+    from dbt_iceberg_maint.metadata import planner, project, report
     from dbt_iceberg_maint.policy.selection import check_catalog_patterns
 
     errors = check_catalog_patterns(catalog_patterns)
@@ -113,16 +113,16 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
         fail("; ".join(errors), EXIT_USAGE)
     shard_ = Shard.parse(shard) if shard else None
     catalog = open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
-    manifest = planner.load_manifest(project_dir, profiles_dir, target, parse)
-    targets = planner.iceberg_models(manifest, list(select) or None, shard_)
+    manifest = project.load_manifest(project_dir, profiles_dir, target, parse)
+    targets = project.iceberg_models(manifest, list(select) or None, shard_)
     found = None
     if catalog_patterns:
-        extra, found = planner.catalog_targets(catalog, manifest, catalog_patterns,  # type: ignore[arg-type]
-                                               planner.project_var(project_dir, vars_yaml, planner.CATALOG_POLICY_VAR),
+        extra, found = project.catalog_targets(catalog, manifest, catalog_patterns,  # type: ignore[arg-type]
+                                               project.project_var(project_dir, vars_yaml, project.CATALOG_POLICY_VAR),
                                                shard_)
         targets += extra
     plan = planner.plan_models(catalog, targets, list(operations) or None,  # type: ignore[arg-type]
-                               project_enabled=planner.project_enabled(project_dir, vars_yaml),
+                               project_enabled=project.project_enabled(project_dir, vars_yaml),
                                workers=workers, at=planner.parse_as_of(as_of))
     if emit_args:
         args = planner.emit_args(plan, list(operations) or None)

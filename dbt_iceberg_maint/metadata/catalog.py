@@ -1,25 +1,25 @@
 """Open the Iceberg catalog Spark uses, from Spark's own `spark.sql.catalog.<name>.*` settings.
 
 `CatalogConfig` is a pure value built from CLI options or a dbt profile; `open_catalog` is the
-I/O shell that turns it into a `MetadataCatalog` (list tables, load one table's metadata).
+I/O shell that turns it into a `MetadataCatalog` (catalog_tables.py: list tables, load one table's
+metadata), a JDBC catalog's URI translated for pyiceberg by jdbc_uri.py.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from dbt_iceberg_maint.errors import CatalogError, TableMissingError, TableNotIcebergError, TableReadError, UsageError
+from dbt_iceberg_maint.errors import CatalogError, UsageError
+from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
+from dbt_iceberg_maint.metadata.jdbc_uri import sqlalchemy_uri, sqlite_file
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
 
 DEFAULT_CATALOG_NAME = "local"
 # Spark-side settings with no meaning for reading metadata: accepted and ignored.
@@ -193,187 +193,6 @@ def profile_setting(project_dir: Path, profiles_dir: Path, target: str | None, k
     return render(output.get(key))
 
 
-# PostgreSQL JDBC URI parameters -> libpq's (what psycopg2 takes). None: the value needs a
-# translation below. A parameter missing here is refused, never dropped: `currentSchema` decides
-# which catalog tables are read, `sslmode` whether the connection is encrypted.
-_JDBC_TO_LIBPQ: dict[str, str | None] = {
-    "sslmode": "sslmode", "sslrootcert": "sslrootcert", "sslcert": "sslcert", "sslkey": "sslkey",
-    "sslpassword": "sslpassword", "ssl": None, "currentSchema": None, "options": None,
-    "ApplicationName": "application_name", "connectTimeout": "connect_timeout", "targetServerType": None,
-    "gssEncMode": "gssencmode", "user": None, "password": None,
-}
-
-
-def _libpq_parameters(query: str, jdbc_uri: str) -> tuple[dict[str, str], str | None, str | None]:
-    """(libpq parameters, user, password) from a JDBC URI's query string."""
-    params: dict[str, str] = {}
-    user = password = None
-    search_path: list[str] = []
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key not in _JDBC_TO_LIBPQ:
-            raise UsageError(f"catalog property uri={jdbc_uri}: JDBC URI parameter `{key}` ({key}={value}) has no "
-                             "equivalent for pyiceberg's PostgreSQL connection; supported: "
-                             f"{', '.join(_JDBC_TO_LIBPQ)}")
-        target = _JDBC_TO_LIBPQ[key]
-        if target is not None:
-            params[target] = value
-        elif key == "user":
-            user = value
-        elif key == "password":
-            password = value
-        elif key == "ssl":
-            if value.lower() in ("true", ""):
-                params.setdefault("sslmode", "require")
-        elif key == "currentSchema":
-            search_path.append(value)
-        elif key == "options":
-            params["options"] = value
-        elif key == "targetServerType":
-            params["target_session_attrs"] = {"primary": "read-write", "master": "read-write",
-                                              "secondary": "read-only", "slave": "read-only"}.get(value, value)
-    if search_path:
-        params["options"] = " ".join(filter(None, [params.get("options"), f"-c search_path={','.join(search_path)}"]))
-    return params, user, password
-
-
-def _sqlalchemy_uri(jdbc_uri: str, user: str | None, password: str | None) -> str:
-    """jdbc:postgresql://host:port/db?k=v -> postgresql+psycopg2://user:password@host:port/db?k=v,
-    every JDBC parameter kept (translated to libpq's name) or refused."""
-    if jdbc_uri.startswith("jdbc:sqlite:"):
-        return "sqlite:///" + jdbc_uri.removeprefix("jdbc:sqlite:")
-    if not jdbc_uri.startswith("jdbc:postgresql://"):
-        raise UsageError(f"catalog property uri={jdbc_uri} is not supported for type=jdbc; "
-                         "supported: jdbc:postgresql://host:port/db, jdbc:sqlite:PATH")
-    parts = urlsplit(jdbc_uri.removeprefix("jdbc:"))
-    params, uri_user, uri_password = _libpq_parameters(parts.query, jdbc_uri)
-    # jdbc.user / jdbc.password win over the URI's own, as in the JDBC driver.
-    user, password = user or uri_user, password or uri_password
-    auth = ""
-    if user:
-        auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "") + "@"
-    query = ("?" + urlencode(params, quote_via=quote)) if params else ""
-    return f"postgresql+psycopg2://{auth}{parts.netloc}{parts.path}{query}"
-
-
-def _sqlite_file(jdbc_uri: str) -> Path | None:
-    if not jdbc_uri.startswith("jdbc:sqlite:"):
-        return None
-    path = jdbc_uri.removeprefix("jdbc:sqlite:").split("?", 1)[0].removeprefix("file:")
-    return None if not path or path.startswith(":memory:") else Path(path)
-
-
-def _read_version_hint(table_dir: Path) -> Path:
-    metadata_dir = table_dir / "metadata"
-    hint = metadata_dir / "version-hint.text"
-    try:
-        version = int(hint.read_text().strip())
-    except (OSError, ValueError) as exc:
-        raise TableReadError(f"{hint}: cannot read the current version ({exc})") from exc
-    for candidate in (f"v{version}.metadata.json", f"v{version}.gz.metadata.json"):
-        if (metadata_dir / candidate).is_file():
-            return metadata_dir / candidate
-    raise TableReadError(f"{metadata_dir}: version-hint says {version} but v{version}.metadata.json is missing")
-
-
-class MetadataCatalog:
-    """Tables of one catalog, as pyiceberg `Table`s (metadata only)."""
-
-    def __init__(self, config: CatalogConfig, catalog: Catalog | None = None,
-                 per_thread: Callable[[], Catalog] | None = None) -> None:
-        """`per_thread`: make one pyiceberg catalog per thread with it (`catalog` is the first
-        thread's). pyiceberg's Hive catalog shares one metastore connection that each call opens and
-        closes: two threads on one instance fail with `Transport not open`, and the planner reads
-        tables from several threads."""
-        self.config = config
-        self._first = catalog
-        self._per_thread = per_thread
-        self._local = threading.local()
-        self._owner = threading.get_ident()
-
-    @property
-    def _catalog(self) -> Catalog | None:
-        if self._per_thread is None or threading.get_ident() == self._owner:
-            return self._first
-        mine: Catalog | None = getattr(self._local, "catalog", None)
-        if mine is None:
-            mine = self._local.catalog = self._per_thread()
-        return mine
-
-    @property
-    def warehouse(self) -> Path:
-        return Path(self.config.properties["warehouse"].removeprefix("file:"))
-
-    @property
-    def catalog(self) -> Catalog:
-        """The pyiceberg catalog (for writers such as the benchmarks' lake builders)."""
-        if self._catalog is None:
-            raise CatalogError(f"catalog {self.config.name} is a Hadoop warehouse: pyiceberg has no catalog for it")
-        return self._catalog
-
-    def list_tables(self) -> list[str]:
-        """Every table as `namespace.table` (nested namespaces dotted), sorted."""
-        if self._catalog is None:
-            root = self.warehouse
-            if not root.is_dir():
-                raise CatalogError(f"warehouse {root} is not a directory")
-            found: list[str] = []
-            for current, dirs, _files in os.walk(root):
-                path = Path(current)
-                if (path / "metadata").is_dir() and path != root:
-                    found.append(".".join(path.relative_to(root).parts))
-                    dirs.clear()
-            return sorted(found)
-        names: list[str] = []
-        pending: list[tuple[str, ...]] = [()]
-        while pending:
-            namespace = pending.pop()
-            for child in self._catalog.list_namespaces(namespace):
-                pending.append(tuple(child))
-            if namespace:
-                names.extend(".".join(ident) for ident in self._catalog.list_tables(namespace))
-        return sorted(names)
-
-    def create_namespace(self, namespace: str) -> None:
-        """Create `namespace` when it is missing (a Thrift Server's clients `USE default` on connect)."""
-        if self._catalog is None:
-            (self.warehouse / namespace).mkdir(parents=True, exist_ok=True)
-        else:
-            self._catalog.create_namespace_if_not_exists(namespace)
-
-    def load(self, name: str) -> Table:
-        """The table's current metadata; TableReadError when it cannot be read."""
-        parts = [p for p in name.split(".") if p]
-        if len(parts) > 1 and parts[0] == self.config.name:
-            parts = parts[1:]
-        if len(parts) < 2:
-            raise TableReadError(f"table name {name!r} is not namespace.table")
-        from pyiceberg.exceptions import NoSuchIcebergTableError, NoSuchPropertyException, NoSuchTableError
-
-        try:
-            if self._catalog is None:
-                from pyiceberg.table import StaticTable
-
-                table_dir = self.warehouse.joinpath(*parts)
-                if not table_dir.is_dir():
-                    raise TableMissingError(f"table {name} does not exist (no table directory {table_dir})")
-                return StaticTable.from_metadata(str(_read_version_hint(table_dir)))
-            return self._catalog.load_table(tuple(parts))
-        except TableReadError:
-            raise
-        except NoSuchIcebergTableError as exc:  # a metastore table of another type
-            raise TableNotIcebergError(f"table {name} is not an Iceberg table ({exc})") from exc
-        except NoSuchPropertyException as exc:
-            # A Hive Metastore table without the `table_type` parameter Iceberg sets: a Hive table.
-            if "table_type" not in str(exc):
-                raise TableReadError(f"{name}: {type(exc).__name__}: {exc}") from exc
-            raise TableNotIcebergError(f"table {name} is not an Iceberg table ({exc})") from exc
-        except NoSuchTableError as exc:
-            raise TableMissingError(f"table {name} does not exist ({exc})") from exc
-        except Exception as exc:  # pyiceberg raises many kinds (ValidationError, OSError, NoSuchTable...)
-            raise TableReadError(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                                 ) from exc
-
-
 def open_catalog(config: CatalogConfig) -> MetadataCatalog:
     config.check()
     props = dict(config.properties)
@@ -384,10 +203,10 @@ def open_catalog(config: CatalogConfig) -> MetadataCatalog:
         if kind == "jdbc":
             from pyiceberg.catalog.sql import SqlCatalog
 
-            database = _sqlite_file(props["uri"])
+            database = sqlite_file(props["uri"])
             if database is not None and not database.is_file():  # SqlCatalog would create an empty one
                 raise CatalogError(f"catalog {config.name}: the SQLite catalog file {database} does not exist")
-            uri = _sqlalchemy_uri(props["uri"], props.get("jdbc.user"), props.get("jdbc.password"))
+            uri = sqlalchemy_uri(props["uri"], props.get("jdbc.user"), props.get("jdbc.password"))
             extra = {"warehouse": props["warehouse"]} if props.get("warehouse") else {}
             # Spark's JdbcCatalog stores the catalog name in each row: the same name finds them.
             return MetadataCatalog(config, SqlCatalog(config.name, uri=uri, **extra))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbt_iceberg_maint import guards
-from dbt_iceberg_maint.policy.operations import ColdScope
+from dbt_iceberg_maint.policy.operation_types import ColdScope
 
 DEFAULT_TARGET_FILE_SIZE_BYTES = 536870912
 

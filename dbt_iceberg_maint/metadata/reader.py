@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dbt_iceberg_maint.metadata.cold import DEFAULT_TARGET_FILE_SIZE_BYTES, PartitionField, PartitionState
 from dbt_iceberg_maint.policy.engine import first_metadata_age_hours
@@ -20,6 +21,9 @@ from dbt_iceberg_maint.policy.engine import first_metadata_age_hours
 if TYPE_CHECKING:
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 # Spark's DESCRIBE type names, for cold-partition predicates.
 _SPARK_TYPES = {
@@ -280,3 +284,11 @@ def _key_text(key: tuple[Any, ...]) -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def concurrently(items: Sequence[T], work: Callable[[T], R], workers: int) -> list[R]:
+    """Metadata reads are I/O bound: a thread pool overlaps them; order is kept."""
+    if workers <= 1 or len(items) <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(work, items))

@@ -12,7 +12,8 @@ from typing import Any
 
 from dbt_iceberg_maint.cli.output import TABLE_COLUMN, Column
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord, PlannedOperation
+from dbt_iceberg_maint.metadata.health import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord
+from dbt_iceberg_maint.metadata.planner import PlannedOperation
 
 # The text table fits 80 columns with these (the JSON and the HTML report carry every figure,
 # deletion_vectors and max_partition_delete_ratio included); table names never wrap.

@@ -19,8 +19,10 @@ from typing import Any, Protocol
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import PolicyError
 from dbt_iceberg_maint.policy import checks
+from dbt_iceberg_maint.policy.compaction import too_few_data_files
 from dbt_iceberg_maint.policy.gate import SnapshotLike, gate_reason
-from dbt_iceberg_maint.policy.operations import OPERATIONS, ColdScope, Decision, PlanContext, too_few_data_files
+from dbt_iceberg_maint.policy.operation_types import ColdScope, Decision, PlanContext
+from dbt_iceberg_maint.policy.operations import OPERATIONS
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
 COST_GATE_DEFAULTS: Mapping[str, Any] = {

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint.errors import HistoryError, TableMissingError, TableReadError, UsageError
-from dbt_iceberg_maint.metadata.catalog import MetadataCatalog, profile_setting
-from dbt_iceberg_maint.metadata.planner import concurrently, iceberg_models, load_manifest, project_var, read_health
+from dbt_iceberg_maint.metadata.catalog import profile_setting
+from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
+from dbt_iceberg_maint.metadata.health import read_health
+from dbt_iceberg_maint.metadata.project import iceberg_models, load_manifest, project_var
+from dbt_iceberg_maint.metadata.reader import concurrently
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.checks import parse_instant
 from dbt_iceberg_maint.report import render

@@ -17,7 +17,7 @@ from lab.lake import build_varied
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dbt_iceberg_maint.metadata.catalog import MetadataCatalog
+    from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration

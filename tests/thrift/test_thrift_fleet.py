@@ -25,7 +25,7 @@ from dbt_iceberg_maint.fleet import FleetReport, run_fleet
 from dbt_iceberg_maint.invoke import invoke_dbt
 from dbt_iceberg_maint.maintenance import error_text
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, config_from_options, open_catalog
-from dbt_iceberg_maint.metadata.planner import read_health
+from dbt_iceberg_maint.metadata.health import read_health
 from dbt_iceberg_maint.protocol import OPERATIONS
 from tests.expect import json_document
 

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.fleet.executor import SubprocessWorker
+from dbt_iceberg_maint.fleet.workers import SubprocessWorker
 from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
-from dbt_iceberg_maint.metadata.planner import iceberg_models, plan_models
+from dbt_iceberg_maint.metadata.planner import plan_models
+from dbt_iceberg_maint.metadata.project import iceberg_models
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.spark import (
     DRIVER_JAVA_OPTIONS_ENV,

@@ -21,9 +21,10 @@ from dbt_iceberg_maint import guards
 from dbt_iceberg_maint.errors import IcebergMaintError, PolicyError
 from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import PlanStep, replay
-from dbt_iceberg_maint.metadata.catalog import _sqlalchemy_uri
+from dbt_iceberg_maint.metadata.jdbc_uri import sqlalchemy_uri
 from dbt_iceberg_maint.policy import engine
-from dbt_iceberg_maint.policy.operations import OPERATIONS, ColdScope, PlanContext
+from dbt_iceberg_maint.policy.operation_types import ColdScope, PlanContext
+from dbt_iceberg_maint.policy.operations import OPERATIONS
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
@@ -166,7 +167,7 @@ def test_replay_passes_steps_the_guards_accept() -> None:
 
 
 def test_jdbc_uri_parameters_survive_the_translation() -> None:
-    uri = _sqlalchemy_uri("jdbc:postgresql://db.example:5432/ice?sslmode=require&currentSchema=iceberg"
+    uri = sqlalchemy_uri("jdbc:postgresql://db.example:5432/ice?sslmode=require&currentSchema=iceberg"
                           "&ApplicationName=maint&connectTimeout=7&sslrootcert=/etc/ca.pem", "u", "p")
     assert uri.startswith("postgresql+psycopg2://u:p@db.example:5432/ice?")
     from urllib.parse import parse_qs, urlsplit
@@ -175,10 +176,10 @@ def test_jdbc_uri_parameters_survive_the_translation() -> None:
     assert query == {"sslmode": ["require"], "options": ["-c search_path=iceberg"], "application_name": ["maint"],
                      "connect_timeout": ["7"], "sslrootcert": ["/etc/ca.pem"]}
     # user/password in the URI count like jdbc.user/jdbc.password; ssl=true means sslmode=require.
-    assert _sqlalchemy_uri("jdbc:postgresql://h/db?user=a&password=b%40c&ssl=true", None, None) == (
+    assert sqlalchemy_uri("jdbc:postgresql://h/db?user=a&password=b%40c&ssl=true", None, None) == (
         "postgresql+psycopg2://a:b%40c@h/db?sslmode=require")
     with pytest.raises(IcebergMaintError, match="JDBC URI parameter `prepareThreshold`"):
-        _sqlalchemy_uri("jdbc:postgresql://h/db?prepareThreshold=0", None, None)
+        sqlalchemy_uri("jdbc:postgresql://h/db?prepareThreshold=0", None, None)
 
 
 # ---- the macros -----------------------------------------------------------------------------

@@ -14,15 +14,16 @@ from dbt_iceberg_maint.errors import CatalogError, UsageError
 from dbt_iceberg_maint.metadata import cold as d
 from dbt_iceberg_maint.metadata.catalog import (
     CatalogConfig,
-    _sqlalchemy_uri,
     config_from_options,
     config_from_spark_settings,
     open_catalog,
     parse_properties,
 )
-from dbt_iceberg_maint.metadata.planner import ModelTarget, PlannedOperation, emit_args, iceberg_models, plan_table
+from dbt_iceberg_maint.metadata.jdbc_uri import sqlalchemy_uri
+from dbt_iceberg_maint.metadata.planner import PlannedOperation, emit_args, plan_table
+from dbt_iceberg_maint.metadata.project import ModelTarget, iceberg_models
 from dbt_iceberg_maint.policy.gate import GateSnapshot, gate_reason
-from dbt_iceberg_maint.policy.operations import ColdScope
+from dbt_iceberg_maint.policy.operation_types import ColdScope
 from dbt_iceberg_maint.policy.selection import Shard, shard_of
 from dbt_iceberg_maint.policy.sql import TableRef
 
@@ -125,10 +126,10 @@ def test_catalog_settings_in_spark_vocabulary() -> None:
     with pytest.raises(UsageError, match="--warehouse is the embedded catalog's directory; it cannot be combined "
                                          "with --catalog-property type=rest"):
         config_from_options("/w", ["type=rest"])
-    assert _sqlalchemy_uri("jdbc:postgresql://127.0.0.1:5432/ice", "u s", "p@w") == (
+    assert sqlalchemy_uri("jdbc:postgresql://127.0.0.1:5432/ice", "u s", "p@w") == (
         "postgresql+psycopg2://u%20s:p%40w@127.0.0.1:5432/ice")
     with pytest.raises(UsageError, match="uri=jdbc:mysql://h/db is not supported for type=jdbc"):
-        _sqlalchemy_uri("jdbc:mysql://h/db", None, None)
+        sqlalchemy_uri("jdbc:mysql://h/db", None, None)
     settings = {"spark.sql.catalog.local": "org.apache.iceberg.spark.SparkCatalog",
                 "spark.sql.catalog.local.type": "hadoop", "spark.sql.catalog.local.warehouse": "wh",
                 "spark.sql.catalog.local.cache-enabled": "false", "spark.sql.defaultCatalog": "local"}
@@ -149,7 +150,7 @@ def test_the_embedded_catalog_of_a_warehouse(tmp_path: Path) -> None:
     assert config_from_options(warehouse, []).properties == {
         "type": "jdbc", "uri": f"jdbc:sqlite:{warehouse}/iceberg_catalog.db", "warehouse": warehouse}
     assert config_from_options(warehouse, ["type=hadoop"]).properties == {"type": "hadoop", "warehouse": warehouse}
-    assert _sqlalchemy_uri(f"jdbc:sqlite:{warehouse}/iceberg_catalog.db", None, None) == (
+    assert sqlalchemy_uri(f"jdbc:sqlite:{warehouse}/iceberg_catalog.db", None, None) == (
         f"sqlite:///{warehouse}/iceberg_catalog.db")
     # The embedded profile's settings (integration_tests/profiles.yml) read back as that catalog; with its
     # type switched to hadoop, the keys Spark's Hadoop catalog ignores are ignored here too.

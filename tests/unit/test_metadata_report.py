@@ -13,7 +13,8 @@ from rich.console import Console
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.cli.output import table
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.metadata.planner import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord, PlannedOperation
+from dbt_iceberg_maint.metadata.health import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord
+from dbt_iceberg_maint.metadata.planner import PlannedOperation
 from dbt_iceberg_maint.metadata.report import (
     HEALTH_COLUMNS,
     health_html,

@@ -21,7 +21,8 @@ import yaml  # type: ignore[import-untyped]
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.gate import GateSnapshot
-from dbt_iceberg_maint.policy.operations import OPERATIONS, ColdScope
+from dbt_iceberg_maint.policy.operation_types import ColdScope
+from dbt_iceberg_maint.policy.operations import OPERATIONS
 from dbt_iceberg_maint.policy.sql import TableRef
 from tests.unit.test_procedure_sql import render
 

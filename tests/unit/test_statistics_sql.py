@@ -14,7 +14,7 @@ from dbt_iceberg_maint import guards
 from dbt_iceberg_maint.errors import PolicyError
 from dbt_iceberg_maint.policy import checks
 from dbt_iceberg_maint.policy import sql as s
-from dbt_iceberg_maint.policy.operations import statistics_due
+from dbt_iceberg_maint.policy.statistics import statistics_due
 from tests.unit.test_procedure_sql import render
 
 TABLE = s.TableRef("analytics", "events")

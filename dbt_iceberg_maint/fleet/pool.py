@@ -1,0 +1,147 @@
+"""The fleet engine's pool: the steps' shared schedule and the loop each worker runs, taking the
+next step (scheduler.py decides which), running it and settling its outcome, until nothing is
+left to start or the budget closed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.fleet import scheduler
+from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome, TableWork
+from dbt_iceberg_maint.fleet.steps import after_failure, step_args, step_outcome
+from dbt_iceberg_maint.fleet.workers import Worker
+from dbt_iceberg_maint.invoke import DbtInvocation
+from dbt_iceberg_maint.maintenance import marker_messages
+from dbt_iceberg_maint.results import history_written
+
+# What the progress callback receives after every change: counts and the ETA in seconds.
+Progress = Callable[[Mapping[str, Any]], None]
+
+
+class Schedule:
+    """The scheduling loop's shared state (guarded by one condition variable)."""
+
+    def __init__(self, tables: Sequence[TableWork], concurrency: int, budget_s: float | None,
+                 timeout_s: float | None, started: float, progress: Progress | None) -> None:
+        self.order = [t.table for t in tables]
+        self.queues = {t.table: list(t.due) for t in tables}
+        self.concurrency, self.budget_s, self.timeout_s, self.started = concurrency, budget_s, timeout_s, started
+        self.busy: set[str] = set()
+        self.outcomes: list[StepOutcome] = []
+        self.durations: list[float] = []
+        self.cond = threading.Condition()
+        self.progress = progress
+        self.total = sum(len(q) for q in self.queues.values())
+
+    def take(self) -> Step | None:
+        """The next step for a free worker; None when nothing is left to start (or the budget closed)."""
+        with self.cond:
+            while True:
+                if not scheduler.may_start(time.monotonic() - self.started, self.budget_s):
+                    return None
+                step = scheduler.next_step(self.queues, self.order, self.busy)
+                if step is not None:
+                    self.queues[step.table].pop(0)
+                    self.busy.add(step.table)
+                    self._report()
+                    return step
+                if not any(self.queues.values()):
+                    return None
+                self.cond.wait(timeout=0.5)
+
+    def settle(self, step: Step, outcome: StepOutcome) -> None:
+        with self.cond:
+            self.outcomes.append(outcome)
+            if outcome.duration_s is not None:
+                self.durations.append(outcome.duration_s)
+            if outcome.kind == "timeout":  # it may still run in Spark: nothing else on that table
+                for later in self.queues.pop(step.table, []):
+                    self.outcomes.append(StepOutcome(later.table, later.operation, "skipped", sql=later.sql,
+                                                     reason=f"not started: {step.operation} on this table timed out "
+                                                            "and may still be running in Spark",
+                                                     eligible_files=later.eligible_files,
+                                                     eligible_bytes=later.eligible_bytes))
+            self.busy.discard(step.table)
+            self._report()
+            self.cond.notify_all()
+
+    def _report(self) -> None:
+        if self.progress is None:
+            return
+        left = sum(len(q) for q in self.queues.values())
+        done = len(self.durations)
+        self.progress({"total": self.total, "done": done, "running": len(self.busy), "left": left,
+                       "elapsed_s": round(time.monotonic() - self.started, 1),
+                       "eta_s": scheduler.eta_s(self.durations, left, len(self.busy), self.concurrency)})
+
+
+class Pool:
+    """The run's workers and what they did: the invocations and statements they ran, the first
+    error that stopped one of them, whether an invocation of the run found the history table ready."""
+
+    def __init__(self, workers: Sequence[Worker], schedule: Schedule, records: Mapping[str, Any], run_id: str,
+                 dbt_args: Sequence[str], timeout_s: float | None, prepare: Sequence[str] | None) -> None:
+        self.workers, self.schedule, self.records, self.run_id = list(workers), schedule, records, run_id
+        self.dbt_args, self.timeout_s, self.prepare = list(dbt_args), timeout_s, prepare
+        self.invocations = 0
+        self.statements = 0
+        self.errors: list[BaseException] = []
+        # Once an invocation of this run wrote history (or created its table), the others skip its
+        # three check statements (docs/history.md).
+        self.history_ready = False
+        # Steps start once every worker is ready (dbt imported): a worker that is ready first would
+        # otherwise take a short queue alone while the others still start.
+        self.ready = threading.Barrier(len(self.workers))
+
+    def note_history(self, invocation: DbtInvocation | None) -> None:
+        if invocation is not None and not self.history_ready and history_written(marker_messages(invocation)):
+            self.history_ready = True
+
+    def run(self) -> None:
+        """Every worker takes steps until none is left to start: the one in-process worker on this
+        thread, subprocess workers each on a thread of its own. A worker's error is raised here."""
+        if len(self.workers) == 1 and self.workers[0].mode == "in_process":
+            self.work(self.workers[0])
+        else:
+            threads = [threading.Thread(target=self.work, args=(w,), name=f"fleet-worker-{w.index}")
+                       for w in self.workers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        if self.errors:
+            raise IcebergMaintError(f"the fleet engine stopped: {self.errors[0]}") from self.errors[0]
+
+    def work(self, worker: Worker) -> None:
+        state, timeout = self.schedule, self.timeout_s
+        try:
+            worker.start()
+            if self.prepare is not None and worker.index == 1:  # a failure here leaves it to the steps
+                prepared = worker.run([*self.prepare, *self.dbt_args], None).invocation
+                self.note_history(prepared)
+                with state.cond:
+                    self.invocations += 1
+                    self.statements += len(prepared.sql_statements) if prepared else 0
+            self.ready.wait()
+            while (step := state.take()) is not None:
+                started = time.time()
+                record = self.records.get(step.table)
+                ran = worker.run(step_args(step, record, self.dbt_args, self.history_ready), timeout)
+                self.note_history(ran.invocation)
+                outcome = step_outcome(step, ran, started, time.time(), worker.index, timeout)
+                outcome, extra = after_failure(worker, step, outcome, record, self.run_id, self.dbt_args, timeout)
+                with state.cond:
+                    self.invocations += 1 + extra
+                    self.statements += outcome.statements
+                state.settle(step, outcome)
+        except BaseException as exc:  # re-raised on the main thread once every worker stopped
+            if not isinstance(exc, threading.BrokenBarrierError):  # another worker's failure broke it
+                self.errors.append(exc)
+            self.ready.abort()
+            with state.cond:
+                state.queues.clear()
+                state.cond.notify_all()
