@@ -2,7 +2,7 @@
 
 Everything else about the build is in pyproject.toml. `dbt-iceberg-maint demo` builds the
 integration project, which installs this dbt package from `../`; in a checkout both are read in
-place, from a wheel they come from `dbt_iceberg_maint/_project/` (see dbt_iceberg_maint/project_files.py).
+place, from a wheel they come from `dbt_iceberg_maint/_project/` (see dbt_iceberg_maint/runtime/project_files.py).
 """
 
 from __future__ import annotations

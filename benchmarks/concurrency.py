@@ -65,7 +65,7 @@ from lab.hive_metastore import start_metastore
 from lab.postgres import PostgresServer, start_server
 
 if TYPE_CHECKING:
-    from dbt_iceberg_maint.thrift_server import ThriftServer
+    from dbt_iceberg_maint.runtime.thrift_server import ThriftServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "lab" / "projects" / "concurrency"

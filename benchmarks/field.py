@@ -110,7 +110,7 @@ def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
 
 
 def start_spark(lake_: Lake, app_name: str, extra: Mapping[str, str] | None = None) -> SparkSession:
-    from dbt_iceberg_maint.spark import resolve_iceberg_runtime, start_session
+    from dbt_iceberg_maint.runtime.spark import resolve_iceberg_runtime, start_session
     from lab.cluster import application_conf
     from lab.postgres import ensure_jdbc_jar
 
@@ -151,7 +151,7 @@ PROFILE = """{name}:
 def scratch_project(work: Path) -> Path:
     """A copy of the field project in `work`, installing this checkout, with a session profile;
     `dbt deps` has run in it."""
-    from dbt_iceberg_maint.invoke import invoke_dbt
+    from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
     project = work / "project"
     shutil.copytree(PROJECT_TEMPLATE, project, ignore=shutil.ignore_patterns("target", "dbt_packages", "logs"))
@@ -200,7 +200,7 @@ class TimedDbt:
 def run_dbt(project: Path, args: Sequence[str], own_paths: Path | None = None) -> TimedDbt:
     """dbt in this process (the product's invoke_dbt), timed; statements of nodes and of
     run-operations alike."""
-    from dbt_iceberg_maint.invoke import invoke_dbt
+    from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
     # own_paths: a target and log folder of this process's own (several dbt processes, one project).
     extra = ["--target-path", str(own_paths / "target"), "--log-path", str(own_paths / "logs")] if own_paths else []

@@ -115,7 +115,7 @@ def write_project(root: Path, namespace: str, names: Sequence[str], package: Pat
         f"    +meta:\n      iceberg_maint: {POLICY}\n")
     write_profile(root, namespace, host, port)
     (root / "packages.yml").write_text(f"packages:\n  - local: {package}\n")
-    from dbt_iceberg_maint.invoke import invoke_dbt
+    from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
     for args in (["deps", "--quiet"], ["parse", "--quiet"]):
         outcome = invoke_dbt(args, root, root)
@@ -212,8 +212,8 @@ def orphans_left(root: Path) -> int:
 
 def macro_night(project: Path) -> dict[str, Any]:
     from dbt_iceberg_maint.fleet.steps import is_call
-    from dbt_iceberg_maint.invoke import invoke_dbt
     from dbt_iceberg_maint.results import parse_result_lines
+    from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
     started = time.perf_counter()
     outcome = invoke_dbt(["run-operation", "dbt_iceberg_maint.iceberg_maintenance"], project, project)

@@ -57,7 +57,7 @@ def _version(dist: str) -> str | None:
 
 def versions(*extra: str) -> dict[str, str | None]:
     """The versions a figure depends on; `extra`: more distributions (e.g. hypothesis)."""
-    from dbt_iceberg_maint.spark import BUNDLED_JAR_NAME
+    from dbt_iceberg_maint.runtime.spark import BUNDLED_JAR_NAME
 
     found = {"python": platform.python_version(), "pyspark": _version("pyspark"), "dbt-core": _version("dbt-core"),
              "dbt-spark": _version("dbt-spark"), "iceberg_runtime": BUNDLED_JAR_NAME,

@@ -119,7 +119,7 @@ class Writer:
     """One writer process: commands in on stdin, JSON answers out on stdout."""
 
     def __init__(self, party: str, lake: field.Lake, project: Path, gate: Path, work: Path) -> None:
-        from dbt_iceberg_maint.processes import terminated_with_parent
+        from dbt_iceberg_maint.runtime.processes import terminated_with_parent
 
         self.party = party
         own = work / f"writer-{party}"

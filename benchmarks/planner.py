@@ -94,7 +94,7 @@ def main() -> None:
 def run(tables: int, rounds: int, quick: bool, workdir: Path | None = None) -> dict[str, Any]:
     """Build (or reuse) the lake, then time each way of reading it: the metadata planner, Spark's
     metadata tables, dbt's table_health."""
-    from dbt_iceberg_maint.spark import start_session
+    from dbt_iceberg_maint.runtime.spark import start_session
 
     work = workdir or Path(tempfile.mkdtemp(prefix="bench-planner-"))
     warehouse = work / "warehouse"
@@ -189,8 +189,8 @@ def _time_spark(spark: Any, lake: dict[str, str], sample: list[str], rounds: int
 
 def _time_dbt(warehouse: Path, dbt_sample: list[str], rounds: int) -> float:
     """Seconds per table of `dbt run-operation table_health` (dbt in this process)."""
-    from dbt_iceberg_maint.invoke import invoke_dbt
-    from dbt_iceberg_maint.spark import WAREHOUSE_ENV
+    from dbt_iceberg_maint.runtime.invoke import invoke_dbt
+    from dbt_iceberg_maint.runtime.spark import WAREHOUSE_ENV
 
     os.environ[WAREHOUSE_ENV] = str(warehouse)
     env = {"DBT_ICEBERG_MAINT_SCHEMA": SCHEMA, WAREHOUSE_ENV: str(warehouse)}

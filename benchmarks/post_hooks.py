@@ -123,7 +123,7 @@ def models(shape: tuple[int, int, int] = FULL_SHAPE) -> dict[str, str]:
 def write_project(folder: Path, name: str, hooks: bool, shape: tuple[int, int, int], history: bool = True) -> Path:
     """A dbt project in `folder` installing this checkout; `dbt deps` has run in it. history:
     false sets the var that switches the maintenance history off."""
-    from dbt_iceberg_maint.invoke import invoke_dbt
+    from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
     (folder / "models").mkdir(parents=True)
     (folder / "dbt_project.yml").write_text(PROJECT.format(
@@ -213,7 +213,7 @@ def forget_checks(spark: SparkSession, shape: tuple[int, int, int]) -> None:
 
 def run(warehouse: Path, work: Path, start: harness.RunStart, pairs: int, full_check_runs: int,
         quick: bool, history: bool = True) -> dict[str, Any]:
-    from dbt_iceberg_maint.spark import start_session
+    from dbt_iceberg_maint.runtime.spark import start_session
 
     shape = QUICK_SHAPE if quick else FULL_SHAPE
     plain = write_project(work / "plain", "hooks_bench_plain", hooks=False, shape=shape)
@@ -265,7 +265,8 @@ def summarize(samples: list[dict[str, Any]], warm_up: list[dict[str, Any]], full
         "benchmark": NAME, "quick": quick, "pairs": len(samples),
         "project": {"models": len(models(shape)), "merge_marts": shape[0], "append_marts": shape[1],
                     "history_tables": shape[2], "rows_per_batch": ROWS_PER_BATCH, "threads": 1,
-                    "runtime": "embedded (dbt_iceberg_maint.spark.start_session defaults), dbt-spark method: session"},
+                    "runtime": "embedded (dbt_iceberg_maint.runtime.spark.start_session defaults), "
+                               "dbt-spark method: session"},
         "goal": {"hooks_over_plain_max": GOAL_RATIO, "evaluated_on": "median wall time of the whole dbt run"},
         "median_wall_s": {"plain": plain, "hooks": hooks},
         "median_sql_span_s": {side: harness.median([s[side]["sql_span_s"] for s in samples if s[side]["sql_span_s"]])

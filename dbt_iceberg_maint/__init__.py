@@ -14,7 +14,7 @@ def __getattr__(name: str) -> Any:
     """`plugins`, which dbt asks every installed `dbt_*` module for (dbt_plugin.py): imported only
     then, so importing the package does not import dbt."""
     if name == "plugins":
-        from dbt_iceberg_maint.dbt_plugin import EmbeddedCatalogPlugin
+        from dbt_iceberg_maint.runtime.dbt_plugin import EmbeddedCatalogPlugin
 
         return [EmbeddedCatalogPlugin]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from dbt_iceberg_maint.invoke import FAILED_STATUSES
+from dbt_iceberg_maint.runtime.invoke import FAILED_STATUSES
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # `12:00:01  msg` (console) or `12:00:01.123456 [error] [Thread-1 (]: msg` (logs/dbt.log).

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint.errors import LeaseError
-from dbt_iceberg_maint.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
 from dbt_iceberg_maint.protocol import LEASES_MARKER, marker_payloads
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, Invoker, default_profiles_dir, invoke_dbt
 
 # The macros' holder identity: dbt-iceberg-maint maintain sets it for all of its invocations, so
 # a replay after a failure re-enters the leases its first invocation took.

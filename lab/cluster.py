@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, open_catalog
 from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
-from dbt_iceberg_maint.spark import DEFAULT_CATALOG, check_java
-from dbt_iceberg_maint.thrift_server import LOOPBACK, ThriftServer, pyspark_home, start_thrift_server
+from dbt_iceberg_maint.runtime import processes
+from dbt_iceberg_maint.runtime.spark import DEFAULT_CATALOG, check_java
+from dbt_iceberg_maint.runtime.thrift_server import LOOPBACK, ThriftServer, pyspark_home, start_thrift_server
 from lab.hive_metastore import HiveMetastore
 from lab.postgres import JDBC_JAR, PostgresServer
 

@@ -3,7 +3,7 @@
 Each process gets a work directory of its own (profiles.yml, target/, logs/, output.log), so
 concurrent dbt invocations on one project never share dbt's artifacts. Commands are values
 (`DbtCommand`); `start()` runs one through the product's process shell
-(`dbt_iceberg_maint.processes`: its own process group, a parent-death signal), and
+(`dbt_iceberg_maint.runtime.processes`: its own process group, a parent-death signal), and
 `Running.wait()` returns what it did.
 """
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import IcebergMaintError
+from dbt_iceberg_maint.runtime import processes
 
 BIN = Path(sys.executable).parent
 

@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbt_iceberg_maint import protocol
-from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
 from dbt_iceberg_maint.metadata.health import HEALTH_FIELDS, health_figures
 from dbt_iceberg_maint.metadata.planner import plan_table
@@ -19,6 +18,7 @@ from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.gate import gate_reason
 from dbt_iceberg_maint.policy.sql import TableRef
 from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 ALL_OPERATIONS = list(protocol.OPERATIONS)
 _TIMESTAMP = re.compile(r"TIMESTAMP '[^']*Z'")

@@ -815,8 +815,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _standalone(workdir: Path, examples: int, seed: int, replay: Sequence[Mapping[str, Any]] | None = None
                 ) -> dict[str, Any]:
-    from dbt_iceberg_maint.invoke import invoke_dbt
-    from dbt_iceberg_maint.spark import WAREHOUSE_ENV, start_session
+    from dbt_iceberg_maint.runtime.invoke import invoke_dbt
+    from dbt_iceberg_maint.runtime.spark import WAREHOUSE_ENV, start_session
 
     warehouse = (workdir / "warehouse").resolve()
     warehouse.mkdir(parents=True, exist_ok=True)

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import RuntimeSetupError
-from dbt_iceberg_maint.thrift_server import accepts_connections, pyspark_home
+from dbt_iceberg_maint.runtime import processes
+from dbt_iceberg_maint.runtime.thrift_server import accepts_connections, pyspark_home
 from lab.postgres import JDBC_JAR, PostgresServer, ensure_installed, free_port
 
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"

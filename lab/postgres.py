@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.runtime import processes
 
 JDBC_JAR = Path("/usr/share/java/postgresql.jar")
 PACKAGES = ("postgresql", "libpostgresql-jdbc-java")

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.leases import RUN_ID_ENV
+from dbt_iceberg_maint.runtime import processes
 from lab import audit
 from lab import torture_judging as judging
 from lab.cluster import JdbcCatalog, LabCatalog, MetastoreCatalog
@@ -181,7 +181,7 @@ class Run:
         return replace(self.metastore, port=proxy_port).spark_catalog_properties(str(self.warehouse))["uri"]
 
     def env(self, name: str, proxy_port: int) -> dict[str, str]:
-        from dbt_iceberg_maint.spark import resolve_iceberg_runtime
+        from dbt_iceberg_maint.runtime.spark import resolve_iceberg_runtime
 
         jars = [*resolve_iceberg_runtime().jars, str(JDBC_JAR)]
         logs = self.workdir / "dbt" / name

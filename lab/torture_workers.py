@@ -41,7 +41,7 @@ def spark_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The settings of lab/torture_project/profiles.yml for the workers that are not dbt: the
     product's runtime settings (`session_conf`) with the torture's catalog (JDBC or Hive; the Hive
     catalog ignores the jdbc.* keys)."""
-    from dbt_iceberg_maint.spark import (
+    from dbt_iceberg_maint.runtime.spark import (
         DRIVER_JAVA_OPTIONS,
         CatalogSpec,
         IcebergRuntime,

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from dbt_iceberg_maint.cli.demo import BATCH_ENV
+from dbt_iceberg_maint.leases import RUN_ID_ENV
+
 # The conflict gate's one import for the new tests (it may move to tests/support): they take it
 # through the `conflict_gate` fixture below.
-from dbt_iceberg_maint._conflict_gate import ConflictGate
-from dbt_iceberg_maint.cli.demo import BATCH_ENV
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
-from dbt_iceberg_maint.leases import RUN_ID_ENV
-from dbt_iceberg_maint.spark import (
+from dbt_iceberg_maint.runtime._conflict_gate import ConflictGate
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.spark import (
     DRIVER_JAVA_OPTIONS,
     WAREHOUSE_ENV,
     resolve_iceberg_runtime,

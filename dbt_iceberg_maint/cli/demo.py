@@ -21,11 +21,11 @@ from dbt_iceberg_maint.cli.output import TABLE_COLUMN, Column, console
 from dbt_iceberg_maint.cli.output import table as rich_table
 from dbt_iceberg_maint.errors import IcebergMaintError
 from dbt_iceberg_maint.health import TableHealth, health_via_dbt
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import maintenance_table
-from dbt_iceberg_maint.project_files import integration_project
 from dbt_iceberg_maint.results import parse_result_lines
-from dbt_iceberg_maint.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.project_files import integration_project
+from dbt_iceberg_maint.runtime.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -262,9 +262,9 @@ def step_conflict_recovery(ctx: DemoContext) -> None:
     """MERGE models lose to a compaction run by another job; only safe re-runs happen: the
     idempotent one by its idempotency, the `idempotent: false` one because landed verification
     proves from its snapshot log that its MERGE did not land."""
-    from dbt_iceberg_maint._conflict_gate import SCENARIO_MODELS, ConflictGate, add_small_files, compaction_sql
     from dbt_iceberg_maint.runner import exponential_backoff, report_table, run_dbt_with_retries
-    from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
+    from dbt_iceberg_maint.runtime._conflict_gate import SCENARIO_MODELS, ConflictGate, add_small_files, compaction_sql
+    from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog
 
     ctx.console.rule("Commit conflicts: classify, re-run only what is safe (dbt-iceberg-maint run)")
     warehouse = Path(ctx.env[WAREHOUSE_ENV])

@@ -39,10 +39,10 @@ def env(warehouse: Path, output: str) -> None:
     import os
     import shlex
 
-    from dbt_iceberg_maint.driver_memory import DRIVER_MEMORY_ENV, driver_memory
-    from dbt_iceberg_maint.embedded_catalog import SQLITE_JDBC_JAR_ENV
     from dbt_iceberg_maint.errors import IcebergMaintError
-    from dbt_iceberg_maint.spark import (
+    from dbt_iceberg_maint.runtime.driver_memory import DRIVER_MEMORY_ENV, driver_memory
+    from dbt_iceberg_maint.runtime.embedded_catalog import SQLITE_JDBC_JAR_ENV
+    from dbt_iceberg_maint.runtime.spark import (
         DRIVER_JAVA_OPTIONS_ENV,
         ICEBERG_JAR_ENV,
         ICEBERG_PACKAGES_ENV,

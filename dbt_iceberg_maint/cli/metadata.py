@@ -186,7 +186,6 @@ def report_command(warehouse: str | None, catalog_properties: tuple[str, ...], c
     import datetime as dt
     import os
 
-    from dbt_iceberg_maint.invoke import default_profiles_dir
     from dbt_iceberg_maint.report.shell import (
         EstimateSettings,
         history_table_name,
@@ -194,6 +193,7 @@ def report_command(warehouse: str | None, catalog_properties: tuple[str, ...], c
         project_policies,
         write_report,
     )
+    from dbt_iceberg_maint.runtime.invoke import default_profiles_dir
 
     catalog = open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
     profiles = profiles_dir or (default_profiles_dir(project_dir, os.environ)

@@ -56,8 +56,8 @@ def open_metadata_catalog(warehouse: str | None, properties: tuple[str, ...], na
                            project_dir: Path, profiles_dir: Path | None, target: str | None) -> object:
     import os
 
-    from dbt_iceberg_maint.invoke import default_profiles_dir
     from dbt_iceberg_maint.metadata.catalog import config_from_options, config_from_profile, open_catalog
+    from dbt_iceberg_maint.runtime.invoke import default_profiles_dir
 
     if warehouse is None and not properties:
         config = config_from_profile(project_dir, profiles_dir or default_profiles_dir(project_dir, os.environ),

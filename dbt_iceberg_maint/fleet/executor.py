@@ -27,12 +27,12 @@ from dbt_iceberg_maint.fleet.pool import Pool, Progress, Schedule
 from dbt_iceberg_maint.fleet.scheduler import FleetReport, Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.steps import recording_problems, unrecorded_args
 from dbt_iceberg_maint.fleet.workers import InProcessWorker, SubprocessWorker, Worker
-from dbt_iceberg_maint.invoke import DbtInvocation, default_profiles_dir
 from dbt_iceberg_maint.leases import RUN_ID_ENV, create_logs_args
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.selection import Shard, check_catalog_patterns
 from dbt_iceberg_maint.protocol import BACKLOG_REASON_PREFIX
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, default_profiles_dir
 
 
 def _option_value(args: Sequence[str], name: str) -> str | None:
@@ -153,8 +153,8 @@ class _Project:
 def _project(project_dir: str | os.PathLike[str], profiles_dir: str | os.PathLike[str] | None, target: str | None,
              dbt_args: Sequence[str], env: Mapping[str, str] | None, catalog: CatalogConfig | None,
              previous: Mapping[str, Any] | None) -> _Project:
-    from dbt_iceberg_maint.embedded_profile import prepare_profile_catalog
     from dbt_iceberg_maint.metadata.catalog import config_from_profile
+    from dbt_iceberg_maint.runtime.embedded_profile import prepare_profile_catalog
 
     environ = {**os.environ, **(env or {})}
     project = Path(project_dir).resolve()

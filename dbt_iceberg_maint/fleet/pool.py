@@ -14,9 +14,9 @@ from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.steps import after_failure, step_args, step_outcome
 from dbt_iceberg_maint.fleet.workers import Worker
-from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.maintenance import marker_messages
 from dbt_iceberg_maint.results import history_written
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 # What the progress callback receives after every change: counts and the ETA in seconds.
 Progress = Callable[[Mapping[str, Any]], None]

@@ -15,7 +15,6 @@ from typing import Any
 from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome
 from dbt_iceberg_maint.fleet.workers import Ran, Worker
-from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.leases import LEASE_KEPT, give_back_args
 from dbt_iceberg_maint.maintenance import (
     error_text,
@@ -27,6 +26,7 @@ from dbt_iceberg_maint.maintenance import (
 )
 from dbt_iceberg_maint.results import MaintenanceResult, history_problems, parse_result_lines
 from dbt_iceberg_maint.rewrite_probe import probe_args
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 
 def utc(epoch_s: float) -> str:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dbt_iceberg_maint.invoke import DbtInvocation, LoggedEvent
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, LoggedEvent
 
 
 def invocation_to_dict(invocation: DbtInvocation) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def serve(ready: Path | None = None, preload: dict[str, Any] | None = None) -> N
     not count a worker's start."""
     import dbt.cli.main  # noqa: F401 (the slow import, before the first job)
 
-    from dbt_iceberg_maint.invoke import ParsedManifests, invoke_dbt
+    from dbt_iceberg_maint.runtime.invoke import ParsedManifests, invoke_dbt
 
     manifest = None if preload is None else ParsedManifests().get(
         preload["project_dir"], preload.get("profiles_dir"), preload["flags"])

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from dbt_iceberg_maint import processes
 from dbt_iceberg_maint.fleet.worker import invocation_from_dict
-from dbt_iceberg_maint.invoke import DbtInvocation, ParsedManifests, invoke_dbt
+from dbt_iceberg_maint.runtime import processes
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, ParsedManifests, invoke_dbt
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 POLL_S = 0.05

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.invoke import default_profiles_dir, invoke_dbt
 from dbt_iceberg_maint.lint.project import project_from_manifest, run_durations
 from dbt_iceberg_maint.lint.rules import RULES, LintResult, lint_project
+from dbt_iceberg_maint.runtime.invoke import default_profiles_dir, invoke_dbt
 
 
 def parse_manifest(

@@ -25,7 +25,7 @@ DEFAULT_CATALOG_NAME = "local"
 # Spark-side settings with no meaning for reading metadata: accepted and ignored.
 SPARK_ONLY_KEYS = ("cache-enabled", "cache.expiration-interval-ms", "cache.case-sensitive", "default-namespace",
                    "io-impl", "jdbc.init-catalog-tables", "jdbc.busy_timeout")
-# The embedded default's catalog file in the warehouse (dbt_iceberg_maint.embedded_catalog, kept
+# The embedded default's catalog file in the warehouse (dbt_iceberg_maint.runtime.embedded_catalog, kept
 # free of that import: this module loads without Spark's).
 EMBEDDED_CATALOG_FILE = "iceberg_catalog.db"
 # Keys Spark's Hadoop catalog ignores: a profile that switches its catalog type (an env_var) keeps them.

@@ -51,7 +51,7 @@ def load_manifest(project_dir: Path, profiles_dir: Path | None, target: str | No
     folder is dbt's: DBT_TARGET_PATH when set (in `env` or the process), else `target`."""
     path = target_dir(project_dir, env) / "manifest.json"
     if parse or not path.is_file():
-        from dbt_iceberg_maint.invoke import invoke_dbt
+        from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
         args = ["parse", "--quiet"] + (["--target", target] if target else [])
         invocation = invoke_dbt(args, project_dir=project_dir, profiles_dir=profiles_dir, env=env)

@@ -1,6 +1,6 @@
 {#- The scenario models' source: the newest version of every event up to the seed batch (var
     `batch`, else DBT_ICEBERG_MAINT_BATCH).
-    gated: every row passes the conflict gate UDF (dbt_iceberg_maint/_conflict_gate.py), which
+    gated: every row passes the conflict gate UDF (dbt_iceberg_maint/runtime/_conflict_gate.py), which
     can hold the model until a test's concurrent commit has landed. -#}
 {% macro latest_events(gated=false) %}
 {%- set seed_batch = var('batch', env_var('DBT_ICEBERG_MAINT_BATCH', '1') if execute else '1') %}

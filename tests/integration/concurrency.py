@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
+from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

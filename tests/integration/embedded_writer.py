@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from dbt_iceberg_maint.spark import start_session
+from dbt_iceberg_maint.runtime.spark import start_session
 
 
 def main() -> None:

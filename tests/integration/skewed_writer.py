@@ -6,7 +6,7 @@ test's JVM. Phases, each ended by a marker file in `--state`:
 
 1. setup: build `raw_events` and the append model (batch 1) on the JDBC catalog, create the
    audit table the model's post-hook MERGEs into and add small files to it. The conflict gate
-   (dbt_iceberg_maint/_conflict_gate.py) then makes the post-hook's MERGE lose a real conflict to
+   (dbt_iceberg_maint/runtime/_conflict_gate.py) then makes the post-hook's MERGE lose a real conflict to
    a compaction of the audit table from another session of this process: the post-hook fails
    after the append committed.
 2. `ready` → wait for `compacted`: the test compacts the append model's table meanwhile, so the
@@ -23,10 +23,10 @@ import os
 import time
 from pathlib import Path
 
-from dbt_iceberg_maint._conflict_gate import ConflictGate, compaction_sql
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, invoke_dbt
 from dbt_iceberg_maint.runner import run_dbt_with_retries
-from dbt_iceberg_maint.spark import CatalogSpec, register_catalog, resolve_iceberg_runtime, start_session
+from dbt_iceberg_maint.runtime._conflict_gate import ConflictGate, compaction_sql
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, invoke_dbt
+from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog, resolve_iceberg_runtime, start_session
 from lab.postgres import JDBC_JAR
 
 MODEL, AUDIT = "conflict_hooked_append", "conflict_hooked_append_audit"

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from tests.expect import first, json_document
 from tests.integration.concurrency import HADOOP_CATALOG, RACE_CATALOG, join_all, lose_catalog_race, other_job
 

@@ -29,8 +29,8 @@ from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from tests.expect import first
 from tests.integration.concurrency import (
     HADOOP_CATALOG,

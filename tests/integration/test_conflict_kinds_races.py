@@ -33,7 +33,7 @@ from tests.integration.concurrency import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dbt_iceberg_maint.invoke import DbtInvocation
+    from dbt_iceberg_maint.runtime.invoke import DbtInvocation
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration

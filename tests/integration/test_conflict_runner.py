@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint._conflict_gate import (
+from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
+from dbt_iceberg_maint.runtime._conflict_gate import (
     SCENARIO_MODELS,
     ConcurrentCommit,
     ConflictGate,
     add_small_files,
     compaction_sql,
 )
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
-from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
-from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog
 from tests.expect import first
 
 if TYPE_CHECKING:

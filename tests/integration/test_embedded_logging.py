@@ -4,7 +4,7 @@ new table prints no Java stack trace on stderr.
 
 Iceberg's Hadoop catalog logged ~130 lines of `FileNotFoundException` per new table ("Error
 reading version hint file", a warning it recovers from); the driver's log settings
-(dbt_iceberg_maint/log4j2.properties, added to Spark's defaults) drop that one message.
+(dbt_iceberg_maint/runtime/log4j2.properties, added to Spark's defaults) drop that one message.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 
 pytestmark = pytest.mark.integration
 

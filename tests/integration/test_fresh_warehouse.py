@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.driver_memory import DRIVER_MEMORY_ENV, driver_memory
-from dbt_iceberg_maint.spark import WAREHOUSE_ENV
+from dbt_iceberg_maint.runtime.driver_memory import DRIVER_MEMORY_ENV, driver_memory
+from dbt_iceberg_maint.runtime.spark import WAREHOUSE_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def user_environment(tmp_path: Path) -> dict[str, str]:
 # Seeds a table through the package's in-process dbt, then reports what the session got.
 SEED_AND_REPORT = textwrap.dedent("""\
     import json, sys
-    from dbt_iceberg_maint.invoke import invoke_dbt
+    from dbt_iceberg_maint.runtime.invoke import invoke_dbt
     invocation = invoke_dbt(["seed", "--select", "raw_users"])
     from pyspark.sql import SparkSession
     spark = SparkSession._instantiatedSession  # dbt's (the active one is per thread)
@@ -81,8 +81,8 @@ def test_a_new_warehouse_named_by_the_variable_alone_works_with_the_machines_dri
 def test_plain_dbt_works_on_a_new_warehouse_named_by_the_variable_alone(installed_package: Path,
                                                                         tmp_path: Path) -> None:
     """The `dbt` command itself, no wrapper of ours: dbt runs the package's plugin
-    (dbt_iceberg_maint/dbt_plugin.py) before it connects, which creates the catalog's tables."""
-    from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+    (dbt_iceberg_maint/runtime/dbt_plugin.py) before it connects, which creates the catalog's tables."""
+    from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 
     project = str(INTEGRATION_PROJECT)
     env = user_environment(tmp_path)
@@ -98,7 +98,7 @@ def test_maintain_output_json_prints_the_report_alone_on_stdout_and_dbts_log_on_
         installed_package: Path, tmp_path: Path) -> None:
     """Issue 55's third point, on the same kind of new warehouse (no `env` for it): machines read
     stdout. The selected model was never built, so its operations fail (exit 1) in the report."""
-    from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+    from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 
     project = str(INTEGRATION_PROJECT)
     done = subprocess.run([str(BIN / "dbt-iceberg-maint"), "maintain", "--select", "event_log", "--output", "json",
@@ -130,7 +130,7 @@ def test_a_selection_that_matches_nothing_is_a_one_line_usage_error(
     """Issue 55's fourth point: it exited 0 with a footer. Now exit 2, nothing on stdout, one line
     on stderr naming the argument and its value (after dbt's own log lines, for maintain). `plan`
     reads metadata only and creates no warehouse: its user ran `env` for the new one."""
-    from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+    from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 
     env = user_environment(tmp_path)
     if arguments[0] == "plan":

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import DbtInvocation
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

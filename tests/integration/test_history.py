@@ -17,7 +17,7 @@ from tests.integration.test_maintenance import build_project, current_snapshot
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dbt_iceberg_maint.invoke import DbtInvocation
+    from dbt_iceberg_maint.runtime.invoke import DbtInvocation
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration

@@ -22,16 +22,16 @@ import pytest
 from pyiceberg.catalog import load_catalog
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.runner import run_dbt_with_retries
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from tests.expect import first
 from tests.integration.metastore_locks import HeldTableLock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dbt_iceberg_maint._conflict_gate import ConflictGate
+    from dbt_iceberg_maint.runtime._conflict_gate import ConflictGate
     from lab.hive_metastore import HiveMetastore
     from tests.conftest import DbtProject
 

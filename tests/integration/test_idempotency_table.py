@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.idempotency import idempotency
-from dbt_iceberg_maint.invoke import invoke_dbt
-from dbt_iceberg_maint.spark import CatalogSpec, register_catalog, switch_warehouse
+from dbt_iceberg_maint.runtime.invoke import invoke_dbt
+from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog, switch_warehouse
 from tests.conftest import invocation_env
 
 if TYPE_CHECKING:

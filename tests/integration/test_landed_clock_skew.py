@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint._conflict_gate import compaction_sql
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
-from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
+from dbt_iceberg_maint.runtime._conflict_gate import compaction_sql
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -32,11 +32,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.leases import RUN_ID_ENV
 from dbt_iceberg_maint.maintenance import run_maintenance
 from dbt_iceberg_maint.results import parse_result_lines
-from dbt_iceberg_maint.spark import switch_warehouse
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.spark import switch_warehouse
 from tests.expect import json_document
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, invoke_dbt
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, invoke_dbt
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import MaintenancePlan, run_maintenance
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
 from tests.expect import first
 
 if TYPE_CHECKING:

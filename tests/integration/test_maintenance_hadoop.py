@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.maintenance import run_maintenance
 from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from tests.integration.concurrency import (
     HADOOP_CATALOG,
     RACE_CATALOG,

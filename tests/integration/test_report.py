@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from lab.chromium import dump_dom, screenshot
 from tests.integration.test_maintenance import build_project
 

@@ -16,7 +16,7 @@ from dbt_iceberg_maint.results import parse_result_lines
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dbt_iceberg_maint.invoke import DbtInvocation
+    from dbt_iceberg_maint.runtime.invoke import DbtInvocation
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration

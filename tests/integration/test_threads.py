@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from tests.expect import first
 from tests.integration.concurrency import HADOOP_CATALOG, RACE_CATALOG, join_all, lose_catalog_race, other_job
 

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 import python_udfs
-from dbt_iceberg_maint._conflict_gate import ConflictGate
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.spark import CatalogSpec, register_catalog
+from dbt_iceberg_maint.runtime._conflict_gate import ConflictGate
+from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.processes import group_alive
+from dbt_iceberg_maint.runtime.processes import group_alive
 from lab.cluster import JdbcCatalog, SparkCluster, start_cluster_thrift_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]

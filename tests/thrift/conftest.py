@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
-from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.thrift_server import ThriftServer, start_thrift_server
 from lab.gate import build_gate_jar
 from tests.conftest import PACKAGES_PATH_ENV, invocation_env
 

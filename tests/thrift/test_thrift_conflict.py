@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation
 from dbt_iceberg_maint.runner import RunReport, run_dbt_with_retries
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation
 from tests.expect import first
 from tests.thrift.conftest import ThriftSql, running_statements
 
 if TYPE_CHECKING:
-    from dbt_iceberg_maint.thrift_server import ThriftServer
+    from dbt_iceberg_maint.runtime.thrift_server import ThriftServer
     from tests.thrift.conftest import ThriftDbtProject
 
 pytestmark = pytest.mark.integration

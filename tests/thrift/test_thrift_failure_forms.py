@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.thrift_server import ThriftServer, pyspark_home
+from dbt_iceberg_maint.runtime.thrift_server import ThriftServer, pyspark_home
 
 if TYPE_CHECKING:
     from tests.thrift.conftest import ThriftSql

@@ -22,15 +22,15 @@ from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.fleet import FleetReport, run_fleet
-from dbt_iceberg_maint.invoke import invoke_dbt
 from dbt_iceberg_maint.maintenance import error_text
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.health import read_health
 from dbt_iceberg_maint.protocol import OPERATIONS
+from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 from tests.expect import json_document
 
 if TYPE_CHECKING:
-    from dbt_iceberg_maint.thrift_server import ThriftServer
+    from dbt_iceberg_maint.runtime.thrift_server import ThriftServer
     from tests.thrift.conftest import ThriftSql
 
 pytestmark = pytest.mark.integration

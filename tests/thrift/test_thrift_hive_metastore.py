@@ -20,19 +20,19 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.fleet.workers import SubprocessWorker
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT, DbtInvocation
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.planner import plan_models
 from dbt_iceberg_maint.metadata.project import iceberg_models
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
-from dbt_iceberg_maint.spark import (
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation
+from dbt_iceberg_maint.runtime.spark import (
     DRIVER_JAVA_OPTIONS_ENV,
     ICEBERG_JAR_ENV,
     WAREHOUSE_ENV,
     log4j2_java_options,
     resolve_iceberg_runtime,
 )
-from dbt_iceberg_maint.thrift_server import ThriftServer, start_thrift_server
+from dbt_iceberg_maint.runtime.thrift_server import ThriftServer, start_thrift_server
 from lab.hive_metastore import HiveMetastore
 from tests.conftest import CATALOG_URI_ENV, PACKAGES_PATH_ENV
 from tests.thrift.conftest import ThriftDbtProject, ThriftSql

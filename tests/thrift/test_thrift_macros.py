@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 if TYPE_CHECKING:
-    from dbt_iceberg_maint.thrift_server import ThriftServer
+    from dbt_iceberg_maint.runtime.thrift_server import ThriftServer
     from tests.thrift.conftest import ThriftDbtProject, ThriftSql
 
 pytestmark = pytest.mark.integration

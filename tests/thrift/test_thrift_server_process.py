@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
-from dbt_iceberg_maint.processes import group_alive
-from dbt_iceberg_maint.thrift_server import (
+from dbt_iceberg_maint.runtime.processes import group_alive
+from dbt_iceberg_maint.runtime.thrift_server import (
     STATE_FILE,
     ThriftServer,
     accepts_connections,
@@ -48,7 +48,7 @@ def test_a_port_in_use_is_refused_before_anything_starts(thrift_server: ThriftSe
 
 STARTER = """
 import sys, time
-from dbt_iceberg_maint.thrift_server import start_thrift_server
+from dbt_iceberg_maint.runtime.thrift_server import start_thrift_server
 server = start_thrift_server(sys.argv[1], sys.argv[2], stop_with_parent=True)
 print(server.pid, flush=True)
 time.sleep(600)

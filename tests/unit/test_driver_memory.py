@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.driver_memory import (
+from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.runtime.driver_memory import (
     DRIVER_MEMORY_ENV,
     GIB,
     MIB,
@@ -22,10 +23,9 @@ from dbt_iceberg_maint.driver_memory import (
     limit_bytes,
     memory_bytes,
 )
-from dbt_iceberg_maint.embedded_profile import embedded_environment
-from dbt_iceberg_maint.errors import RuntimeSetupError
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
-from dbt_iceberg_maint.spark import CatalogSpec, IcebergRuntime, session_conf
+from dbt_iceberg_maint.runtime.embedded_profile import embedded_environment
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.runtime.spark import CatalogSpec, IcebergRuntime, session_conf
 
 
 @pytest.mark.parametrize(("machine", "expected"), [

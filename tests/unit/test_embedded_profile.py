@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.embedded_profile import prepare_profile_catalog
-from dbt_iceberg_maint.invoke import INTEGRATION_PROJECT
+from dbt_iceberg_maint.runtime.embedded_profile import prepare_profile_catalog
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 
 
 def catalog_tables(database: Path) -> set[str]:
@@ -53,7 +53,7 @@ def test_dbt_runs_the_package_plugin_which_prepares_the_profiles_catalog(tmp_pat
     from dbt.flags import set_flags
     from dbt.plugins.manager import PluginManager
 
-    from dbt_iceberg_maint.dbt_plugin import EmbeddedCatalogPlugin
+    from dbt_iceberg_maint.runtime.dbt_plugin import EmbeddedCatalogPlugin
 
     assert PluginManager.get_prefixed_modules()["dbt_iceberg_maint"].plugins == [EmbeddedCatalogPlugin]
     warehouse = tmp_path / "new" / "warehouse"

@@ -19,13 +19,13 @@ from sqlglot import exp
 
 from dbt_iceberg_maint import guards
 from dbt_iceberg_maint.errors import IcebergMaintError, PolicyError
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.maintenance import PlanStep, replay
 from dbt_iceberg_maint.metadata.jdbc_uri import sqlalchemy_uri
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.operation_types import ColdScope, PlanContext
 from dbt_iceberg_maint.policy.operations import OPERATIONS
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 CONTRACT = ["run_id", "invocation_id", "path", "node", "table_name", "operation", "status", "reason", "started_at",

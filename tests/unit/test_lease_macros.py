@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 TTL = 1000

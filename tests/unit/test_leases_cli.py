@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.errors import LeaseError
-from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.leases import Lease, break_args, leases_from_log, list_args, run_lease_command
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 LEASE = {"table": "analytics.events", "holder": "run-1", "acquired_at": "2026-11-24T22:40:00Z",
          "expires_at": "2026-11-25T00:40:00Z", "path": "iceberg_maintenance", "claim_id": "c1"}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 OWNER = "remove_left_behind_locations"

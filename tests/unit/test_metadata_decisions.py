@@ -142,7 +142,7 @@ def test_catalog_settings_in_spark_vocabulary() -> None:
 def test_the_embedded_catalog_of_a_warehouse(tmp_path: Path) -> None:
     """`--warehouse DIR`: the SQLite catalog file in DIR when there is one (the embedded default),
     else the Hadoop catalog's tables; `type=hadoop` forces the Hadoop catalog."""
-    from dbt_iceberg_maint.spark import CatalogSpec, prepare_warehouse
+    from dbt_iceberg_maint.runtime.spark import CatalogSpec, prepare_warehouse
 
     warehouse = str(tmp_path / "wh")
     assert config_from_options(warehouse, []).properties == {"type": "hadoop", "warehouse": warehouse}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.invoke import MAX_PARSE_STATES, PARSE_STATES, _parse_key, _parse_state, invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import MAX_PARSE_STATES, PARSE_STATES, _parse_key, _parse_state, invoke_dbt
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dbt_iceberg_maint.invoke import ParsedManifests, invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import ParsedManifests, invoke_dbt
 
 # dbt checks the project's state (vars, profile, files) whenever it parses, partially or not.
 PARSING_EVENT = "StateCheckVarsHash"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.policy.engine import unchanged_since
 from dbt_iceberg_maint.policy.selection import Shard, shard_of
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 HEALTH = {

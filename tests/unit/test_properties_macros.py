@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 CASE_PREFIX = "HP_CASE "
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.invoke import ManifestGraph, invoke_dbt
 from dbt_iceberg_maint.runner import NodeOutcome, plan_reruns, rerun_args
+from dbt_iceberg_maint.runtime.invoke import ManifestGraph, invoke_dbt
 
 CONFLICT = (
     "Runtime Error in model {name} (models/{name}.sql)\n  An error occurred while calling o48.sql.\n"

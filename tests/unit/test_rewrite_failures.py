@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.invoke import DbtInvocation
 from dbt_iceberg_maint.maintenance import run_maintenance
 from dbt_iceberg_maint.rewrite_probe import TOLERATED_FAILED_COMMITS, failed_commits, judge_probe, probe_args
 from dbt_iceberg_maint.runner import NodeOutcome, plan_reruns
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 # Iceberg 1.10's words, as PySpark and dbt print them (recorded from the suite's real runs).
 PARTIAL_PROGRESS = (

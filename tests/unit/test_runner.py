@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.invoke import DbtInvocation, ManifestGraph, NodeResult
 from dbt_iceberg_maint.runner import (
     NodeOutcome,
     NotSelectable,
@@ -21,6 +20,7 @@ from dbt_iceberg_maint.runner import (
     run_dbt_with_retries,
     strip_selection,
 )
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, ManifestGraph, NodeResult
 
 PKG = "iceberg_maint_integration_tests"
 MISSING_FILES = (
@@ -552,7 +552,7 @@ def test_bad_arguments_are_usage_errors(kwargs: dict[str, Any], message: str) ->
     assert dbt.calls == []
 
 
-# Recorded from a real run (dbt_iceberg_maint._conflict_gate scenario: dbt MERGE models against a
+# Recorded from a real run (dbt_iceberg_maint.runtime._conflict_gate scenario: dbt MERGE models against a
 # rewrite_data_files committed from another Spark session): target/run_results.json and the
 # manifest's nodes for the same invocation.
 RECORDED = Path(__file__).parent / "recorded"
@@ -585,7 +585,7 @@ def test_plan_from_a_recorded_real_conflict_run() -> None:
 
 
 def test_default_profiles_dir_follows_dbt(tmp_path: Path) -> None:
-    from dbt_iceberg_maint.invoke import default_profiles_dir
+    from dbt_iceberg_maint.runtime.invoke import default_profiles_dir
 
     assert default_profiles_dir(tmp_path, {"DBT_PROFILES_DIR": "/etc/dbt"}) == Path("/etc/dbt")
     assert default_profiles_dir(tmp_path, {}) == Path.home() / ".dbt"

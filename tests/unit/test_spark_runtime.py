@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
-from dbt_iceberg_maint.spark import (
+from dbt_iceberg_maint.runtime.spark import (
     ICEBERG_JAR_ENV,
     ICEBERG_PACKAGES_ENV,
     LOG4J2_ADDITIONS,
@@ -217,7 +217,7 @@ def test_prepare_warehouse_creates_the_catalog_tables_in_wal_mode(tmp_path: Path
 
 
 def test_a_missing_sqlite_driver_is_explained(tmp_path: Path) -> None:
-    from dbt_iceberg_maint.embedded_catalog import SQLITE_JDBC_JAR_ENV, find_sqlite_jdbc_jar
+    from dbt_iceberg_maint.runtime.embedded_catalog import SQLITE_JDBC_JAR_ENV, find_sqlite_jdbc_jar
 
     with pytest.raises(RuntimeSetupError, match=f"{SQLITE_JDBC_JAR_ENV}=.*does not exist"):
         find_sqlite_jdbc_jar({SQLITE_JDBC_JAR_ENV: str(tmp_path / "nope.jar")})
@@ -247,7 +247,7 @@ def test_env_prints_export_lines_or_json_through_the_output_layer(tmp_path: Path
     from click.testing import CliRunner
 
     from dbt_iceberg_maint.cli import main
-    from dbt_iceberg_maint.spark import DRIVER_JAVA_OPTIONS_ENV, WAREHOUSE_ENV
+    from dbt_iceberg_maint.runtime.spark import DRIVER_JAVA_OPTIONS_ENV, WAREHOUSE_ENV
 
     warehouse = tmp_path / "wh" / ("long_folder_name_" * 12)  # export lines are never wrapped
     text = CliRunner().invoke(main, ["env", "--warehouse", str(warehouse)])

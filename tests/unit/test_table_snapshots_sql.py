@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 SQL = ("select snapshot_id, parent_id, unix_millis(committed_at) as committed_at_ms, operation, "

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
-from dbt_iceberg_maint.processes import group_alive, tail
-from dbt_iceberg_maint.spark import CatalogSpec, IcebergRuntime
-from dbt_iceberg_maint.thrift_server import (
+from dbt_iceberg_maint.runtime.processes import group_alive, tail
+from dbt_iceberg_maint.runtime.spark import CatalogSpec, IcebergRuntime
+from dbt_iceberg_maint.runtime.thrift_server import (
     THRIFT_SERVER_CLASS,
     ThriftServer,
     ThriftServerSpec,
@@ -175,14 +175,14 @@ def test_stop_recorded_server_without_a_state_file(tmp_path: Path) -> None:
 
 
 def test_cli_stop_without_a_recorded_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dbt_iceberg_maint.thrift_server import main
+    from dbt_iceberg_maint.runtime.thrift_server import main
 
     assert main(["stop", "--state-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == f"no server recorded in {tmp_path}"
 
 
 def test_cli_requires_an_action(capsys: pytest.CaptureFixture[str]) -> None:
-    from dbt_iceberg_maint.thrift_server import main
+    from dbt_iceberg_maint.runtime.thrift_server import main
 
     with pytest.raises(SystemExit) as usage:
         main([])

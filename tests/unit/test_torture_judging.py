@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from dbt_iceberg_maint.spark import log4j2_java_options
+from dbt_iceberg_maint.runtime.spark import log4j2_java_options
 from lab.fuzz import call_is_intact, judge, names_an_argument, operation_error, properties_sql_is_intact
 from lab.ledger import TableCheck
 from lab.torture_judging import (

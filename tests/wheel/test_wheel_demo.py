@@ -107,7 +107,7 @@ def test_the_built_wheel_runs_the_whole_demo_from_any_directory(tmp_path: Path) 
                     "integration_tests/dbt_project.yml",
                     "integration_tests/packages.yml", "integration_tests/profiles.yml"):
         assert f"dbt_iceberg_maint/_project/{shipped}" in names
-    assert "dbt_iceberg_maint/log4j2.properties" in names  # the embedded runtime's driver log settings
+    assert "dbt_iceberg_maint/runtime/log4j2.properties" in names  # the embedded runtime's driver log settings
     assert not [n for n in names if "/target/" in n or "/dbt_packages/" in n or n.endswith(".user.yml")]
     assert not [n for n in names if n.startswith("tests/")] and "python_udfs/conflict_gate.py" not in names
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # dbt_iceberg_maint/, above runtime/
 CHECKOUT_ROOT = PACKAGE_DIR.parent
 BUNDLED_ROOT = PACKAGE_DIR / "_project"
 INTEGRATION_DIR = "integration_tests"

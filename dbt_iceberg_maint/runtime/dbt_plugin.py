@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dbt.plugins.manager import dbtPlugin
 
-from dbt_iceberg_maint.embedded_profile import OFFLINE_COMMANDS, prepare_profile_catalog
+from dbt_iceberg_maint.runtime.embedded_profile import OFFLINE_COMMANDS, prepare_profile_catalog
 
 
 class EmbeddedCatalogPlugin(dbtPlugin):

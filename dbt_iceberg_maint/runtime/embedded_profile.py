@@ -13,9 +13,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from dbt_iceberg_maint.driver_memory import DRIVER_MEMORY_ENV, driver_memory
 from dbt_iceberg_maint.errors import IcebergMaintError
-from dbt_iceberg_maint.spark import CatalogSpec
+from dbt_iceberg_maint.runtime.driver_memory import DRIVER_MEMORY_ENV, driver_memory
+from dbt_iceberg_maint.runtime.spark import CatalogSpec
 
 # dbt commands that open no connection: nothing to prepare for them (lint promises no warehouse).
 OFFLINE_COMMANDS = frozenset({"parse", "deps", "ls", "list", "clean"})
@@ -41,7 +41,7 @@ def prepare_profile_catalog(project_dir: Path, profiles_dir: Path, target: str |
 
     Only a `method: session` target whose server_side_parameters name an Iceberg catalog; any
     problem reading the profile is left to dbt, which reports it in its own words."""
-    from dbt_iceberg_maint.spark import prepare_warehouse
+    from dbt_iceberg_maint.runtime.spark import prepare_warehouse
 
     env = dict(os.environ if environ is None else environ)
     files = (project_dir / "dbt_project.yml", profiles_dir / "profiles.yml")
