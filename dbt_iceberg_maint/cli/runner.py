@@ -96,7 +96,7 @@ def classify_command(source: IO[str], output: str) -> None:
     from dataclasses import asdict
 
     from dbt_iceberg_maint.conflicts import classify
-    from dbt_iceberg_maint.failure_log import failures_in
+    from dbt_iceberg_maint.runner.failure_log import failures_in
 
     rows = [
         {"source": failure.source, "status": failure.status, **asdict(verdict), "files": list(verdict.files)}

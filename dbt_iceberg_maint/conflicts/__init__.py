@@ -11,7 +11,7 @@ beats a catalog CAS failure. Anything not recognised is `not_iceberg_conflict` a
 retryable.
 
 `retryable` answers one question: would re-running the *same idempotent statement* be safe?
-Whether the statement is idempotent is decided elsewhere (`dbt_iceberg_maint.idempotency`).
+Whether the statement is idempotent is decided elsewhere (`dbt_iceberg_maint.runner.idempotency`).
 """
 
 from __future__ import annotations

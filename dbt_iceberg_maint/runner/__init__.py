@@ -2,9 +2,14 @@
 
 - `plan`: the pure re-run decision (`plan_reruns`) and exact selection of the re-run nodes.
 - `report`: the report model (JSON contract) and its console table.
-- `loop`: `run_dbt_with_retries`, the thin shell: dbt in-process (`invoke.invoke_dbt`), landed
-  verification around each attempt (`landed`, `snapshot_reader`), an injectable backoff and a
-  bounded number of attempts.
+- `loop`: `run_dbt_with_retries`, the thin shell: dbt in-process (`runtime.invoke.invoke_dbt`),
+  landed verification around each attempt (`landed`, `snapshot_reader`), an injectable backoff and
+  a bounded number of attempts.
+- `idempotency` (pure): a dbt node → may it be re-run?
+- `landed` (pure): did a failed node's write land? decided by lineage from the snapshot log.
+- `snapshot_reader`: snapshot logs for landed verification over the user's own dbt connection.
+- `failure_log` (pure): a dbt log, console output or run_results.json → one failure text per node
+  (`dbt-iceberg-maint classify`).
 """
 
 from __future__ import annotations

@@ -11,22 +11,22 @@ from typing import Any
 
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.landed import LandedVerdict, Statement, TableLog, verify_landed
+from dbt_iceberg_maint.runner.landed import LandedVerdict, Statement, TableLog, verify_landed
 from dbt_iceberg_maint.runner.plan import COMMANDS, NodeOutcome, RerunPlan, plan_reruns, rerun_args
 from dbt_iceberg_maint.runner.report import HookRerun, ReportBuilder, RunReport
+from dbt_iceberg_maint.runner.snapshot_reader import (
+    CONTEXT_FLAGS,
+    DbtSnapshotReader,
+    SnapshotReader,
+    keep_flags,
+    verified_table,
+)
 from dbt_iceberg_maint.runtime.invoke import (
     FAILED_STATUSES,
     DbtInvocation,
     Invoker,
     default_profiles_dir,
     invoke_dbt,
-)
-from dbt_iceberg_maint.snapshot_reader import (
-    CONTEXT_FLAGS,
-    DbtSnapshotReader,
-    SnapshotReader,
-    keep_flags,
-    verified_table,
 )
 
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from dbt_iceberg_maint.conflicts import Classification, classify
 from dbt_iceberg_maint.errors import NotSelectable, UsageError
-from dbt_iceberg_maint.idempotency import idempotency
-from dbt_iceberg_maint.landed import COMMIT_STATE_UNKNOWN, LandedVerdict
+from dbt_iceberg_maint.runner.idempotency import idempotency
+from dbt_iceberg_maint.runner.landed import COMMIT_STATE_UNKNOWN, LandedVerdict
 from dbt_iceberg_maint.runtime.invoke import FAILED_STATUSES
 
 # Only these end a node successfully. `partial success` (a microbatch model with failed

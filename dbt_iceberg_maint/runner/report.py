@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.landed import LandedVerdict
+from dbt_iceberg_maint.runner.landed import LandedVerdict
 from dbt_iceberg_maint.runner.plan import SUCCESS_STATUSES, RerunPlan
 from dbt_iceberg_maint.runtime.invoke import FAILED_STATUSES, NodeResult
 

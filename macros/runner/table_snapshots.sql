@@ -1,4 +1,4 @@
-{#- The snapshot log the runner's landed verification reads (dbt_iceberg_maint/landed.py), through
+{#- The snapshot log the runner's landed verification reads (dbt_iceberg_maint/runner/landed.py), through
     SQL on the dbt connection so that it works over any connection method (session, thrift).
     `tables`: a list of 'schema.table' strings. For each table: whether it exists, every snapshot
     its metadata holds and the current one (the `main` ref): which snapshots an attempt added is

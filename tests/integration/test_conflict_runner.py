@@ -3,7 +3,7 @@
 A Python UDF in the models' source holds each MERGE between planning and commit until a
 compaction, run from a separate Spark session (another job, as users meet it), has replaced the
 files the MERGE read. Iceberg then aborts the MERGE with `Missing required files to delete`.
-Landed verification (dbt_iceberg_maint/landed.py) then proves from the snapshot log that the
+Landed verification (dbt_iceberg_maint/runner/landed.py) then proves from the snapshot log that the
 MERGE of the model declared not idempotent did not land, so it is re-run too; the contested
 model's MERGE loses to an append by another session of the same application, which makes the
 log undecidable, so it is refused.

@@ -1,4 +1,4 @@
-"""The idempotency table (dbt_iceberg_maint/idempotency.py) for real: the nodes it calls
+"""The idempotency table (dbt_iceberg_maint/runner/idempotency.py) for real: the nodes it calls
 idempotent - insert_overwrite, microbatch, seeds, snapshots - leave the same data when re-run
 after their commit landed, exactly what the runner relies on when it re-runs them.
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.idempotency import idempotency
+from dbt_iceberg_maint.runner.idempotency import idempotency
 from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog, switch_warehouse
 from tests.conftest import invocation_env

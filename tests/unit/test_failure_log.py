@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.failure_log import FailureText, failures_in, split_log
+from dbt_iceberg_maint.runner.failure_log import FailureText, failures_in, split_log
 
 ESC = "\x1b"
 SQL_ERROR = (

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.errors import UsageError
-from dbt_iceberg_maint.idempotency import idempotency, is_idempotent
+from dbt_iceberg_maint.runner.idempotency import idempotency, is_idempotent
 
 
 def model(materialized: str, meta: dict[str, Any] | None = None, **config: Any) -> dict[str, Any]:

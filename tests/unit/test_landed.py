@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.landed import (
+from dbt_iceberg_maint.runner.landed import (
     SNAPSHOTS_MARKER,
     Snapshot,
     SnapshotLogError,

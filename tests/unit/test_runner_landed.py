@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.landed import LandedVerdict, Snapshot, TableLog
 from dbt_iceberg_maint.runner import NodeOutcome, hook_rerun_args, plan_reruns, run_dbt_with_retries
+from dbt_iceberg_maint.runner.landed import LandedVerdict, Snapshot, TableLog
+from dbt_iceberg_maint.runner.snapshot_reader import CONTEXT_FLAGS, SnapshotRead, keep_flags, verified_table
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, NodeResult
-from dbt_iceberg_maint.snapshot_reader import CONTEXT_FLAGS, SnapshotRead, keep_flags, verified_table
 from tests.unit.test_runner import MISSING_FILES, NODES, PKG, SQL_ERROR, STATE_UNKNOWN, model, recorded, uid
 
 APP = "local-1"

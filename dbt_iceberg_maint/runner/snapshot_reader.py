@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dbt_iceberg_maint.errors import SnapshotLogError
-from dbt_iceberg_maint.landed import TableLog, parse_snapshot_lines
+from dbt_iceberg_maint.runner.landed import TableLog, parse_snapshot_lines
 from dbt_iceberg_maint.runtime.invoke import Invoker
 
 # dbt flags that change what the project is (selection aside): kept for `ls` and `run-operation`.
