@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import field, harness
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.policy.compaction import compaction_options, uses_partial_progress
 from dbt_iceberg_maint.policy.operations import OPERATIONS
 from dbt_iceberg_maint.policy.sql import TableRef, map_literal, rewrite_data_files_sql
-from dbt_iceberg_maint.results import parse_result_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

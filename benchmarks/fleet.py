@@ -212,7 +212,7 @@ def orphans_left(root: Path) -> int:
 
 def macro_night(project: Path) -> dict[str, Any]:
     from dbt_iceberg_maint.fleet.steps import is_call
-    from dbt_iceberg_maint.results import parse_result_lines
+    from dbt_iceberg_maint.maintenance.results import parse_result_lines
     from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
     started = time.perf_counter()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import field, harness
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """`plugins`, which dbt asks every installed `dbt_*` module for (dbt_plugin.py): imported only
+    """`plugins`, which dbt asks every installed `dbt_*` module for (runtime/dbt_plugin.py): imported only
     then, so importing the package does not import dbt."""
     if name == "plugins":
         from dbt_iceberg_maint.runtime.dbt_plugin import EmbeddedCatalogPlugin

@@ -7,7 +7,7 @@ guard and `scan_expression` its scanner (`_iceberg_maint_check_where`,
 location guard (macros/procedures/remove_orphan_files.sql; the 24 h floor and the 100-year bound
 are policy/checks.py's), `replayed_step_errors` the checks of a replayed plan step
 (`_iceberg_maint_replayed_argument_errors`, macros/operations/get_maintenance_plan.sql).
-The policy engine (policy/) and the replay (maintenance.py) call these.
+The policy engine (policy/) and the replay (maintenance/run.py) call these.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-# One executed, skipped, failed or dry-run operation (results.py reads it).
+# One executed, skipped, failed or dry-run operation (maintenance/results.py reads it).
 RESULT_MARKER: Final = "ICEBERG_MAINT_RESULT"
-# iceberg_maintenance's whole plan, logged once before the first step runs (maintenance.py).
+# iceberg_maintenance's whole plan, logged once before the first step runs (maintenance/run.py).
 PLAN_MARKER: Final = "ICEBERG_MAINT_PLAN"
 # A step (or a table's planning, operation null) taken up; debug level. What a statement Spark
 # rejects at run time belongs to.
@@ -23,9 +23,9 @@ START_MARKER: Final = "ICEBERG_MAINT_START"
 # The tables iceberg_maintenance selected, logged before planning: what remains when the
 # planning of one table fails at run time.
 SELECTION_MARKER: Final = "ICEBERG_MAINT_SELECTION"
-# The table_snapshots macro's snapshot log of the selected tables (landed verification, landed.py).
+# The table_snapshots macro's snapshot log of the selected tables (landed verification, runner/landed.py).
 SNAPSHOTS_MARKER: Final = "ICEBERG_MAINT_SNAPSHOTS"
-# The current leases list_leases found, or the one break_lease ended (leases.py).
+# The current leases list_leases found, or the one break_lease ended (maintenance/leases.py).
 LEASES_MARKER: Final = "ICEBERG_MAINT_LEASES"
 # One flush of maintenance history rows (macros/internal/history.sql): debug level when written,
 # info level when the history could not be written (`problem`), docs/history.md.

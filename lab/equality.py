@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dbt_iceberg_maint import protocol
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.metadata.catalog_tables import MetadataCatalog
 from dbt_iceberg_maint.metadata.health import HEALTH_FIELDS, health_figures
 from dbt_iceberg_maint.metadata.planner import plan_table
@@ -17,7 +18,6 @@ from dbt_iceberg_maint.metadata.reader import now_ms, read_summary
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.gate import gate_reason
 from dbt_iceberg_maint.policy.sql import TableRef
-from dbt_iceberg_maint.results import parse_result_lines
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 ALL_OPERATIONS = list(protocol.OPERATIONS)

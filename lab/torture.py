@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint.errors import IcebergMaintError
-from dbt_iceberg_maint.leases import RUN_ID_ENV
+from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV
 from dbt_iceberg_maint.runtime import processes
 from lab import audit
 from lab import torture_judging as judging

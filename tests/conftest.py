@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.cli.demo import BATCH_ENV
-from dbt_iceberg_maint.leases import RUN_ID_ENV
+from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV
 
 # The conflict gate's one import for the new tests (it may move to tests/support): they take it
 # through the `conflict_gate` fixture below.

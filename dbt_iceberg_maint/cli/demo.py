@@ -17,15 +17,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from dbt_iceberg_maint.cli.output import TABLE_COLUMN, Column, console
-from dbt_iceberg_maint.cli.output import table as rich_table
+from dbt_iceberg_maint.cli.output import console
 from dbt_iceberg_maint.errors import IcebergMaintError
-from dbt_iceberg_maint.health import TableHealth, health_via_dbt
-from dbt_iceberg_maint.maintenance import maintenance_table
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.health import TableHealth, health_via_dbt
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.run import maintenance_table
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.runtime.project_files import integration_project
 from dbt_iceberg_maint.runtime.spark import DEFAULT_CATALOG, WAREHOUSE_ENV, start_session
+from dbt_iceberg_maint.text_tables import TABLE_COLUMN, Column
+from dbt_iceberg_maint.text_tables import table as rich_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -18,8 +18,7 @@ from dbt_iceberg_maint.cli.options import (
 )
 from dbt_iceberg_maint.cli.output import (
     EXIT_USAGE,
-    TABLE_COLUMN,
-    Column,
+    console,
     fail,
     handle_errors,
     output_option,
@@ -27,6 +26,7 @@ from dbt_iceberg_maint.cli.output import (
     render_report,
 )
 from dbt_iceberg_maint.policy.selection import Shard
+from dbt_iceberg_maint.text_tables import TABLE_COLUMN, Column
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -99,7 +99,7 @@ def maintain_command(
     DBT_ARGS are passed to dbt (e.g. `--target prod --vars '{...}'`), after this command's own
     options. Exit 0 when no operation failed, 1 when one did, 2 on usage errors.
     """
-    from dbt_iceberg_maint.maintenance import maintenance_table, run_maintenance
+    from dbt_iceberg_maint.maintenance.run import maintenance_table, run_maintenance
 
     refuse_misplaced_options(dbt_args)
     if shard is not None:
@@ -144,7 +144,7 @@ def _maintain_fleet(select: tuple[str, ...], shard: str | None, operations: tupl
     cap = whole_number("--max-files-per-table", max_files_per_table)
     catalog = (config_from_options(warehouse, catalog_properties, catalog_name or "local")
                if warehouse is not None or catalog_properties else None)
-    with progress_display(enabled=output != "json") as progress:
+    with progress_display(None if output == "json" else console(stderr=True)) as progress:
         report = run_fleet(select or None, operations or None, concurrency=1 if workers is None else workers,
                            budget_s=budget, step_timeout_s=step_timeout, shard=shard, dry_run=dry_run, force=force,
                            as_of=as_of, project_dir=project_dir, profiles_dir=profiles_dir, dbt_args=dbt_args,
@@ -180,7 +180,7 @@ def leases_command(schemas: tuple[str, ...], break_table: str | None, output: st
     Runs the list_leases / break_lease run-operations over the project's dbt connection.
     DBT_ARGS are passed to dbt (e.g. `--target prod`), after this command's own options.
     """
-    from dbt_iceberg_maint.leases import break_args, list_args, run_lease_command
+    from dbt_iceberg_maint.maintenance.leases import break_args, list_args, run_lease_command
 
     refuse_misplaced_options(dbt_args)
     if break_table is not None and schemas:

@@ -13,8 +13,6 @@ from dbt_iceberg_maint.cli.options import MAINTENANCE_OPERATIONS, catalog_option
 from dbt_iceberg_maint.cli.output import (
     EXIT_FAILURES,
     EXIT_USAGE,
-    TABLE_COLUMN,
-    Column,
     echo_document,
     fail,
     handle_errors,
@@ -24,6 +22,7 @@ from dbt_iceberg_maint.cli.output import (
     render,
 )
 from dbt_iceberg_maint.policy.selection import Shard
+from dbt_iceberg_maint.text_tables import TABLE_COLUMN, Column
 
 
 @main.command("health")

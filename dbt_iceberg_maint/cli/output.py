@@ -24,17 +24,16 @@ import io
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, NoReturn, ParamSpec, TypeVar
+from typing import IO, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
+from dbt_iceberg_maint.text_tables import Column, table
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
@@ -149,54 +148,6 @@ def output_option_with_html(command: Callable[P, R]) -> Callable[P, R]:
 def print_text(text: str) -> None:
     """Preformatted text as it is: no markup, no highlighting, no wrapping (shell lines stay whole)."""
     console().print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-@dataclass(frozen=True)
-class Column:
-    """A table column: the row key it shows, its header, and how a value is printed."""
-
-    key: str
-    header: str | None = None
-    justify: Literal["left", "right"] = "left"
-    fold: bool = True  # wrap long values inside the cell instead of cutting them
-    wrap: bool = True  # False: names (`schema.table`) stay whole on one line; the column takes their width
-
-    def cell(self, value: object) -> str:
-        if value is None:
-            return ""
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, int | float):
-            return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
-        if isinstance(value, list | tuple):
-            return ", ".join(str(item) for item in value)
-        return str(value)
-
-
-# The `table` column of every table a command prints: a name cut across lines cannot be copied.
-TABLE_COLUMN = Column("table", wrap=False)
-
-
-def add_name_column(rendered: Table, header: str, names: Iterable[str],
-                    justify: Literal["left", "right"] = "left") -> None:
-    """A column of names that never wraps: as wide as its longest name (the other columns wrap)."""
-    rendered.add_column(header, justify=justify, no_wrap=True,
-                        min_width=max([len(header), *(len(name) for name in names)]))
-
-
-def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], *, title: str | None = None) -> Table:
-    """The rich table of `rows` (dicts) showing `columns`."""
-    rendered = Table(title=title)
-    cells = [[column.cell(row.get(column.key)) for column in columns] for row in rows]
-    for index, column in enumerate(columns):
-        if column.wrap:
-            rendered.add_column(column.header or column.key, justify=column.justify,
-                                overflow="fold" if column.fold else "ellipsis")
-        else:
-            add_name_column(rendered, column.header or column.key, (row[index] for row in cells), column.justify)
-    for row in cells:
-        rendered.add_row(*row)
-    return rendered
 
 
 def render(

@@ -11,7 +11,8 @@ import click
 
 from dbt_iceberg_maint.cli.app import main
 from dbt_iceberg_maint.cli.options import DBT_ARGS_FOLLOW, dbt_wrapper_options, refuse_misplaced_options
-from dbt_iceberg_maint.cli.output import Column, handle_errors, output_option, render, render_report
+from dbt_iceberg_maint.cli.output import handle_errors, output_option, render, render_report
+from dbt_iceberg_maint.text_tables import Column
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -27,7 +27,7 @@ from dbt_iceberg_maint.fleet.pool import Pool, Progress, Schedule
 from dbt_iceberg_maint.fleet.scheduler import FleetReport, Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.steps import recording_problems, unrecorded_args
 from dbt_iceberg_maint.fleet.workers import InProcessWorker, SubprocessWorker, Worker
-from dbt_iceberg_maint.leases import RUN_ID_ENV, create_logs_args
+from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV, create_logs_args
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.selection import Shard, check_catalog_patterns

@@ -14,8 +14,8 @@ from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.steps import after_failure, step_args, step_outcome
 from dbt_iceberg_maint.fleet.workers import Worker
-from dbt_iceberg_maint.maintenance import marker_messages
-from dbt_iceberg_maint.results import history_written
+from dbt_iceberg_maint.maintenance.results import history_written
+from dbt_iceberg_maint.maintenance.run import marker_messages
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 # What the progress callback receives after every change: counts and the ETA in seconds.

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from dbt_iceberg_maint.cli.output import add_name_column
 from dbt_iceberg_maint.fleet.scheduler import FleetReport
+from dbt_iceberg_maint.text_tables import add_name_column
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -20,18 +20,17 @@ _COLOURS = {"success": "green", "skipped": "yellow", "failed": "red", "dry_run":
 
 
 @contextmanager
-def progress_display(enabled: bool = True) -> Iterator[Callable[[Mapping[str, Any]], None] | None]:
-    """A progress callback for run_fleet that draws on stderr (None when disabled)."""
-    if not enabled:
+def progress_display(out: Console | None) -> Iterator[Callable[[Mapping[str, Any]], None] | None]:
+    """A progress callback for run_fleet that draws on `out` (the CLI passes its stderr console),
+    or None when there is no console to draw on."""
+    if out is None:
         yield None
         return
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from dbt_iceberg_maint.cli.output import console
-
     lock = threading.Lock()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[detail]}"),
-                  console=console(stderr=True), transient=True) as bar:
+                  console=out, transient=True) as bar:
         task = bar.add_task("fleet", total=None, detail="planning")
 
         def update(state: Mapping[str, Any]) -> None:

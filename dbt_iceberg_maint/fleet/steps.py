@@ -15,8 +15,10 @@ from typing import Any
 from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome
 from dbt_iceberg_maint.fleet.workers import Ran, Worker
-from dbt_iceberg_maint.leases import LEASE_KEPT, give_back_args
-from dbt_iceberg_maint.maintenance import (
+from dbt_iceberg_maint.maintenance.leases import LEASE_KEPT, give_back_args
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, history_problems, parse_result_lines
+from dbt_iceberg_maint.maintenance.rewrite_probe import probe_args
+from dbt_iceberg_maint.maintenance.run import (
     error_text,
     interrupted_step,
     marker_messages,
@@ -24,8 +26,6 @@ from dbt_iceberg_maint.maintenance import (
     probed,
     record_args,
 )
-from dbt_iceberg_maint.results import MaintenanceResult, history_problems, parse_result_lines
-from dbt_iceberg_maint.rewrite_probe import probe_args
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 
@@ -74,7 +74,7 @@ def step_outcome(step: Step, ran: Ran, started: float, finished: float, worker: 
 
 
 def _plan_step(step: Step) -> Any:
-    from dbt_iceberg_maint.maintenance import PlanStep
+    from dbt_iceberg_maint.maintenance.run import PlanStep
 
     return PlanStep(step.table, step.operation, step.status, step.reason or None, step.sql)
 

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dbt_iceberg_maint.cli.output import TABLE_COLUMN, Column
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.health import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord
 from dbt_iceberg_maint.metadata.planner import PlannedOperation
+from dbt_iceberg_maint.text_tables import TABLE_COLUMN, Column
 
 # The text table fits 80 columns with these (the JSON and the HTML report carry every figure,
 # deletion_vectors and max_partition_delete_ratio included); table names never wrap.

@@ -1,5 +1,5 @@
 {#- The result channel: one `ICEBERG_MAINT_RESULT <json>` line per executed, skipped, failed or
-    dry-run operation (read back by dbt_iceberg_maint.results.parse_result_lines). -#}
+    dry-run operation (read back by dbt_iceberg_maint.maintenance.results.parse_result_lines). -#}
 
 {% macro _iceberg_maint_now() -%}
   {{ return(modules.datetime.datetime.now(modules.pytz.utc)) }}

@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from dbt_iceberg_maint.leases import RUN_ID_ENV
+from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV
 from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 from dbt_iceberg_maint.runtime.spark import resolve_iceberg_runtime, start_session
 from lab.postgres import JDBC_JAR

@@ -18,7 +18,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql.functions import col
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from tests.expect import first
 from tests.integration.concurrency import (
     HADOOP_CATALOG,

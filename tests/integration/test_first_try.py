@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from benchmarks.post_hooks import HOOKS_CONFIG
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 if TYPE_CHECKING:

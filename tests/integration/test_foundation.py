@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.health import health_via_dbt
+from dbt_iceberg_maint.maintenance.health import health_via_dbt
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,7 +110,7 @@ def test_target_from_property_argument_and_unpartitioned_tables(spark: SparkSess
 
 
 def test_python_health_comes_from_the_macro(spark: SparkSession, built: DbtProject) -> None:
-    from dbt_iceberg_maint.health import health_via_dbt
+    from dbt_iceberg_maint.maintenance.health import health_via_dbt
 
     events = built.table("events")
     [health] = health_via_dbt([events], env=built.env)

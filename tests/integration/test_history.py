@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 from tests.integration.test_maintenance import build_project, current_snapshot
 
 if TYPE_CHECKING:

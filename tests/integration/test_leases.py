@@ -32,9 +32,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.leases import RUN_ID_ENV
-from dbt_iceberg_maint.maintenance import run_maintenance
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.run import run_maintenance
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.runtime.spark import switch_warehouse
 from tests.expect import json_document

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, invoke_dbt
 
 if TYPE_CHECKING:

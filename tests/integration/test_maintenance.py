@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dbt_iceberg_maint.maintenance import MaintenancePlan, run_maintenance
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance.run import MaintenancePlan, run_maintenance
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
 from tests.expect import first
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.maintenance import run_maintenance
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.run import run_maintenance
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from tests.integration.concurrency import (
     HADOOP_CATALOG,
@@ -28,7 +28,7 @@ from tests.integration.test_maintenance import build_project
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dbt_iceberg_maint.results import MaintenanceResult
+    from dbt_iceberg_maint.maintenance.results import MaintenanceResult
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration

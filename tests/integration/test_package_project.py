@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from tests.integration.test_first_try import PROFILE as PROFILE_OF_FIRST_TRY
 from tests.integration.test_first_try import SCHEMA as FIRST_TRY_SCHEMA
 from tests.integration.test_first_try import dbt

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.runtime.spark import CatalogSpec, prepare_warehouse
 from lab.lake import create_v3
 

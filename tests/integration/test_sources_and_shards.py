@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.policy.selection import shard_of
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 if TYPE_CHECKING:

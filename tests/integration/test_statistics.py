@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.health import read_health
 from dbt_iceberg_maint.metadata.planner import plan_table
 from dbt_iceberg_maint.metadata.project import ModelTarget
 from dbt_iceberg_maint.policy.sql import TableRef
-from dbt_iceberg_maint.results import parse_result_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog
 from lab.proxy import CommitCutProxy
 from lab.torture_workers import ROWS_PER_BATCH, GuardedWrite, batch_rows_present, merge_batch_guarded, merge_sql

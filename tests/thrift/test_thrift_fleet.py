@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.fleet import FleetReport, run_fleet
-from dbt_iceberg_maint.maintenance import error_text
+from dbt_iceberg_maint.maintenance.run import error_text
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.health import read_health
 from dbt_iceberg_maint.protocol import OPERATIONS

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 
 if TYPE_CHECKING:
     from tests.thrift.conftest import ThriftDbtProject, ThriftSql

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.fleet.workers import SubprocessWorker
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.planner import plan_models
 from dbt_iceberg_maint.metadata.project import iceberg_models
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation
 from dbt_iceberg_maint.runtime.spark import (
     DRIVER_JAVA_OPTIONS_ENV,

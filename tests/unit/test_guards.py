@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from dbt_iceberg_maint import guards
 from dbt_iceberg_maint.errors import IcebergMaintError, PolicyError
-from dbt_iceberg_maint.maintenance import PlanStep, replay
+from dbt_iceberg_maint.maintenance.run import PlanStep, replay
 from dbt_iceberg_maint.metadata.jdbc_uri import sqlalchemy_uri
 from dbt_iceberg_maint.policy import engine
 from dbt_iceberg_maint.policy.operation_types import ColdScope, PlanContext

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from dbt_iceberg_maint.errors import IcebergMaintError
-from dbt_iceberg_maint.health import TableHealth, healths_from_results
-from dbt_iceberg_maint.results import parse_result_lines
+from dbt_iceberg_maint.maintenance.health import TableHealth, healths_from_results
+from dbt_iceberg_maint.maintenance.results import parse_result_lines
 
 METRICS = {
     "table": "local.analytics.events", "data_files": 23, "small_files": 20, "data_bytes": 44720,

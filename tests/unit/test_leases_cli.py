@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.errors import LeaseError
-from dbt_iceberg_maint.leases import Lease, break_args, leases_from_log, list_args, run_lease_command
+from dbt_iceberg_maint.maintenance.leases import Lease, break_args, leases_from_log, list_args, run_lease_command
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 LEASE = {"table": "analytics.events", "holder": "run-1", "acquired_at": "2026-11-24T22:40:00Z",

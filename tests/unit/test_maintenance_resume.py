@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
-from dbt_iceberg_maint.maintenance import MaintenancePlan, PlanStep, SelectedTable, replay, run_maintenance, settle
-from dbt_iceberg_maint.results import MaintenanceResult
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult
+from dbt_iceberg_maint.maintenance.run import MaintenancePlan, PlanStep, SelectedTable, replay, run_maintenance, settle
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, LoggedEvent
 
 OPS = ("rewrite_data_files", "expire_snapshots", "remove_orphan_files", "rewrite_manifests")

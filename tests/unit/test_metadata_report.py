@@ -11,7 +11,6 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.cli.output import table
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.metadata.health import HEALTH_FIELDS, STATISTICS_FIELDS, HealthRecord
 from dbt_iceberg_maint.metadata.planner import PlannedOperation
@@ -24,6 +23,7 @@ from dbt_iceberg_maint.metadata.report import (
     plan_rows,
     plan_summary,
 )
+from dbt_iceberg_maint.text_tables import table
 
 FIGURES = {"table": "s.t", "data_files": 6, "small_files": 6, "data_bytes": 4000, "delete_files": 0, "records": 12,
            "snapshots": 6, "oldest_snapshot_age_hours": 1.5, "manifests": 6, "data_manifests": 6, "partitions": 2,

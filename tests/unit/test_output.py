@@ -10,16 +10,9 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from dbt_iceberg_maint.cli.output import (
-    EXIT_FAILURES,
-    EXIT_USAGE,
-    Column,
-    handle_errors,
-    output_option,
-    render,
-    table,
-)
+from dbt_iceberg_maint.cli.output import EXIT_FAILURES, EXIT_USAGE, handle_errors, output_option, render
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
+from dbt_iceberg_maint.text_tables import Column, table
 
 ROWS = [{"table": "analytics.events", "files": 12345, "ok": True, "kinds": ["a", "b"], "ratio": 0.5, "none": None}]
 COLUMNS = [Column("table"), Column("files", justify="right"), Column("ok"), Column("kinds"), Column("ratio"),
@@ -87,9 +80,9 @@ def test_output_help_says_what_text_prints(name: str, says: str) -> None:
 
 def test_table_names_stay_whole_on_a_narrow_terminal() -> None:
     """A `schema.table` cut across two lines cannot be read or copied: the other columns wrap."""
-    from dbt_iceberg_maint.maintenance import maintenance_table
+    from dbt_iceberg_maint.maintenance.results import MaintenanceResult
+    from dbt_iceberg_maint.maintenance.run import maintenance_table
     from dbt_iceberg_maint.metadata.report import HEALTH_COLUMNS, PLAN_COLUMNS
-    from dbt_iceberg_maint.results import MaintenanceResult
 
     name = "analytics_staging.stg_order_items_enriched"
     plan = [{"status": "skipped", "table": name, "operation": "rewrite_data_files", "reason": "quiet " * 20,
@@ -107,7 +100,8 @@ def test_table_names_stay_whole_on_a_narrow_terminal() -> None:
 NOISY_COMMAND = """
 import os, subprocess, sys
 import click
-from dbt_iceberg_maint.cli.output import Column, handle_errors, output_option, render
+from dbt_iceberg_maint.cli.output import handle_errors, output_option, render
+from dbt_iceberg_maint.text_tables import Column
 
 @click.command()
 @output_option

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint import protocol
-from dbt_iceberg_maint.maintenance import MaintenancePlan, started
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance.run import MaintenancePlan, started
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}

@@ -5,11 +5,13 @@ A dotted `dbt_iceberg_maint.<name>...` in README.md or docs/*.md is either a mac
 or generic test (`dbt_iceberg_maint.maintain`) or a Python path, which must import: a module, or a module and the
 attributes after it. `from dbt_iceberg_maint... import a, b` lines must import too, and a
 `dbt_iceberg_maint/...` file the docs cite must exist; a module the docs run with `python -m` must
-still run.
+still run. The top level holds the ground floor and, for a moved module whose old path the docs
+name, a re-export (imports, `__all__` and a `__main__` guard only).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import re
@@ -22,7 +24,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PACKAGE = "dbt_iceberg_maint"
 # Packages whose modules issue 56 has split to at most this many lines.
 LINE_LIMIT = 400
-SPLIT_PACKAGES = ("cli", "fleet", "metadata", "policy", "runtime", "runner")
+SPLIT_PACKAGES = ("cli", "fleet", "metadata", "policy", "runtime", "runner", "maintenance")
 
 
 def _text() -> str:
@@ -122,3 +124,64 @@ def test_split_packages_keep_modules_under_the_limit(package: str) -> None:
     assert modules
     long = {str(m.relative_to(ROOT)): n for m in modules if (n := len(m.read_text().splitlines())) > LINE_LIMIT}
     assert not long, f"over {LINE_LIMIT} lines: {long}"
+
+
+# The top level (docs/architecture.md, "Layout"): the ground floor, and re-exports of moved
+# modules whose old path the docs name.
+GROUND_FLOOR = {"__init__.py", "protocol.py", "errors.py", "guards.py", "text_tables.py", "py.typed"}
+
+
+def _top_level_files() -> list[Path]:
+    return sorted(path for path in (ROOT / PACKAGE).iterdir() if path.is_file())
+
+
+def _product_imports(tree: ast.Module) -> set[str]:
+    """The product modules a module imports at its top (not inside functions)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == PACKAGE:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.split(".")[0] == PACKAGE)
+    return names
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":` running `main()` and nothing else."""
+    if not (isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'" and not node.orelse):
+        return False
+    return [ast.unparse(statement) for statement in node.body] in (
+        ["main()"], ["raise SystemExit(main())"], ["sys.exit(main())"])
+
+
+def test_top_level_holds_the_ground_floor_and_re_exports_only() -> None:
+    others = [path for path in _top_level_files() if path.name not in GROUND_FLOOR]
+    assert all(path.suffix == ".py" for path in others), f"not a module: {[p.name for p in others]}"
+    documented = _text()
+    for path in others:
+        tree = ast.parse(path.read_text())
+        body = tree.body[1:] if ast.get_docstring(tree) is not None else tree.body
+        imported: set[str] = set()
+        exported: list[str] = []
+        for node in body:
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                continue
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"{PACKAGE}."):
+                # From the subpackage the module moved to, not from another top-level module.
+                assert node.module and node.module.count(".") >= 2, f"{path.name}: imports {node.module}"
+                imported.update(alias.asname or alias.name for alias in node.names)
+            elif (isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]
+                  and isinstance(node.value, ast.List | ast.Tuple)):
+                exported = [ast.literal_eval(element) for element in node.value.elts]
+            else:
+                assert _is_main_guard(node), f"{path.name} is not a re-export: {ast.unparse(node)[:80]!r}"
+        assert imported and sorted(imported) == sorted(exported), f"{path.name}: __all__ is not what it imports"
+        # A re-export stays only where the docs name its path.
+        assert f"{PACKAGE}.{path.stem}" in documented, f"{path.name}: no page names {PACKAGE}.{path.stem}"
+
+
+def test_the_ground_floor_imports_only_the_ground_floor() -> None:
+    floor = {f"{PACKAGE}.{name.removesuffix('.py')}" for name in GROUND_FLOOR if name.endswith(".py")}
+    for name in sorted(GROUND_FLOOR - {"py.typed", "__init__.py"}):
+        imports = _product_imports(ast.parse((ROOT / PACKAGE / name).read_text()))
+        assert imports <= floor, f"{name} imports {sorted(imports - floor)}"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dbt_iceberg_maint.results import (
+from dbt_iceberg_maint.maintenance.results import (
     MaintenanceResult,
     ResultLineError,
     failed_results,

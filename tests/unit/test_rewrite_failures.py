@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.conflicts import classify
-from dbt_iceberg_maint.maintenance import run_maintenance
-from dbt_iceberg_maint.rewrite_probe import TOLERATED_FAILED_COMMITS, failed_commits, judge_probe, probe_args
+from dbt_iceberg_maint.maintenance.rewrite_probe import (
+    TOLERATED_FAILED_COMMITS,
+    failed_commits,
+    judge_probe,
+    probe_args,
+)
+from dbt_iceberg_maint.maintenance.run import run_maintenance
 from dbt_iceberg_maint.runner import NodeOutcome, plan_reruns
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 

@@ -30,14 +30,14 @@ from typing import Any
 from rich.table import Table
 
 from dbt_iceberg_maint import guards, protocol
-from dbt_iceberg_maint.cli.output import add_name_column
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.errors import IcebergMaintError, UsageError
-from dbt_iceberg_maint.leases import LEASE_KEPT, RUN_ID_ENV, give_back_args
+from dbt_iceberg_maint.maintenance.leases import LEASE_KEPT, RUN_ID_ENV, give_back_args
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, history_problems, parse_result_lines
+from dbt_iceberg_maint.maintenance.rewrite_probe import failed_commits, judge_probe, probe_args
 from dbt_iceberg_maint.protocol import PLAN_MARKER, RESULT_MARKER, SELECTION_MARKER, START_MARKER, marker_payloads
-from dbt_iceberg_maint.results import MaintenanceResult, history_problems, parse_result_lines
-from dbt_iceberg_maint.rewrite_probe import failed_commits, judge_probe, probe_args
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, Invoker, default_profiles_dir, environment, invoke_dbt
+from dbt_iceberg_maint.text_tables import add_name_column
 
 ERROR_DETAIL_CHARS = 2000
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dbt_iceberg_maint.errors import IcebergMaintError
-from dbt_iceberg_maint.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, invoke_dbt
 
 

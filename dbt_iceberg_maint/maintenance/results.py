@@ -1,0 +1,119 @@
+"""Read the `ICEBERG_MAINT_RESULT <json>` lines the maintenance macros log.
+
+Every maintenance operation the dbt macros execute, skip or render as a dry run logs exactly one
+line `ICEBERG_MAINT_RESULT {"table": ..., "operation": ..., "status": ..., "reason": ...,
+"sql": ..., "metrics": {...}, "duration_ms": ...}`. This module turns those lines (from
+`DbtInvocation.log_messages` or from any captured text output) into frozen records. The marker
+and status names live in protocol.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from dbt_iceberg_maint import protocol
+from dbt_iceberg_maint.errors import ResultLineError
+from dbt_iceberg_maint.protocol import HISTORY_MARKER, RESULT_MARKER, marker_payloads
+
+STATUSES = frozenset(protocol.STATUSES)
+OPERATIONS = frozenset(protocol.OPERATIONS)
+
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    """One maintenance operation on one table, as the macros reported it."""
+
+    table: str
+    operation: str
+    status: str
+    reason: str | None = None
+    sql: str | None = None
+    metrics: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    duration_ms: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    @property
+    def executed(self) -> bool:
+        """The statement really ran (successfully or not)."""
+        return self.status in {"success", "failed"}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result line's JSON object (from_json's inverse)."""
+        return {"table": self.table, "operation": self.operation, "status": self.status, "reason": self.reason,
+                "sql": self.sql, "metrics": dict(self.metrics), "duration_ms": self.duration_ms}
+
+    @classmethod
+    def from_json(cls, payload: str) -> MaintenanceResult:
+        try:
+            data = json.loads(payload)
+        except json.JSONDecodeError as error:
+            raise ResultLineError(f"result line payload is not JSON: {payload[:200]!r}") from error
+        if not isinstance(data, dict):
+            raise ResultLineError(f"result line payload must be a JSON object, got {payload[:200]!r}")
+        missing = [key for key in ("table", "operation", "status") if not data.get(key)]
+        if missing:
+            raise ResultLineError(f"result line lacks {', '.join(missing)}: {payload[:200]!r}")
+        status = str(data["status"])
+        if status not in STATUSES:
+            raise ResultLineError(
+                f"result line status {status!r} is not one of {', '.join(sorted(STATUSES))}"
+            )
+        metrics = data.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise ResultLineError(f"result line metrics must be an object, got {metrics!r}")
+        duration = data.get("duration_ms")
+        return cls(
+            table=str(data["table"]),
+            operation=str(data["operation"]),
+            status=status,
+            reason=None if data.get("reason") in (None, "") else str(data["reason"]),
+            sql=None if data.get("sql") in (None, "") else str(data["sql"]),
+            metrics=MappingProxyType(dict(metrics)),
+            duration_ms=None if duration is None else int(duration),
+        )
+
+
+def parse_result_lines(messages: Iterable[str] | str) -> tuple[MaintenanceResult, ...]:
+    """Every result record in `messages` (dbt log messages, or one block of text), in order."""
+    return tuple(MaintenanceResult.from_json(payload) for payload in marker_payloads(messages, RESULT_MARKER))
+
+
+def failed_results(results: Iterable[MaintenanceResult]) -> tuple[MaintenanceResult, ...]:
+    return tuple(result for result in results if result.failed)
+
+
+def history_written(messages: Iterable[str] | str) -> bool:
+    """Whether an `ICEBERG_MAINT_HISTORY` line says rows were written (or, from
+    create_history_table, that the table is ready): the history table exists with its columns."""
+    for payload in marker_payloads(messages, HISTORY_MARKER):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("written") is True:
+            return True
+    return False
+
+
+def history_problems(messages: Iterable[str] | str) -> tuple[str, ...]:
+    """Why maintenance history was not written, one text per distinct problem, from the
+    `ICEBERG_MAINT_HISTORY` lines whose `written` is false (macros/internal/history.sql): the
+    maintenance itself went on. An unreadable line is reported as such, never raised."""
+    found: dict[str, None] = {}
+    for payload in marker_payloads(messages, HISTORY_MARKER):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            found[f"unreadable {HISTORY_MARKER} line: {payload[:200]!r}"] = None
+            continue
+        if isinstance(data, dict) and data.get("written") is False:
+            found[f"{data.get('table')}: {data.get('problem')}"] = None
+    return tuple(found)
