@@ -37,7 +37,7 @@ from dbt_iceberg_maint.leases import RUN_ID_ENV
 from dbt_iceberg_maint.maintenance import run_maintenance
 from dbt_iceberg_maint.results import parse_result_lines
 from dbt_iceberg_maint.spark import switch_warehouse
-from tests.expect import json_document
+from tests.expect import json_document, markers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -143,7 +143,7 @@ def workers(lake: Lake, postgres_server: PostgresServer, tmp_path_factory: pytes
 
 
 def cases(messages: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
-    return [json.loads(m.split(" ", 1)[1]) for m in messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    return markers(messages, "ICEBERG_MAINT_CASE")
 
 
 def lease_reason_holder(reason: str) -> str:
