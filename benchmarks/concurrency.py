@@ -23,8 +23,9 @@ against lab/ledger.py's ledger, and which cold small files the compaction remove
 naive + `dbt run` against policy + runner, gets Wilson intervals and Fisher's exact test
 (benchmarks/stats.py).
 
-`run_round` is the round's named phases. Over 300 lines: the round, its checks and the figures
-they add up to change together (a new check is a record key, a sum in `summarize` and a column).
+`run_round` is the round's named phases; `run` the set-up, the cycles and `_figures`. Over 300
+lines: the round, its checks and the figures they add up to change together (a new check is a
+record key, a sum in `summarize` and a column).
 """
 
 from __future__ import annotations
@@ -836,36 +837,8 @@ def run(rounds: int, quick: bool, results: Path | None = harness.RESULTS, run_di
             records.extend(run_cycle(lab, states, cycle, len(records), cold_seconds))
             print(f"  concurrency: cycle {number + 1}/{len(cycles)}{' (control)' if control else ''} in "
                   f"{time.time() - cycle_started:.0f} s", flush=True)
-            variants = summarize(records, states)
-            figures = {
-                "benchmark": "concurrency", "quick": quick, "rounds_requested": rounds,
-                "rounds_done": min(v["rounds"] for v in variants), "complete": number == len(cycles) - 1,
-                "stopped_early": stopped_early,
-                "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
-                "duration_s": round(time.time() - started, 1), "setup_s": round(setup_s, 1),
-                **harness.provenance(start),
-                "load_1m_median": statistics.median(r["load_1m"] for r in records),
-                "settings": {"catalog": CATALOGS[catalog_kind], "cluster": "Spark standalone, "
-                             f"1 worker, writers' application {WRITER_SLOTS} task slots (a gated task holds one), "
-                             "maintenance's 1",
-                             "rows_per_batch": ROWS_PER_BATCH, "rounds_per_day": ROUNDS_PER_DAY,
-                             "warm_up_batches": WARM_UP_BATCHES, "writer_max_attempts": 3,
-                             "writer_models": "a MERGE model (idempotent) and an append model (not idempotent) "
-                                              "in one dbt invocation",
-                             "gate": "the MERGE waits at a Hive UDF gate (lab/gate.py) from before its commit "
-                                     "until the maintenance process has ended",
-                             "cold_partitions_seconds": cold_seconds, "quiet_margin_s": QUIET_MARGIN_S,
-                             "last_warm_up_pause": LAST_WARM_UP_PAUSE,
-                             "controls": "one cycle after the last writer cycle, writers stopped",
-                             "cycle": "the rounds of one cycle run side by side, one table per variant",
-                             "policies": {"naive": "rewrite_data_files on the whole table, min-input-files 5",
-                                          "policy": f"cold_partitions_hours {cold_seconds / 3600:.5f} "
-                                                    f"({cold_seconds:.0f} s) in the model's policy, the "
-                                                    "package finds the cold days; min-input-files 2, partial "
-                                                    "progress"}},
-                "variants": variants, "headline": headline(variants), "p2": p2_figures(variants),
-                "rounds": records,
-            }
+            figures = _figures(records, states, quick, rounds, number == len(cycles) - 1, stopped_early, started,
+                               setup_s, start, catalog_kind, cold_seconds)
             if results is not None:  # a cut-off run keeps its figures so far
                 harness.write_results("concurrency", figures, results)
     finally:
@@ -873,6 +846,42 @@ def run(rounds: int, quick: bool, results: Path | None = harness.RESULTS, run_di
     if results is not None and figures:
         harness.publish("concurrency", figures, results, plot, lambda _figures: None)
     return figures
+
+
+def _figures(records: list[dict[str, Any]], states: Mapping[str, VariantState], quick: bool, rounds: int,
+             complete: bool, stopped_early: str | None, started: float, setup_s: float, start: harness.RunStart,
+             catalog_kind: str, cold_seconds: float) -> dict[str, Any]:
+    """concurrency.json after the rounds so far: the variants' figures, the settings, every round."""
+    variants = summarize(records, states)
+    return {
+        "benchmark": "concurrency", "quick": quick, "rounds_requested": rounds,
+        "rounds_done": min(v["rounds"] for v in variants), "complete": complete,
+        "stopped_early": stopped_early,
+        "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds"),
+        "duration_s": round(time.time() - started, 1), "setup_s": round(setup_s, 1),
+        **harness.provenance(start),
+        "load_1m_median": statistics.median(r["load_1m"] for r in records),
+        "settings": {"catalog": CATALOGS[catalog_kind], "cluster": "Spark standalone, "
+                     f"1 worker, writers' application {WRITER_SLOTS} task slots (a gated task holds one), "
+                     "maintenance's 1",
+                     "rows_per_batch": ROWS_PER_BATCH, "rounds_per_day": ROUNDS_PER_DAY,
+                     "warm_up_batches": WARM_UP_BATCHES, "writer_max_attempts": 3,
+                     "writer_models": "a MERGE model (idempotent) and an append model (not idempotent) "
+                                      "in one dbt invocation",
+                     "gate": "the MERGE waits at a Hive UDF gate (lab/gate.py) from before its commit "
+                             "until the maintenance process has ended",
+                     "cold_partitions_seconds": cold_seconds, "quiet_margin_s": QUIET_MARGIN_S,
+                     "last_warm_up_pause": LAST_WARM_UP_PAUSE,
+                     "controls": "one cycle after the last writer cycle, writers stopped",
+                     "cycle": "the rounds of one cycle run side by side, one table per variant",
+                     "policies": {"naive": "rewrite_data_files on the whole table, min-input-files 5",
+                                  "policy": f"cold_partitions_hours {cold_seconds / 3600:.5f} "
+                                            f"({cold_seconds:.0f} s) in the model's policy, the "
+                                            "package finds the cold days; min-input-files 2, partial "
+                                            "progress"}},
+        "variants": variants, "headline": headline(variants), "p2": p2_figures(variants),
+        "rounds": records,
+    }
 
 
 def plot(figures: Mapping[str, Any], path: Path) -> None:

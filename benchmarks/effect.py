@@ -394,6 +394,9 @@ def timed_queries(spark: SparkSession, last_day: int, reps: int) -> dict[str, An
 
 def run(lake: field.Lake, work: Path, start: harness.RunStart, commits: int, maintain_every: int, reps: int,
         quick: bool, bulk_reps: int) -> dict[str, Any]:
+    """The timeline: the two copies created, the commits with their checkpoints and maintenance
+    runs (`_commit_timeline`), the snapshots counted, the bulk tables compacted (`_bulk_shapes`),
+    the figures."""
     started = time.perf_counter()
     files_over_commits: list[dict[str, int]] = []
     maintenance: list[dict[str, Any]] = []
@@ -404,55 +407,84 @@ def run(lake: field.Lake, work: Path, start: harness.RunStart, commits: int, mai
         try:
             project = field.scratch_project(work)
             create(spark)
-            commit_s: list[float] = []
-
-            def checkpoint(done: int, phase: str, repetitions: int) -> dict[str, Any]:
-                found = timed_queries(spark, (done - 1) // COMMITS_PER_DAY, repetitions)
-                found.update({"commit": done, "phase": phase})
-                checkpoints.append(found)
-                return found
-
-            for commit in range(commits):
-                for name in (MAINTAINED, UNMAINTAINED):
-                    begun = time.perf_counter()
-                    spark.sql(commit_sql(name, commit))
-                    commit_s.append(time.perf_counter() - begun)
-                done = commit + 1
-                if done == 1:
-                    checkpoint(done, "start", max(3, reps // 2))
-                if done % maintain_every == 0 or done == commits:
-                    last = done == commits
-                    checkpoint(done, "before", reps if last else max(3, reps // 2))
-                    record = maintain(spark, project)
-                    inputs = record.pop("rewritten_input_files")
-                    record["commit"] = done
-                    record["rewritten_input_bytes"] = sum(size for size, _day in inputs.values())
-                    if inputs:
-                        proxies.append(pyarrow_proxy(inputs, work / "proxy"))
-                    maintenance.append(record)
-                    after = checkpoint(done, "after", reps if last else max(3, reps // 2))
-                    files_over_commits.append({"commit": done, "maintained_before": record["files_before"],
-                                               "maintained": record["files_after"],
-                                               "unmaintained": file_count(spark, UNMAINTAINED)})
-                    print(f"  effect: {done}/{commits} commits, files {files_over_commits[-1]}, query speedup "
-                          f"{checkpoints[-2]['speedup']} before, {after['speedup']} after maintenance "
-                          f"({time.perf_counter() - started:.0f} s)", flush=True)
-                else:
-                    files_over_commits.append({"commit": done, "maintained": file_count(spark, MAINTAINED),
-                                               "unmaintained": file_count(spark, UNMAINTAINED)})
+            commit_s = _commit_timeline(spark, project, work, commits, maintain_every, reps, started,
+                                        files_over_commits, maintenance, checkpoints, proxies)
             snapshots = {name: int(spark.sql(f"select count(*) from {field.table(name)}.snapshots").collect()[0][0])
                          for name in (MAINTAINED, UNMAINTAINED)}
-            bulk = []
-            for shape in BULK_SHAPES_QUICK if quick else BULK_SHAPES:
-                bulk.append(bulk_throughput(spark, project, work, reps=bulk_reps, **shape))
-                compared = bulk[-1]["options"]
-                print(f"  effect: bulk compaction {bulk[-1]['spark_bytes']} bytes, {bulk[-1]['spark_over_proxy']}x "
-                      f"the proxy; our options {compared['ours_over_best']}x the best Iceberg set "
-                      f"({compared['best_iceberg']}) ({time.perf_counter() - started:.0f} s)", flush=True)
+            bulk = _bulk_shapes(spark, project, work, quick, bulk_reps, started)
         finally:
             spark.stop()
     return summarize(commits, maintain_every, reps, quick, lake.master, files_over_commits, maintenance, checkpoints,
                      proxies, commit_s, snapshots, bulk, load, time.perf_counter() - started, start)
+
+
+def _checkpoint(spark: SparkSession, checkpoints: list[dict[str, Any]], done: int, phase: str, repetitions: int
+                ) -> dict[str, Any]:
+    """Both copies' query latency after `done` commits, kept in `checkpoints`."""
+    found = timed_queries(spark, (done - 1) // COMMITS_PER_DAY, repetitions)
+    found.update({"commit": done, "phase": phase})
+    checkpoints.append(found)
+    return found
+
+
+def _commit_timeline(spark: SparkSession, project: Path, work: Path, commits: int, maintain_every: int, reps: int,
+                     started: float, files_over_commits: list[dict[str, int]], maintenance: list[dict[str, Any]],
+                     checkpoints: list[dict[str, Any]], proxies: list[dict[str, float]]) -> list[float]:
+    """Every commit to both copies (their seconds returned); a checkpoint after the first; every
+    `maintain_every` commits and after the last, a maintenance run between two checkpoints
+    (`_maintenance_point`); both copies' files after each commit."""
+    commit_s: list[float] = []
+    for commit in range(commits):
+        for name in (MAINTAINED, UNMAINTAINED):
+            begun = time.perf_counter()
+            spark.sql(commit_sql(name, commit))
+            commit_s.append(time.perf_counter() - begun)
+        done = commit + 1
+        if done == 1:
+            _checkpoint(spark, checkpoints, done, "start", max(3, reps // 2))
+        if done % maintain_every == 0 or done == commits:
+            _maintenance_point(spark, project, work, commits, reps, started, done, files_over_commits, maintenance,
+                               checkpoints, proxies)
+        else:
+            files_over_commits.append({"commit": done, "maintained": file_count(spark, MAINTAINED),
+                                       "unmaintained": file_count(spark, UNMAINTAINED)})
+    return commit_s
+
+
+def _maintenance_point(spark: SparkSession, project: Path, work: Path, commits: int, reps: int, started: float,
+                       done: int, files_over_commits: list[dict[str, int]], maintenance: list[dict[str, Any]],
+                       checkpoints: list[dict[str, Any]], proxies: list[dict[str, float]]) -> None:
+    """A checkpoint, the maintained copy's maintenance run (and the pyarrow proxy on the files it
+    rewrote), a checkpoint; the files before and after."""
+    last = done == commits
+    _checkpoint(spark, checkpoints, done, "before", reps if last else max(3, reps // 2))
+    record = maintain(spark, project)
+    inputs = record.pop("rewritten_input_files")
+    record["commit"] = done
+    record["rewritten_input_bytes"] = sum(size for size, _day in inputs.values())
+    if inputs:
+        proxies.append(pyarrow_proxy(inputs, work / "proxy"))
+    maintenance.append(record)
+    after = _checkpoint(spark, checkpoints, done, "after", reps if last else max(3, reps // 2))
+    files_over_commits.append({"commit": done, "maintained_before": record["files_before"],
+                               "maintained": record["files_after"],
+                               "unmaintained": file_count(spark, UNMAINTAINED)})
+    print(f"  effect: {done}/{commits} commits, files {files_over_commits[-1]}, query speedup "
+          f"{checkpoints[-2]['speedup']} before, {after['speedup']} after maintenance "
+          f"({time.perf_counter() - started:.0f} s)", flush=True)
+
+
+def _bulk_shapes(spark: SparkSession, project: Path, work: Path, quick: bool, bulk_reps: int, started: float
+                 ) -> list[dict[str, Any]]:
+    """`bulk_throughput` on each bulk table shape (fewer in the quick form)."""
+    bulk = []
+    for shape in BULK_SHAPES_QUICK if quick else BULK_SHAPES:
+        bulk.append(bulk_throughput(spark, project, work, reps=bulk_reps, **shape))
+        compared = bulk[-1]["options"]
+        print(f"  effect: bulk compaction {bulk[-1]['spark_bytes']} bytes, {bulk[-1]['spark_over_proxy']}x "
+              f"the proxy; our options {compared['ours_over_best']}x the best Iceberg set "
+              f"({compared['best_iceberg']}) ({time.perf_counter() - started:.0f} s)", flush=True)
+    return bulk
 
 
 def summarize(commits: int, maintain_every: int, reps: int, quick: bool, master: str,

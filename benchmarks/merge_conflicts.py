@@ -128,6 +128,7 @@ class Writer:
                    "--project", str(project), "--gate", str(gate), "--own", str(own)]
         self.log = (own / "stderr.log").open("ab")
         # Ends with this process even if it is killed (parent-death signal); stopped by its own pid.
+        # Not processes.start: stdin and stdout are the command channel, only stderr goes to the log.
         self.process = subprocess.Popen(terminated_with_parent(command), cwd=harness.REPO, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.log, text=True)
 

@@ -49,10 +49,9 @@ def macro_side(run: Callable[..., DbtInvocation], cases: Sequence[Mapping[str, A
     invocation = run("run-operation", "iceberg_maint_metadata_cases", "--args", json.dumps({"cases": list(cases)}))
     health: dict[str, dict[str, Any]] = {}
     plan: dict[tuple[str, str], tuple[Any, ...]] = {}
-    for message in invocation.log_messages:
-        if message.startswith("ICEBERG_MAINT_GATE "):
-            line = json.loads(message.removeprefix("ICEBERG_MAINT_GATE "))
-            plan[(line["table"], "gate:" + json.dumps(line["check"], sort_keys=True))] = (line["reason"],)
+    for payload in protocol.marker_payloads(invocation.log_messages, "ICEBERG_MAINT_GATE"):
+        line = json.loads(payload)
+        plan[(line["table"], "gate:" + json.dumps(line["check"], sort_keys=True))] = (line["reason"],)
     for result in parse_result_lines(invocation.log_messages):
         if result.operation == "table_health":
             health[result.table] = dict(result.metrics)

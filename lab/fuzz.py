@@ -694,7 +694,36 @@ def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, exa
              cold_table: str | None = None, replay: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Every case through the macros; returns torture.json's `bad_inputs` (defects listed, each
     with its `template`: the case before this run's paths were filled in). `replay`: run those
-    templates (a previous run's defects) instead of drawing."""
+    templates (a previous run's defects) instead of drawing.
+
+    The phases, in order: the session and the paths cases are filled with; the case templates
+    (drawn with the policy defaults the macros log, or replayed); the cases batched through the
+    checks; single and sampled refused cases alone through the public macro; the var cases; every
+    case judged; the invocations that changed a table; the summary."""
+    session, location, places = _fuzz_session(run, spark, table, relation, cold_table)
+    templates = _templates(session, examples, seed, replay)
+    cases = [_substitute(dict(c), places) for c in templates.values()]
+    verdicts: dict[int, str] = {}
+    outcomes: dict[int, dict[str, Any]] = {}
+    single = [c for c in cases if c.get("relation") is not None]
+    batched = [c for c in cases if c.get("relation") is None and c["kind"] != "var"]
+    _run_batched(session, batched, single, outcomes)
+    _run_alone(session, batched, single, outcomes, verdicts)
+    _run_vars(session, cases, verdicts, places)
+    _judge_cases(spark, cases, outcomes, verdicts, places, location)
+    _judge_changes(session, verdicts)
+    result = summarise(cases, verdicts, int(bool(session.changed)))
+    for defect in result["defects"]:
+        defect["template"] = templates[defect["id"]]
+    result["invocations"] = session.invocations
+    result["seed"], result["examples"] = seed, examples
+    return result
+
+
+def _fuzz_session(run: Callable[..., Any], spark: Any, table: str, relation: str, cold_table: str | None
+                  ) -> tuple[_Session, str, dict[str, str]]:
+    """The session over the target, the cold target and the neighbour; the target's location; the
+    places a case's paths are filled with."""
     catalog = table.rsplit(".", 2)[0] if table.count(".") == 2 else "local"
     cold_table = cold_table or f"{catalog}.fuzz.cold_target"
     session = _Session(run, spark, [table, cold_table, f"{catalog}.fuzz.neighbour"], relation,
@@ -703,16 +732,24 @@ def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, exa
     places = {LOCATION: location, PARENT: location.rsplit("/", 1)[0],
               NEIGHBOUR: table_location(spark, f"{catalog}.fuzz.neighbour"), "table_location": location,
               "qualified": table, "qualified_cold": cold_table}
+    return session, location, places
+
+
+def _templates(session: _Session, examples: int, seed: int, replay: Sequence[Mapping[str, Any]] | None
+               ) -> dict[Any, Any]:
+    """The cases by id before their paths are filled in: `replay`, or drawn with the policy
+    defaults the macros log."""
     defaults_run = session.invoke("torture_fuzz_policy_defaults", [])
     defaults = _outcomes(defaults_run.log_messages, DEFAULTS_MARKER)
     if not defaults:
         raise RuntimeError(f"torture_fuzz_policy_defaults logged nothing: {defaults_run.exception}")
-    templates = {c["id"]: c for c in (replay or plan_cases(examples, seed, next(iter(defaults.values()))))}
-    cases = [_substitute(dict(c), places) for c in templates.values()]
-    verdicts: dict[int, str] = {}
-    outcomes: dict[int, dict[str, Any]] = {}
-    single = [c for c in cases if c.get("relation") is not None]
-    batched = [c for c in cases if c.get("relation") is None and c["kind"] != "var"]
+    return {c["id"]: c for c in (replay or plan_cases(examples, seed, next(iter(defaults.values()))))}
+
+
+def _run_batched(session: _Session, batched: list[dict[str, Any]], single: list[dict[str, Any]],
+                 outcomes: dict[int, dict[str, Any]]) -> None:
+    """`batched` through the checks, 200 a batch, into `outcomes`; a case that broke its batch
+    goes to `single`."""
     queue = [batched[start:start + 200] for start in range(0, len(batched), 200)]
     while queue:
         chunk = queue.pop(0)
@@ -726,6 +763,12 @@ def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, exa
             single.append(missing[0])
             if missing[1:]:
                 queue.insert(0, missing[1:])
+
+
+def _run_alone(session: _Session, batched: list[dict[str, Any]], single: list[dict[str, Any]],
+               outcomes: dict[int, dict[str, Any]], verdicts: dict[int, str]) -> None:
+    """`single` and a sample of the refused batched cases alone through the public macro; a case
+    the checks accepted and the macro refused is a defect."""
     # Refused cases once more through the public macro alone (its own compiler error): one per
     # target, enough to see every macro's own refusal.
     sampled: dict[str, dict[str, Any]] = {}
@@ -744,12 +787,23 @@ def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, exa
             if previous is not None and not previous.get("errors") and case["kind"] != "twin":
                 verdicts[case["id"]] = f"accepted by the checks but refused by the macro: {error[:300]}"
             outcomes[case["id"]] = {"errors": [error]}
+
+
+def _run_vars(session: _Session, cases: list[dict[str, Any]], verdicts: dict[int, str],
+              places: Mapping[str, str]) -> None:
+    """Each var case: the probes under its --vars, judged."""
     for case in [c for c in cases if c["kind"] == "var"]:
         probes = [{**p, "id": f"{case['id']}.{n}"} for n, p in enumerate(VAR_PROBES)]
         invocation = session.invoke("torture_fuzz_cases", [case], ["--vars", json.dumps(case["vars"])], cases=probes)
         failure = None if invocation.success else (
             operation_error(invocation.log_messages) or str(invocation.exception or "dbt failed silently"))
         verdicts[case["id"]] = judge_var(case, probes, _outcomes(invocation.log_messages), failure, places)
+
+
+def _judge_cases(spark: Any, cases: list[dict[str, Any]], outcomes: Mapping[int, dict[str, Any]],
+                 verdicts: dict[int, str], places: Mapping[str, str], location: str) -> None:
+    """A verdict for every case that has none yet, from its outcome (and whether a file-list view
+    it was accepted with lists files outside the table)."""
     for case in cases:
         if case["id"] in verdicts:
             continue
@@ -759,15 +813,13 @@ def run_fuzz(run: Callable[..., Any], spark: Any, table: str, relation: str, exa
             verdict = (f"DEFECT: remove_orphan_files accepted file_list_view {view!r}, which lists files outside "
                        "the table")
         verdicts[case["id"]] = verdict
+
+
+def _judge_changes(session: _Session, verdicts: dict[int, str]) -> None:
+    """Every case of an invocation that changed a table's snapshot or properties is a defect."""
     for ids in session.changed:
         for number in ids:
             verdicts[number] = f"DEFECT: a table's snapshot or properties changed in the invocation of cases {ids}"
-    result = summarise(cases, verdicts, int(bool(session.changed)))
-    for defect in result["defects"]:
-        defect["template"] = templates[defect["id"]]
-    result["invocations"] = session.invocations
-    result["seed"], result["examples"] = seed, examples
-    return result
 
 
 def build_target(spark: Any, catalog: str = "local") -> None:

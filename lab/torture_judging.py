@@ -4,13 +4,13 @@ survived it on that evidence alone (`fault_survived`). lab/torture.py gathers th
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dbt_iceberg_maint.conflicts.records import records_of
 from lab.ledger import TableCheck
 
 MODELS = ("t_merge", "t_overwrite", "t_append")
@@ -18,8 +18,19 @@ EXCEPTION_NAMES = ("CommitStateUnknownException", "CommitFailedException", "Unch
                    "ValidationException", "AlreadyExistsException", "PSQLException", "NotFoundException")
 
 
-def _exception_names(text: str) -> list[str]:
-    return [name for name in EXCEPTION_NAMES if name in text]
+def _exception_names(texts: Iterable[str]) -> set[str]:
+    """The names of EXCEPTION_NAMES raised in `texts`, judged by the exception records the
+    classifier reads (conflicts.records): a name the text only quotes (a SQL echo, a user's
+    message, a retry logged below ERROR) was not raised. A class counts under a name its simple
+    name ends with (Spark's TableAlreadyExistsException as AlreadyExistsException), as the
+    search of the names in the text counted it before."""
+    return {name for text in texts for record in records_of(text) for name in EXCEPTION_NAMES
+            if record.class_name is not None and record.simple_name.endswith(name)}
+
+
+def _failure_texts(outcome: Mapping[str, Any]) -> list[str]:
+    """A write's failure texts: the runner's messages, the plain Spark writer's failures."""
+    return [*outcome.get("messages", []), *(f.get("message") or "" for f in outcome.get("failures", []))]
 
 
 def fault_outcome(fault: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -32,19 +43,20 @@ def fault_outcome(fault: Mapping[str, Any], events: Sequence[Mapping[str, Any]])
         failed = [r for r in event["results"] if r.get("status") == "failed"]
         return {"observed": "maintenance", "exit_code": event["exit_code"],
                 "failed_operations": [(r["table"], r["operation"], (r.get("reason") or "")[:300]) for r in failed],
-                "exceptions": sorted({n for r in failed for n in _exception_names(r.get("reason") or "")})}
+                "exceptions": sorted(_exception_names(r.get("reason") or "" for r in failed))}
     outcomes = event.get("outcomes", {})
-    texts = " ".join(json.dumps(o) for o in outcomes.values())
     return {"observed": "batch", "batch": event.get("batch"),
             "events": {t: o.get("event") for t, o in outcomes.items()},
             "attempts": {t: o.get("attempts") for t, o in outcomes.items()},
             "kinds": {t: o.get("kinds") or [f.get("kind") for f in o.get("failures", [])] for t, o in outcomes.items()},
             "write_landed": {t: o.get("write_landed") for t, o in outcomes.items() if "write_landed" in o},
-            "exceptions": sorted(set(_exception_names(texts)))}
+            "exceptions": sorted(_exception_names(t for o in outcomes.values() for t in _failure_texts(o)))}
 
 
 _LOG4J_TIME = re.compile(r"^(\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}) ")
 # Iceberg's, PostgreSQL's (the JDBC catalog) and Thrift's transport (the Hive Metastore's client).
+# Not conflicts.records: it drops what log4j logs below ERROR, and these counts want Iceberg's
+# retries (WARN) too, each under its line's time stamp.
 _JVM_EXCEPTION = re.compile(
     r"(?:org\.apache\.iceberg\.exceptions|org\.postgresql\.util|org\.apache\.thrift\.transport)\.(\w+)(?::|$)")
 

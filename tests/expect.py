@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
+
+from dbt_iceberg_maint.protocol import marker_payloads
 
 T = TypeVar("T")
 
@@ -24,3 +26,10 @@ def json_document(stdout: str) -> Any:
         return json.loads(stdout)
     except ValueError:
         raise AssertionError(f"expected stdout to be one JSON document, found:\n{stdout[-2000:]}") from None
+
+
+def markers(messages: Iterable[str], marker: str) -> list[Any]:
+    """The parsed JSON of each `marker` line in `messages`, in order, read through the package's
+    one reader of marker lines (the harness macros' ICEBERG_MAINT_CASE lines and the package's own
+    alike): tests/unit/test_leaks.py fails when a test parses them by hand again."""
+    return [json.loads(payload) for payload in marker_payloads(messages, marker)]

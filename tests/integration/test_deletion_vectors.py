@@ -20,6 +20,7 @@ from dbt_iceberg_maint.metadata.project import ModelTarget
 from dbt_iceberg_maint.policy.sql import TableRef
 from lab.equality import normalise_sql
 from lab.lake import create_v3
+from tests.expect import markers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,8 +40,7 @@ def call(dbt_project: DbtProject, macro: str, **kwargs: Any) -> tuple[list[Any],
     """One package macro through the harness: (result lines, returned value)."""
     invocation = dbt_project("run-operation", "iceberg_maint_call", "--args",
                              json.dumps({"macro_name": macro, "kwargs": kwargs}))
-    returned = [json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages
-                if m.startswith("ICEBERG_MAINT_CASE ")]
+    returned = [case["value"] for case in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")]
     return list(parse_result_lines(invocation.log_messages)), (returned[0] if returned else None)
 
 

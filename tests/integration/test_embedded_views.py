@@ -95,6 +95,8 @@ def test_two_processes_commit_to_one_table_and_lose_nothing(
     spark.sql(f"create table {table} (id bigint, writer string) using iceberg "
               "tblproperties ('commit.retry.num-retries'='50', 'commit.retry.min-wait-ms'='20')")
     commits, go = 12, tmp_path / "go"
+    # Raw: its stdout is the answer (the last line, JSON); processes.start would append it to a log
+    # together with the JVM's stderr, which this test discards.
     writer = subprocess.Popen(
         [sys.executable, "-m", "tests.integration.embedded_writer", "--warehouse", str(warehouse), "--table", table,
          "--commits", str(commits), "--first-id", "1000", "--go", str(go)],

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.protocol import HISTORY_MARKER
+from tests.expect import markers
 from tests.integration.test_maintenance import build_project, current_snapshot
 
 if TYPE_CHECKING:
@@ -60,8 +62,8 @@ def inserts(invocation: DbtInvocation) -> list[str]:
     return [sql for sql in history_statements(invocation) if sql.startswith("insert into")]
 
 
-def markers(invocation: DbtInvocation) -> list[dict[str, Any]]:
-    return [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_HISTORY ")]
+def history_markers(invocation: DbtInvocation) -> list[dict[str, Any]]:
+    return markers(invocation.log_messages, HISTORY_MARKER)
 
 
 def assert_rows_match(rows: list[dict[str, Any]], results: list[MaintenanceResult], path: str) -> None:
@@ -184,7 +186,7 @@ def test_the_disabled_var_sends_no_history_statement(spark: SparkSession, built:
     for run in runs:
         statuses = {r.status for r in parse_result_lines(run.log_messages)}
         assert "success" in statuses or run.args[0] == "run", statuses  # maintenance ran
-        assert history_statements(run) == [] and markers(run) == []
+        assert history_statements(run) == [] and history_markers(run) == []
         # No health read after an executed step either: nothing queries a table's snapshots after its CALL.
         statements = sent(run)
         calls = [i for i, sql in enumerate(statements) if sql.startswith("CALL ")]
@@ -209,7 +211,7 @@ def test_a_history_that_cannot_be_written_does_not_fail_maintenance(spark: Spark
             {"select": "event_log", "operations": ["rewrite_manifests"], "force": True}), "--vars", vars)
         [result] = parse_result_lines(run.log_messages)
         assert result.status == "success" and current_snapshot(spark, event_log) != before
-        [marker] = markers(run)
+        [marker] = history_markers(run)
         assert marker["written"] is False and marker["rows"] == 1 and problem in marker["problem"], marker
         assert not [sql for sql in history_statements(run) + history_statements(run, "not_history")
                     if sql.startswith(("insert", "create"))], sent(run)
@@ -258,18 +260,18 @@ def test_create_history_table_up_front(spark: SparkSession, built: DbtProject) -
     vars = "{dbt_iceberg_maint_history_schema: " + built.schema + "_ops}"
     for _ in range(2):
         run = built("run-operation", "dbt_iceberg_maint.create_history_table", "--vars", vars)
-        assert markers(run) == [{"table": f"{built.schema}_ops.{HISTORY}", "path": "create_history_table", "rows": 0,
-                                 "written": True, "problem": None}]
+        assert history_markers(run) == [{"table": f"{built.schema}_ops.{HISTORY}", "path": "create_history_table",
+                                         "rows": 0, "written": True, "problem": None}]
     names = [row.name for row in spark.table(f"local.{built.schema}_ops.{HISTORY}").schema]
     assert names == [c.strip() for c in COLUMNS.split(",")]
     spark.sql(f"create table if not exists {built.table('not_history')} (x int) using iceberg")
     bad = built("run-operation", "dbt_iceberg_maint.create_history_table", "--vars",
                 "{dbt_iceberg_maint_history_table: not_history}")
-    [marker] = markers(bad)
+    [marker] = history_markers(bad)
     assert marker["written"] is False and "exists without the history column(s)" in marker["problem"]
     off = built("run-operation", "dbt_iceberg_maint.create_history_table", "--vars",
                 "{dbt_iceberg_maint_history_enabled: false}")
-    assert markers(off) == [] and history_statements(off) == []
+    assert history_markers(off) == [] and history_statements(off) == []
 
 
 def test_the_package_models_summarise_the_history(spark: SparkSession, built: DbtProject) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from dbt_iceberg_maint.runtime import processes
 from dbt_iceberg_maint.runtime._conflict_gate import compaction_sql
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog
@@ -63,30 +63,24 @@ def run_skewed(offset_s: int, spark: SparkSession, dbt_project: DbtProject, post
     env.pop("PYSPARK_GATEWAY_PORT", None)
     command = [faketime(), "-f", f"{offset_s:+d}s", sys.executable, "-m", "tests.integration.skewed_writer",
                "--state", str(state), "--catalog", json.dumps(properties)]
-    with (state / "writer.log").open("wb") as log:
-        # Its own process group: the writer's Spark JVM goes with it, whatever happens here.
-        writer = subprocess.Popen(command, cwd=INTEGRATION_PROJECT.parent, env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            compactor = spark.newSession()  # this JVM's clock; the same catalog rows (named `local`)
-            register_catalog(compactor, CatalogSpec(str(lake), properties=properties))
-            while not (state / "ready").exists():
-                assert writer.poll() is None, (state / "writer.log").read_text()[-4000:]
-                time.sleep(0.1)
-            table = f"local.{schema}.{MODEL}"
-            for remainder in range(3):  # small files to compact, committed by this JVM
-                compactor.sql(f"insert into {table} select event_id + {(remainder + 1) * 100000}, user_id, "
-                              f"event_type, event_ts, amount, 0 from {table} where loaded_batch = 1 "
-                              f"and event_id % 3 = {remainder}")
-            compactor.sql(compaction_sql(table)).collect()
-            (state / "compacted").touch()
-            assert writer.wait(timeout=900) == 0, (state / "writer.log").read_text()[-4000:]
-        finally:
-            try:
-                os.killpg(writer.pid, signal.SIGKILL)  # the JVM outlives a finished writer briefly
-            except ProcessLookupError:
-                pass
-            writer.wait()
+    # Its own process group: the writer's Spark JVM goes with it, whatever happens here.
+    writer = processes.start(command, state / "writer.log", env=env, cwd=INTEGRATION_PROJECT.parent).process
+    try:
+        compactor = spark.newSession()  # this JVM's clock; the same catalog rows (named `local`)
+        register_catalog(compactor, CatalogSpec(str(lake), properties=properties))
+        while not (state / "ready").exists():
+            assert writer.poll() is None, (state / "writer.log").read_text()[-4000:]
+            time.sleep(0.1)
+        table = f"local.{schema}.{MODEL}"
+        for remainder in range(3):  # small files to compact, committed by this JVM
+            compactor.sql(f"insert into {table} select event_id + {(remainder + 1) * 100000}, user_id, "
+                          f"event_type, event_ts, amount, 0 from {table} where loaded_batch = 1 "
+                          f"and event_id % 3 = {remainder}")
+        compactor.sql(compaction_sql(table)).collect()
+        (state / "compacted").touch()
+        assert writer.wait(timeout=900) == 0, (state / "writer.log").read_text()[-4000:]
+    finally:
+        processes.kill(writer)  # the JVM outlives a finished writer briefly
     result = json.loads((state / "report.json").read_text())
     result["counts"] = {r[0]: r[1] for r in compactor.sql(
         f"select loaded_batch, count(*) from local.{schema}.{MODEL} group by 1").collect()}

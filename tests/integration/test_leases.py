@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,9 +34,10 @@ from dbt_iceberg_maint.cli import main
 from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV
 from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.maintenance.run import run_maintenance
+from dbt_iceberg_maint.runtime import processes
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.runtime.spark import switch_warehouse
-from tests.expect import json_document
+from tests.expect import json_document, markers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -91,11 +91,7 @@ class Worker:
         return (self.state / "worker.log").read_text()[-4000:]
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the worker and its Spark JVM
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        processes.kill(self.process)  # the worker and its Spark JVM
 
 
 @pytest.fixture(scope="module")
@@ -122,11 +118,11 @@ def workers(lake: Lake, postgres_server: PostgresServer, tmp_path_factory: pytes
         env = {**os.environ, **lake.env, "DBT_TARGET_PATH": str(state / "target"),
                "DBT_LOG_PATH": str(state / "logs"), "SPARK_LOCAL_IP": "127.0.0.1"}
         env.pop("PYSPARK_GATEWAY_PORT", None)
-        with (state / "worker.log").open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.lease_worker", "--state", str(state),
-                 "--catalog", json.dumps(properties), "--vars", CONTENDER_VARS],
-                cwd=INTEGRATION_PROJECT.parent, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # Its own process group (the worker and its Spark JVM), output to the state's worker.log.
+        process = processes.start(
+            [sys.executable, "-m", "tests.integration.lease_worker", "--state", str(state),
+             "--catalog", json.dumps(properties), "--vars", CONTENDER_VARS],
+            state / "worker.log", env=env, cwd=INTEGRATION_PROJECT.parent).process
         started.append(Worker(index, state, process))
     try:
         deadline = time.monotonic() + 300
@@ -143,7 +139,7 @@ def workers(lake: Lake, postgres_server: PostgresServer, tmp_path_factory: pytes
 
 
 def cases(messages: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
-    return [json.loads(m.split(" ", 1)[1]) for m in messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    return markers(messages, "ICEBERG_MAINT_CASE")
 
 
 def lease_reason_holder(reason: str) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
+from tests.expect import markers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,8 +34,7 @@ def call(dbt_project: DbtProject, macro: str, expect_success: bool = True,
     """(log text, result lines, returned value) of one package macro run through the harness."""
     invocation = dbt_project("run-operation", "iceberg_maint_call", "--args",
                              json.dumps({"macro_name": macro, "kwargs": kwargs}), expect_success=expect_success)
-    returned = [json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages
-                if m.startswith("ICEBERG_MAINT_CASE ")]
+    returned = [case["value"] for case in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")]
     text = " ".join(invocation.log_messages) + str(invocation.exception or "")
     return text, parse_result_lines(invocation.log_messages), (returned[0] if returned else None)
 

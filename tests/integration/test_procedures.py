@@ -14,6 +14,7 @@ import pytest
 from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.runtime.spark import CatalogSpec, prepare_warehouse
 from lab.lake import create_v3
+from tests.expect import markers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,9 +33,7 @@ def call(dbt_project: DbtProject, macro: str, expect_success: bool = True, vars:
     if vars:
         args += ["--vars", vars]
     invocation = dbt_project(*args, expect_success=expect_success)
-    returned = [
-        json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")
-    ]
+    returned = [case["value"] for case in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")]
     return invocation, parse_result_lines(invocation.log_messages), (returned[0] if returned else None)
 
 
@@ -450,7 +449,7 @@ def test_the_sql_only_orphan_twin_checks_the_location(spark: SparkSession, dbt_p
     rendered = dbt_project("run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": [
         {"id": "quoted", "procedure": "remove_orphan_files", "kwargs": {"relation": f"{schema}.twin",
                                                                           "location": quoted}}]}))
-    [line] = [json.loads(m.split(" ", 1)[1]) for m in rendered.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    [line] = markers(rendered.log_messages, "ICEBERG_MAINT_CASE")
     assert line["sql"].endswith("location => '" + quoted.replace("'", "\\'") + "')")
 
 

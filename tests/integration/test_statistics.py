@@ -19,6 +19,7 @@ from dbt_iceberg_maint.metadata.health import read_health
 from dbt_iceberg_maint.metadata.planner import plan_table
 from dbt_iceberg_maint.metadata.project import ModelTarget
 from dbt_iceberg_maint.policy.sql import TableRef
+from tests.expect import markers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,8 +37,7 @@ POLICY = {"compaction": {"min_input_files": 2}, "compute_table_stats": {"interva
 def call(dbt_project: DbtProject, macro: str, expect_success: bool = True, **kwargs: Any) -> tuple[Any, Any, Any]:
     invocation = dbt_project("run-operation", "iceberg_maint_call", "--args",
                              json.dumps({"macro_name": macro, "kwargs": kwargs}), expect_success=expect_success)
-    returned = [json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages
-                if m.startswith("ICEBERG_MAINT_CASE ")]
+    returned = [case["value"] for case in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")]
     return invocation, parse_result_lines(invocation.log_messages), (returned[0] if returned else None)
 
 

@@ -14,9 +14,11 @@ import pytest
 
 from dbt_iceberg_maint.conflicts import classify
 from dbt_iceberg_maint.maintenance.results import parse_result_lines
+from dbt_iceberg_maint.protocol import SNAPSHOTS_MARKER
 from dbt_iceberg_maint.runtime.spark import CatalogSpec, register_catalog
 from lab.proxy import CommitCutProxy
 from lab.torture_workers import ROWS_PER_BATCH, GuardedWrite, batch_rows_present, merge_batch_guarded, merge_sql
+from tests.expect import markers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -109,8 +111,7 @@ def test_table_snapshots_sees_a_commit_the_sessions_cache_does_not(spark: SparkS
 
         invocation = dbt_project("run-operation", "dbt_iceberg_maint.table_snapshots", "--args",
                                  json.dumps({"tables": [f"{schema}.cached"]}))
-        logged = [m for m in invocation.log_messages if "ICEBERG_MAINT_SNAPSHOTS" in m]
-        document = json.loads(logged[-1].split("ICEBERG_MAINT_SNAPSHOTS", 1)[1])
+        document = markers(invocation.log_messages, SNAPSHOTS_MARKER)[-1]
         [entry] = document["tables"]
         assert len(entry["snapshots"]) == 2, document
         newest = behind.sql(f"select snapshot_id from local.{schema}.cached.refs where name = 'main'").collect()[0][0]

@@ -59,6 +59,8 @@ time.sleep(600)
 
 
 def test_a_killed_starter_leaves_no_cluster_or_postgres(tmp_path: Path) -> None:
+    # Raw on purpose: the starter is the process under test (SIGKILLed alone, its pids read from
+    # its stdout); what it starts goes through lab.cluster and lab.postgres.
     starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path / "cluster")], cwd=ROOT,
                                stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:

@@ -25,9 +25,9 @@ from dbt_iceberg_maint.fleet import FleetReport, run_fleet
 from dbt_iceberg_maint.maintenance.run import error_text
 from dbt_iceberg_maint.metadata.catalog import CatalogConfig, config_from_options, open_catalog
 from dbt_iceberg_maint.metadata.health import read_health
-from dbt_iceberg_maint.protocol import OPERATIONS
+from dbt_iceberg_maint.protocol import LEASES_MARKER, OPERATIONS
 from dbt_iceberg_maint.runtime.invoke import invoke_dbt
-from tests.expect import json_document
+from tests.expect import json_document, markers
 
 if TYPE_CHECKING:
     from dbt_iceberg_maint.runtime.thrift_server import ThriftServer
@@ -315,8 +315,8 @@ def test_lease_logs_are_created_up_front_on_request(lake: Path, thrift_sql: Thri
         bad_holder), bad_holder.log_messages
     created = invoke_dbt(["run-operation", "dbt_iceberg_maint.create_lease_logs", "--args",
                           json.dumps({"schemas": ["fleet_fresh"]})], lake, lake)
-    assert created.success and any(m.endswith('ICEBERG_MAINT_LEASES ["fleet_fresh.iceberg_maint_leases"]')
-                                   for m in created.log_messages), created.log_messages
+    assert created.success and ["fleet_fresh.iceberg_maint_leases"] in markers(
+        created.log_messages, LEASES_MARKER), created.log_messages
     assert [row[1] for row in thrift_sql.rows("show tables in fleet_fresh")] == ["iceberg_maint_leases"]
     assert thrift_sql.scalar("select count(*) from fleet_fresh.iceberg_maint_leases") == 0
 

@@ -57,6 +57,8 @@ time.sleep(600)
 
 def test_a_killed_starter_leaves_no_server_behind(tmp_path: Path) -> None:
     """SIGKILL gives the starter no chance to clean up: the kernel stops the server (pdeathsig)."""
+    # Raw on purpose: the starter is the process under test (SIGKILLed alone, the server's pid
+    # read from its stdout); the server itself is started by start_thrift_server.
     starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path / "wh"), str(tmp_path / "state")],
                                stdout=subprocess.PIPE, text=True)
     server_pid = None

@@ -26,6 +26,7 @@ from dbt_iceberg_maint.policy.operation_types import ColdScope, PlanContext
 from dbt_iceberg_maint.policy.operations import OPERATIONS
 from dbt_iceberg_maint.policy.sql import TableRef, raise_if_errors
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from tests.expect import markers
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
@@ -190,7 +191,7 @@ def render(target: Path, args: list[str], vars: dict[str, Any] | None = None) ->
 
 
 def cases(invocation: DbtInvocation) -> dict[str, dict[str, Any]]:
-    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome for outcome in outcomes}
 
 

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from dbt_iceberg_maint.protocol import HISTORY_MARKER
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from tests.expect import markers
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 CONTRACT = ["run_id", "invocation_id", "path", "node", "table_name", "operation", "status", "reason", "started_at",
@@ -45,7 +47,7 @@ def render(installed_package: Path, tmp_path: Path, vars: str = "{dbt_iceberg_ma
 def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, Any]:
     invocation = render(installed_package, tmp_path_factory.mktemp("dbt_target"))
     assert invocation.success, invocation.exception
-    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome["value"] for outcome in outcomes}
 
 
@@ -114,8 +116,7 @@ def test_vars_choose_the_table_and_switch_it_off(installed_package: Path, tmp_pa
                         "dbt_iceberg_maint_history_table: maint_log, dbt_iceberg_maint_history_enabled: false}",
                         [{"id": "settings", "kind": "settings"}, {"id": "relation", "kind": "relation"}])
     assert invocation.success, invocation.exception
-    values = [json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages
-              if m.startswith("ICEBERG_MAINT_CASE ")]
+    values = [case["value"] for case in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")]
     assert values == [{"enabled": False, "catalog": "local", "schema": "ops", "table": "maint_log",
                        "relation": "local.ops.maint_log"}, "local.ops.maint_log"]
 
@@ -155,11 +156,10 @@ def test_the_step_loop_sends_nothing_when_no_history_is_written(installed_packag
         "--target-path", str(tmp_path), "--no-partial-parse", "--vars", vars],
         env={**ENV, "DBT_ICEBERG_MAINT_TARGET": "thrift", "DBT_ICEBERG_MAINT_THRIFT_PORT": "1"})
     assert invocation.success, invocation.exception
-    [value] = [json.loads(m.split(" ", 1)[1])["value"] for m in invocation.log_messages
-               if m.startswith("ICEBERG_MAINT_CASE ")]
+    [value] = [case["value"] for case in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")]
     assert [r["status"] for r in value] == statuses
     assert invocation.sql_statements == ()
-    assert not [m for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_HISTORY ")]
+    assert not markers(invocation.log_messages, HISTORY_MARKER)
 
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.runtime.invoke import invoke_dbt
+from tests.expect import markers
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 TTL = 1000
@@ -80,7 +81,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) 
                              "--target-path", str(target), "--no-partial-parse", "--vars",
                              "{dbt_iceberg_maint_run_id: run-x, dbt_iceberg_maint_lease_minutes: 0.5}"], env=ENV)
     assert invocation.success, invocation.exception
-    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome["value"] for outcome in outcomes}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from tests.expect import markers
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 OWNER = "remove_left_behind_locations"
@@ -72,7 +73,7 @@ def run(target: Path, macro: str, args: dict[str, Any]) -> DbtInvocation:
 def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, dict[str, Any]]:
     invocation = run(tmp_path_factory.mktemp("dbt_target"), "iceberg_maint_left_behind_cases", {"cases": CASES})
     assert invocation.success, invocation.exception
-    lines = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    lines = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {line["id"]: line for line in lines}
 
 

@@ -24,6 +24,7 @@ from dbt_iceberg_maint.policy.gate import GateSnapshot
 from dbt_iceberg_maint.policy.operation_types import ColdScope
 from dbt_iceberg_maint.policy.operations import OPERATIONS
 from dbt_iceberg_maint.policy.sql import TableRef
+from tests.expect import markers
 from tests.unit.test_procedure_sql import render
 
 TABLE = Path(__file__).parents[1] / "policy_cases.yml"
@@ -156,7 +157,7 @@ def macro_outcomes(tmp_path_factory: pytest.TempPathFactory, installed_package: 
     invocation = render(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": cases})],
                         tmp_path_factory.mktemp("dbt_target"))
     assert invocation.success, invocation.exception
-    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome for outcome in outcomes}
 
 

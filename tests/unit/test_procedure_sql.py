@@ -18,6 +18,7 @@ from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.policy.engine import unchanged_since
 from dbt_iceberg_maint.policy.selection import Shard, shard_of
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from tests.expect import markers
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 HEALTH = {
@@ -543,7 +544,7 @@ def rendered(target: Path) -> dict[str, dict[str, Any]]:
     started = datetime.now(timezone.utc)
     invocation = render(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": CASES})], target)
     assert invocation.success, invocation.exception
-    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     by_id = {outcome["id"]: outcome for outcome in outcomes}
     by_id["_started"] = {"value": started}
     return by_id
@@ -828,12 +829,7 @@ def test_relation_names(rendered: dict[str, dict[str, Any]]) -> None:
 def test_ref_and_source_relations(target: Path) -> None:
     invocation = render(["run-operation", "iceberg_maint_render_relation_cases"], target)
     assert invocation.success, invocation.exception
-    cases = {
-        c["id"]: c["sql"]
-        for c in map(
-            json.loads, (m.split(" ", 1)[1] for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE "))
-        )
-    }
+    cases = {c["id"]: c["sql"] for c in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")}
     for case, table in (("ref", "analytics.events"), ("source", "analytics.raw_events")):
         assert [statement.split("(", 1)[0] for statement in cases[case]] == [
             "CALL system.rewrite_data_files",

@@ -16,6 +16,7 @@ from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.maintenance.run import MaintenancePlan, started
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from tests.expect import markers
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 RESULT = {"table": "analytics.events", "operation": "rewrite_manifests", "status": "success", "reason": "due",
@@ -65,7 +66,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) 
 
 
 def cases(invocation: DbtInvocation) -> dict[str, dict[str, Any]]:
-    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome for outcome in outcomes}
 
 

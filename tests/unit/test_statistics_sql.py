@@ -15,6 +15,7 @@ from dbt_iceberg_maint.errors import PolicyError
 from dbt_iceberg_maint.policy import checks
 from dbt_iceberg_maint.policy import sql as s
 from dbt_iceberg_maint.policy.statistics import statistics_due
+from tests.expect import markers
 from tests.unit.test_procedure_sql import render
 
 TABLE = s.TableRef("analytics", "events")
@@ -70,7 +71,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) 
     invocation = render(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": cases})],
                         tmp_path_factory.mktemp("dbt_target"))
     assert invocation.success, invocation.exception
-    outcomes = [json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_CASE ")]
+    outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome for outcome in outcomes}
 
 

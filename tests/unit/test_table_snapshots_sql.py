@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from tests.expect import markers
 
 ENV = {"DBT_ICEBERG_MAINT_SCHEMA": "analytics"}
 SQL = ("select snapshot_id, parent_id, unix_millis(committed_at) as committed_at_ms, operation, "
@@ -33,8 +34,8 @@ def test_the_whole_log_with_parents_and_the_main_ref(target: Path) -> None:
     # Lineage needs every snapshot and its parent; no filter on commit time (landed.py).
     invocation = render(target, [{"id": "log", "relation": "analytics.events"}])
     assert invocation.success, invocation.exception
-    rendered = {case["id"]: " ".join(case["sql"].split()) for case in (
-        json.loads(m.split(" ", 1)[1]) for m in invocation.log_messages if m.startswith("ICEBERG_MAINT_SNAPSHOT_SQL "))}
+    rendered = {case["id"]: " ".join(case["sql"].split())
+                for case in markers(invocation.log_messages, "ICEBERG_MAINT_SNAPSHOT_SQL")}
     assert rendered == {"log": SQL}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
-from dbt_iceberg_maint.runtime.processes import group_alive, tail
+from dbt_iceberg_maint.runtime.processes import group_alive, start, tail
 from dbt_iceberg_maint.runtime.spark import CatalogSpec, IcebergRuntime
 from dbt_iceberg_maint.runtime.thrift_server import (
     THRIFT_SERVER_CLASS,
@@ -153,7 +153,8 @@ def test_tail_of_a_missing_log() -> None:
 
 
 def test_stop_ends_the_whole_process_group_and_nothing_else(tmp_path: Path) -> None:
-    # A real process group with a child, as spark-submit leaves one (bash -> java).
+    # Raw processes on purpose: what stop must end is a bare process group with a child, as
+    # spark-submit leaves one (bash -> java), and a bystander group it must not touch.
     process = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
     bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
@@ -209,9 +210,9 @@ def test_port_zero_is_read_from_this_servers_own_log_lines(tmp_path: Path) -> No
     # A previous server's lines in the same (appended) log must not be taken for this one's.
     log.write_text("26/11/22 10:00:00 INFO ThriftCLIService: Starting ThriftBinaryCLIService on port 1 with x\n")
     offset = log.stat().st_size
-    with log.open("ab") as out:
-        process = subprocess.Popen(["python3", "-c", LISTENER], stdout=out, start_new_session=True)
-    server = ThriftServer(auto_port_spec(tmp_path), tmp_path, process, log_offset=offset)
+    started = start(["python3", "-c", LISTENER], log)  # as start_thrift_server starts the real one
+    assert started.offset == offset
+    server = ThriftServer(auto_port_spec(tmp_path), tmp_path, started.process, log_offset=started.offset)
     try:
         with pytest.raises(RuntimeSetupError, match="has not reported its port yet"):
             _ = server.port
@@ -223,8 +224,7 @@ def test_port_zero_is_read_from_this_servers_own_log_lines(tmp_path: Path) -> No
 
 
 def test_a_server_that_never_reports_its_port_times_out_clearly(tmp_path: Path) -> None:
-    process = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    server = ThriftServer(auto_port_spec(tmp_path), tmp_path, process)
+    server = ThriftServer(auto_port_spec(tmp_path), tmp_path, start(["sleep", "30"], tmp_path / "sleep.log").process)
     try:
         with pytest.raises(RuntimeSetupError, match=r"accept connections on 127\.0\.0\.1 \(port not reported"):
             server.wait_until_ready(timeout_s=1)

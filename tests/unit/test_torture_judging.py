@@ -4,6 +4,7 @@ aftermath are read (lab/fuzz.py, lab/torture_workers.py, lab/torture.py)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from dbt_iceberg_maint.runtime.spark import log4j2_java_options
 from lab.fuzz import call_is_intact, judge, names_an_argument, operation_error, properties_sql_is_intact
@@ -21,6 +22,7 @@ from lab.torture_judging import (
 )
 from lab.torture_workers import failure_text, ledger_event, spark_conf
 
+ROOT = Path(__file__).resolve().parents[2]
 CASE = {"kind": "procedure", "procedure": "rewrite_data_files", "kwargs": {"where": "x"}}
 
 
@@ -214,3 +216,36 @@ def test_the_workers_jvms_log_in_the_machines_zone_with_the_runtimes_log_setting
                        "TORTURE_CATALOG_URI": "jdbc:postgresql://127.0.0.1:5432/db"})
     assert conf["spark.driver.extraJavaOptions"] == log4j2_java_options()  # no -Duser.timezone=UTC
     assert conf["spark.master"] == "local[2]"
+
+
+def test_a_cuts_exceptions_are_the_ones_its_failure_records_raise() -> None:
+    """fault_outcome's `exceptions`: the classes of the exception records in the failure texts
+    (conflicts.records, as the classifier reads them), not names found anywhere in the text."""
+    fault = {"worker": "w", "cut_at": 10.0}
+
+    def raised(outcome: dict[str, object]) -> list[str]:
+        event = {"worker": "w", "at": 12.0, "kind": "batch", "batch": 5, "outcomes": {"t": outcome}}
+        return list(fault_outcome(fault, [event])["exceptions"])
+
+    thrift = ("Database Error in model t_merge (models/t_merge.sql)\n  org.apache.hive.service.cli.HiveSQLException: "
+              "Error running query: org.apache.iceberg.exceptions.CommitFailedException: Commit failed\n")
+    assert raised({"event": "failed", "messages": [thrift]}) == ["CommitFailedException"]
+    py4j = ("An error occurred while calling o49.sql.\n"
+            ": org.apache.iceberg.jdbc.UncheckedSQLException: Unknown failure\n"
+            "\tat org.apache.iceberg.jdbc.JdbcTableOperations.doCommit(JdbcTableOperations.java:145)\n"
+            "Caused by: org.postgresql.util.PSQLException: An I/O error occurred while sending to the backend.\n")
+    assert raised({"event": "committed", "failures": [{"kind": "commit_state_unknown", "message": py4j}]}) == [
+        "PSQLException", "UncheckedSQLException"]
+    # A class counts under the name its simple name ends with, as the search of the names counted it.
+    exists = ("org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException: [TABLE_OR_VIEW_ALREADY_EXISTS] "
+              "Cannot create table `t`.")
+    assert raised({"messages": [exists]}) == ["AlreadyExistsException"]
+    # Quoted, not raised: a statement dbt echoes in its log names no exception of this failure.
+    echo = (ROOT / "tests/unit/failures/not_a_conflict__dbt_log_sql_echo.txt").read_text()
+    assert "CommitFailedException" in echo and raised({"event": "failed", "messages": [echo]}) == []
+    maintenance = {"worker": "w", "at": 12.0, "kind": "maintenance", "exit_code": 1, "results": [
+        {"table": "torture.t_merge", "operation": "rewrite_data_files", "status": "failed",
+         "reason": "org.apache.iceberg.exceptions.ValidationException: Cannot commit, missing data files"},
+        {"table": "torture.t_merge", "operation": "rewrite_manifests", "status": "failed",
+         "reason": "stopped the run-operation at run time (commit_state_unknown): the catalog could not confirm"}]}
+    assert fault_outcome(fault, [maintenance])["exceptions"] == ["ValidationException"]
