@@ -22,9 +22,10 @@
             'rows': dbt_iceberg_maint._iceberg_maint_lease_rows_sql(target.log, target.key),
             'all_rows': dbt_iceberg_maint._iceberg_maint_lease_rows_sql(target.log)} -%}
     {%- elif case.kind == 'settled' -%}
-      {%- set value = {'keys': dbt_iceberg_maint._iceberg_maint_settled_lease_keys(kwargs.rows_by_key, kwargs.cutoff_ms),
+      {%- set value = {'rows': dbt_iceberg_maint._iceberg_maint_settled_lease_rows(kwargs.rows_by_key,
+                kwargs.written_before_ms, kwargs.expired_before_ms),
             'delete': dbt_iceberg_maint._iceberg_maint_settled_lease_delete_sql('analytics.iceberg_maint_leases',
-                ['events', "o'rders"], kwargs.cutoff_ms)} -%}
+                {'events': [1, 2], "o'rders": [3]}, kwargs.written_before_ms)} -%}
     {%- elif case.kind == 'namespaces' -%}
       {%- set value = dbt_iceberg_maint._iceberg_maint_lease_namespaces(kwargs.get('schemas')) -%}
     {%- endif -%}
@@ -73,4 +74,15 @@
   {%- do log('ICEBERG_MAINT_CASE ' ~ tojson({'id': 'renew', 'acquired': lease.held, 'renewed': renewed.held,
         'extended': renewed.expires_ms > lease.expires_ms, 'after_break': broken.held,
         'reason': broken.reason}), info=true) -%}
+{% endmacro %}
+
+
+{#- One maintenance run as a nightly job makes it (tests/integration/test_leases.py): each of
+    `tables` maintained (force: every operation of `operations` runs, under its lease, with its
+    history row), then the package's own tables. -#}
+{% macro iceberg_maint_nightly_run(tables, operations) %}
+  {%- for table in tables -%}
+    {%- do dbt_iceberg_maint.maintain(relation=table, operations=operations, force=true) -%}
+  {%- endfor -%}
+  {%- do dbt_iceberg_maint.maintain_own_tables() -%}
 {% endmacro %}

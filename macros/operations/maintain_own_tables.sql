@@ -5,11 +5,13 @@
     maintains, or a step of the nightly job: docs/getting-started.md).
 
     A lease log is never compacted: a rewrite gives the merged rows one sequence number, and the
-    replay decides by commit order (docs/leases.md). Instead the rows of settled leases go: every
-    row of a table whose newest row, and every expiry, is older than one lease TTL. That is a
+    replay decides by commit order (docs/leases.md). Instead settled rows go: of each table's
+    rows, the oldest ones in commit order up to a point where nobody held the lease, each
+    written more than a lease TTL ago and expired (_iceberg_maint_settled_lease_rows). That is a
     delete of whole one-row files (the surviving rows keep their commit's sequence number), and
-    it cannot change any lease: whatever those rows replay to had expired a TTL ago, and a claim
-    appended meanwhile carries a newer clock, so the delete leaves it (docs/leases.md, "Growth").
+    it cannot change any lease: the rows after the point replay from "nobody holds" with or
+    without them, and a claim appended meanwhile carries a clock a TTL newer, so the delete's
+    bounds leave it (docs/leases.md, "Growth").
     Then the log's snapshots older than a TTL are expired and its manifests merged when due; the
     history table is compacted, expired and its manifests merged when due (maintain() with
     the policy below). older_than_hours: the snapshots' age limit (default: one lease TTL;
@@ -38,7 +40,7 @@
   {%- if history.enabled and history_namespace not in namespaces -%}
     {%- do namespaces.append(history_namespace) -%}
   {%- endif -%}
-  {%- set cutoff_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() - leases.ttl_ms -%}
+  {%- set now_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
   {%- set expiry = {'older_than_hours': leases.ttl_ms / 3600000 if older_than_hours is none else older_than_hours,
         'retain_last': 1} -%}
   {%- set maintain = adapter.dispatch('maintain', 'dbt_iceberg_maint') -%}
@@ -48,15 +50,16 @@
     {%- if dbt_iceberg_maint._iceberg_maint_relation_exists(log_table) -%}
       {#- Not committed to by this invocation yet: its cached copy may be stale. -#}
       {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('refresh table ' ~ log_table) -%}
-      {%- set keys = dbt_iceberg_maint._iceberg_maint_settled_lease_keys(
-            dbt_iceberg_maint._iceberg_maint_lease_rows(log_table), cutoff_ms) -%}
-      {%- if keys -%}
+      {%- set settled = dbt_iceberg_maint._iceberg_maint_settled_lease_rows(
+            dbt_iceberg_maint._iceberg_maint_lease_rows(log_table), now_ms - leases.ttl_ms, now_ms) -%}
+      {%- if settled -%}
+        {%- set count = settled.values() | map('length') | sum -%}
         {%- do log('dbt_iceberg_maint.maintain_own_tables: ' ~ log_table ~ ': ' ~ ('would remove' if dry_run
-              else 'removing') ~ ' the rows of ' ~ keys | length ~ ' settled lease(s) (' ~ keys | join(', ') ~ ')',
-              info=true) -%}
+              else 'removing') ~ ' ' ~ count ~ ' settled row(s) of ' ~ settled | length ~ ' table(s) ('
+              ~ settled.keys() | sort | join(', ') ~ ')', info=true) -%}
         {%- if not dry_run -%}
           {%- do dbt_iceberg_maint._iceberg_maint_lease_statement(
-                dbt_iceberg_maint._iceberg_maint_settled_lease_delete_sql(log_table, keys, cutoff_ms)) -%}
+                dbt_iceberg_maint._iceberg_maint_settled_lease_delete_sql(log_table, settled, now_ms - leases.ttl_ms)) -%}
         {%- endif -%}
       {%- endif -%}
       {%- do results.extend(maintain(relation=log_table, operations=['expire_snapshots', 'rewrite_manifests'],
@@ -77,26 +80,44 @@
 {% endmacro %}
 
 
-{#- Pure: the keys ({key: rows} of a lease log) whose every row was written, and asks for an
-    expiry, before cutoff_ms: their leases ended a TTL ago, however the rows replay. -#}
-{% macro _iceberg_maint_settled_lease_keys(rows_by_key, cutoff_ms) %}
-  {%- set keys = [] -%}
+{#- Pure: the rows of a lease log ({key: rows}) that may go, as {key: [at_ms, ...]}. For each key,
+    the longest commit-order prefix of its rows in which every row was written before
+    written_before_ms (a TTL ago) and asked for an expiry before expired_before_ms (now), and
+    after which nobody holds the lease (released or broken), or all of the key's rows when every
+    one is so old. The rows after such a prefix replay from "nobody holds" with or without it.
+    Rows are named by their clock (exact in the files' metrics, so the delete removes whole
+    one-row files and rewrites none); a key where a kept row shares a clock with a prefix row is
+    left for another run. -#}
+{% macro _iceberg_maint_settled_lease_rows(rows_by_key, written_before_ms, expired_before_ms) %}
+  {%- set settled = {} -%}
   {%- for key, rows in rows_by_key.items() | sort -%}
-    {%- if rows and (rows | map(attribute='at_ms') | max) < cutoff_ms
-          and (rows | map(attribute='expires_ms') | max) < cutoff_ms -%}
-      {%- do keys.append(key) -%}
+    {%- set ordered = rows | sort(attribute='seq,at_ms,claim_id') -%}
+    {%- set cut = namespace(length=0, old=true) -%}
+    {%- for row in ordered if cut.old -%}
+      {%- set cut.old = row.at_ms < written_before_ms and row.expires_ms < expired_before_ms -%}
+      {%- if cut.old and (loop.index == ordered | length
+            or dbt_iceberg_maint._iceberg_maint_lease_state(ordered[:loop.index]).holder is none) -%}
+        {%- set cut.length = loop.index -%}
+      {%- endif -%}
+    {%- endfor -%}
+    {%- set clocks = ordered[:cut.length] | map(attribute='at_ms') | unique | sort | list -%}
+    {%- set kept = ordered[cut.length:] | map(attribute='at_ms') | select('in', clocks) | list -%}
+    {%- if clocks and not kept -%}
+      {%- do settled.update({key: clocks}) -%}
     {%- endif -%}
   {%- endfor -%}
-  {{ return(keys) }}
+  {{ return(settled) }}
 {% endmacro %}
 
 
-{#- Pure: the delete of settled keys' rows. The time bounds repeat the settled test, so a claim
-    appended after the rows were read (a current clock) is never among the deleted rows. -#}
-{% macro _iceberg_maint_settled_lease_delete_sql(log, keys, cutoff_ms) %}
-  {%- set literals = [] -%}
-  {%- for key in keys -%}{%- do literals.append(dbt_iceberg_maint._iceberg_maint_string_literal(key)) -%}{%- endfor -%}
-  {{ return('delete from ' ~ log ~ ' where table_name in (' ~ literals | join(', ') ~ ') and at_ms < '
-      ~ cutoff_ms ~ ' and expires_ms < ' ~ cutoff_ms) }}
+{#- Pure: the delete of settled rows ({key: [at_ms, ...]}). The bound repeats the settled test,
+    so a claim appended after the rows were read (a current clock, a TTL after
+    written_before_ms) is never among the deleted rows. -#}
+{% macro _iceberg_maint_settled_lease_delete_sql(log, settled, written_before_ms) %}
+  {%- set terms = [] -%}
+  {%- for key, clocks in settled.items() | sort -%}
+    {%- do terms.append('(table_name = ' ~ dbt_iceberg_maint._iceberg_maint_string_literal(key) ~ ' and at_ms in ('
+          ~ clocks | join(', ') ~ '))') -%}
+  {%- endfor -%}
+  {{ return('delete from ' ~ log ~ ' where at_ms < ' ~ written_before_ms ~ ' and (' ~ terms | join(' or ') ~ ')') }}
 {% endmacro %}
-

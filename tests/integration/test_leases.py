@@ -346,7 +346,7 @@ def test_own_tables_lose_settled_lease_rows_and_stay_compact(lake: Lake, spark: 
     own = lake.dbt("run-operation", "dbt_iceberg_maint.maintain_own_tables", "--args",
                    json.dumps({"schemas": [schema], "older_than_hours": 0}), run_id="own-tables")
     assert own.success, own.exception
-    assert any("removing the rows of 2 settled lease(s) (own_old_a, own_old_b)" in m for m in own.log_messages)
+    assert any("removing 3 settled row(s) of 2 table(s) (own_old_a, own_old_b)" in m for m in own.log_messages)
     results = {(r.table.rsplit(".", 1)[-1], r.operation): r.status for r in parse_result_lines(own.log_messages)}
     assert results[("iceberg_maint_leases", "expire_snapshots")] == "success", results
     assert results[("iceberg_maint_history", "rewrite_data_files")] == "success", results
@@ -371,3 +371,45 @@ def test_own_tables_lose_settled_lease_rows_and_stay_compact(lake: Lake, spark: 
                      json.dumps({"schemas": [schema], "older_than_hours": -1}))
     text = " ".join(wrong.log_messages) + (wrong.exception or "")
     assert not wrong.success and "maintain_own_tables: argument `older_than_hours` is -1" in text, text
+
+
+NIGHTLY_RUNS = 20
+# A nightly job's leases are settled by the next night (a TTL after its last lease row). Here the
+# next run starts seconds later: the runs take leases of 15 s (every step of these small tables
+# ends well within it), and each waits until the previous run's leases have settled.
+NIGHTLY_TTL_S = 15
+NIGHTLY_VARS = json.dumps({"dbt_iceberg_maint_lease_minutes": NIGHTLY_TTL_S / 60})
+
+
+@pytest.mark.lab  # twenty maintenance runs in a row, a lease TTL apart (about eight minutes)
+@pytest.mark.timeout(2400)
+def test_twenty_runs_leave_the_own_tables_within_the_default_policy(lake: Lake, spark: SparkSession) -> None:
+    """Each run maintains a table and ends with maintain_own_tables(); afterwards a dry run of
+    maintain() with the default policy finds nothing due on the lease log or the history table."""
+    schema = lake.schema
+    tables = [f"{schema}.nightly_a"]
+    for table in tables:
+        spark.sql(f"create table if not exists local.{table} (id bigint) using iceberg")
+        spark.sql(f"insert into local.{table} values (1)")
+    settled_at = 0.0
+    for run in range(NIGHTLY_RUNS):
+        time.sleep(max(0.0, settled_at - time.time()))
+        night = lake.dbt("run-operation", "iceberg_maint_nightly_run", "--args",
+                         json.dumps({"tables": tables, "operations": ["expire_snapshots"]}),
+                         "--vars", NIGHTLY_VARS, run_id=f"night-{run}")
+        settled_at = time.time() + NIGHTLY_TTL_S + 1
+        assert night.success, night.exception
+        statuses = {(r.table, r.operation): r.status for r in parse_result_lines(night.log_messages)}
+        assert all(statuses[(table, "expire_snapshots")] == "success" for table in tables), statuses
+        assert "lease" not in " ".join(str(r.reason) for r in parse_result_lines(night.log_messages))
+    own = [f"{schema}.iceberg_maint_leases", f"{schema}.iceberg_maint_history"]
+    for table in own:
+        planned = lake.dbt("run-operation", "dbt_iceberg_maint.maintain", "--args",
+                           json.dumps({"relation": table, "dry_run": True}), run_id="after-twenty")
+        assert planned.success, planned.exception
+        due = [r for r in parse_result_lines(planned.log_messages) if r.status != "skipped"]
+        assert due == [], due
+    # The log holds the last runs' rows only, not twenty runs' worth.
+    spark.sql(f"refresh table local.{own[0]}")
+    per_key = dict(spark.sql(f"select table_name, count(*) from local.{own[0]} group by table_name").collect())
+    assert all(per_key.get(table.rsplit(".", 1)[-1], 0) < 5 for table in tables), per_key

@@ -61,13 +61,26 @@ CASES: list[dict[str, Any]] = [
     {"id": "reason_lost", "kind": "reason", "kwargs": {"holder": None}},
     {"id": "sql", "kind": "sql", "kwargs": {"table": "analytics.Events"}},
     {"id": "sql_catalog", "kind": "sql", "kwargs": {"table": "local.analytics.events"}},
-    # Settled: every row of the key written, and expired, before the cut-off (1500).
-    {"id": "settled", "kind": "settled", "kwargs": {"cutoff_ms": 1500, "rows_by_key": {
+    # Settled (now 2500, TTL 1000): the commit-order prefix written before 1500 and expired before
+    # 2500, up to a point where nobody holds the lease (or the whole key).
+    {"id": "settled", "kind": "settled", "kwargs": {"written_before_ms": 1500, "expired_before_ms": 2500,
+                                                     "rows_by_key": {
         "released": [row("claim", "a", "run-a", 100, 1), row("release", "a", "run-a", 200, 2, 200)],
-        "expired": [row("claim", "b", "run-b", 300, 3)],
-        "expires_late": [row("claim", "c", "run-c", 600, 4)],
-        "one_fresh_row": [row("claim", "d", "run-d", 100, 5), row("claim", "e", "run-e", 1499, 6, 1499),
-                          row("release", "d", "run-d", 1600, 7, 1600)],
+        "expired": [row("claim", "b", "run-b", 1400, 3)],  # never released, but every row is old
+        "expires_late": [row("claim", "c", "run-c", 600, 4, 2600)],
+        # Tonight's claim stays; last night's released lease goes.
+        "nightly": [row("claim", "n1", "run-1", 100, 1), row("release", "n1", "run-1", 150, 2, 150),
+                    row("claim", "n2", "run-2", 2000, 3)],
+        # A claim refused behind an expired holder: cutting after it would make it the holder.
+        "refused_behind": [row("claim", "r1", "run-1", 100, 1), row("claim", "r2", "run-2", 300, 2),
+                           row("claim", "r3", "run-3", 2000, 3)],
+        # The rows out of clock order: the prefix ends at the first row that is not old.
+        "skewed": [row("claim", "s1", "run-1", 100, 1), row("release", "s1", "run-1", 120, 2, 120),
+                   row("claim", "s2", "run-2", 1600, 3), row("release", "s2", "run-2", 1700, 4, 1700),
+                   row("claim", "s3", "run-3", 200, 5), row("release", "s3", "run-3", 210, 6, 210)],
+        # A kept row with a prefix row's clock: the delete could not tell them apart.
+        "same_clock": [row("claim", "t1", "run-1", 100, 1), row("release", "t1", "run-1", 150, 2, 150),
+                       row("claim", "t2", "run-2", 150, 3, 2600)],
         "empty": []}}},
     {"id": "namespaces", "kind": "namespaces", "kwargs": {"schemas": ["analytics", "local.raw", "analytics"]}},
     {"id": "namespaces_default", "kind": "namespaces", "kwargs": {}},
@@ -136,10 +149,10 @@ def test_reasons(rendered: dict[str, Any]) -> None:
 
 def test_only_settled_leases_are_removed(rendered: dict[str, Any]) -> None:
     value = rendered["settled"]
-    # expires_late's claim expires at 1600, after the cut-off; one_fresh_row has a row at 1600.
-    assert value["keys"] == ["expired", "released"]
-    assert value["delete"] == ("delete from analytics.iceberg_maint_leases where table_name in ('events', 'o\\'rders') "
-                               "and at_ms < 1500 and expires_ms < 1500")
+    assert value["rows"] == {"released": [100, 200], "expired": [1400], "nightly": [100, 150], "skewed": [100, 120]}
+    assert value["delete"] == ("delete from analytics.iceberg_maint_leases where at_ms < 1500 and "
+                               "((table_name = 'events' and at_ms in (1, 2)) or "
+                               "(table_name = 'o\\'rders' and at_ms in (3)))")
 
 
 def test_sql(rendered: dict[str, Any]) -> None:
