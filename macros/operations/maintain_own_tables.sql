@@ -7,7 +7,7 @@
     A lease log is never compacted: a rewrite gives the merged rows one sequence number, and the
     replay decides by commit order (docs/leases.md). Instead settled rows go: of each table's
     rows, the oldest ones in commit order up to a point where nobody held the lease, each
-    written more than a lease TTL ago and expired (_iceberg_maint_settled_lease_rows). That is a
+    written more than a lease TTL ago (_iceberg_maint_settled_lease_rows). That is a
     delete of whole one-row files (the surviving rows keep their commit's sequence number), and
     it cannot change any lease: the rows after the point replay from "nobody holds" with or
     without them, and a claim appended meanwhile carries a clock a TTL newer, so the delete's
@@ -82,9 +82,9 @@
 
 {#- Pure: the rows of a lease log ({key: rows}) that may go, as {key: [at_ms, ...]}. For each key,
     the longest commit-order prefix of its rows in which every row was written before
-    written_before_ms (a TTL ago) and asked for an expiry before expired_before_ms (now), and
-    after which nobody holds the lease (released or broken), or all of the key's rows when every
-    one is so old. The rows after such a prefix replay from "nobody holds" with or without it.
+    written_before_ms (a TTL ago) and after which nobody holds the lease (released or broken),
+    or all of the key's rows when every one is so old and every expiry they asked for is before
+    expired_before_ms (now). The rows after such a prefix replay from "nobody holds" with or without it.
     Rows are named by their clock (exact in the files' metrics, so the delete removes whole
     one-row files and rewrites none); a key where a kept row shares a clock with a prefix row is
     left for another run. -#}
@@ -92,10 +92,13 @@
   {%- set settled = {} -%}
   {%- for key, rows in rows_by_key.items() | sort -%}
     {%- set ordered = rows | sort(attribute='seq,at_ms,claim_id') -%}
-    {%- set cut = namespace(length=0, old=true) -%}
+    {%- set cut = namespace(length=0, old=true, expired=true) -%}
     {%- for row in ordered if cut.old -%}
-      {%- set cut.old = row.at_ms < written_before_ms and row.expires_ms < expired_before_ms -%}
-      {%- if cut.old and (loop.index == ordered | length
+      {%- set cut.old = row.at_ms < written_before_ms -%}
+      {%- set cut.expired = cut.expired and row.expires_ms < expired_before_ms -%}
+      {#- After a release or a break the claims' expiries no longer matter; a key cleared whole
+          may end with an unreleased lease, which must have expired. -#}
+      {%- if cut.old and ((loop.index == ordered | length and cut.expired)
             or dbt_iceberg_maint._iceberg_maint_lease_state(ordered[:loop.index]).holder is none) -%}
         {%- set cut.length = loop.index -%}
       {%- endif -%}

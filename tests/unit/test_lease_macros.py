@@ -68,6 +68,8 @@ CASES: list[dict[str, Any]] = [
         "released": [row("claim", "a", "run-a", 100, 1), row("release", "a", "run-a", 200, 2, 200)],
         "expired": [row("claim", "b", "run-b", 1400, 3)],  # never released, but every row is old
         "expires_late": [row("claim", "c", "run-c", 600, 4, 2600)],
+        # Released: the claim's late expiry no longer matters.
+        "released_long_ttl": [row("claim", "l", "run-l", 600, 1, 9000), row("release", "l", "run-l", 700, 2, 700)],
         # Tonight's claim stays; last night's released lease goes.
         "nightly": [row("claim", "n1", "run-1", 100, 1), row("release", "n1", "run-1", 150, 2, 150),
                     row("claim", "n2", "run-2", 2000, 3)],
@@ -149,7 +151,8 @@ def test_reasons(rendered: dict[str, Any]) -> None:
 
 def test_only_settled_leases_are_removed(rendered: dict[str, Any]) -> None:
     value = rendered["settled"]
-    assert value["rows"] == {"released": [100, 200], "expired": [1400], "nightly": [100, 150], "skewed": [100, 120]}
+    assert value["rows"] == {"released": [100, 200], "expired": [1400], "nightly": [100, 150], "skewed": [100, 120],
+                             "released_long_ttl": [600, 700]}
     assert value["delete"] == ("delete from analytics.iceberg_maint_leases where at_ms < 1500 and "
                                "((table_name = 'events' and at_ms in (1, 2)) or "
                                "(table_name = 'o\\'rders' and at_ms in (3)))")
