@@ -119,6 +119,16 @@ def installed_package(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
             os.environ[PACKAGES_PATH_ENV] = previous
 
 
+@pytest.fixture(scope="session")
+def render_target(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> Path:
+    """The dbt target folder of the worker's render-only run-operations (tests/unit: macros that
+    render SQL or check arguments and log the outcome). One per pytest process, so its partial-parse
+    states (one per set of --vars and profile inputs, runtime/invoke.py) outlive a test: each set is
+    parsed in full once per worker, not once per test (4-6 s each). A process's in-process dbt
+    invocations never overlap."""
+    return tmp_path_factory.mktemp("render_target")
+
+
 # The session services a module may use (fixture -> group). Each xdist worker starts a session
 # fixture the first time one of its tests asks for it, so modules spread over both workers would
 # start a Thrift Server, PostgreSQL and a Hive Metastore twice. Under `--dist loadgroup` (what
@@ -250,23 +260,57 @@ def invocation_env(env: dict[str, str], batch: int | None, run_id: str | None) -
             **({RUN_ID_ENV: run_id} if run_id is not None else {})}
 
 
+# The schema of every module whose warehouse is its own (the embedded or a Hadoop catalog in the
+# module's folder). dbt's partial-parse check compares the profile's connection keys, schema
+# among them, so one schema lets each module start from the state the worker's previous module
+# left (ParseSeed) instead of a full parse (4-6 s a module). Modules on a catalog that outlives
+# them (PostgreSQL, the Hive Metastore, a Thrift Server's) keep a schema of their own.
+SHARED_SCHEMA = "it"
+
+
+class ParseSeed:
+    """The worker's latest partial-parse state for the integration project under its plain inputs
+    (no --vars, no --target), handed to each new module's target folder. dbt checks every state it
+    is given (files, profile, vars), so a stale seed costs a full parse, never a wrong one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def plant(self, target: Path) -> None:
+        if self.path.is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.path, target / "partial_parse.msgpack")
+
+    def keep(self, args: tuple[str, ...], target: Path) -> None:
+        state = target / "partial_parse.msgpack"
+        if state.is_file() and not {"--vars", "--target", "-t"} & {a.partition("=")[0] for a in args}:
+            shutil.copyfile(state, self.path)
+
+
 class DbtProject:
     """The integration dbt project, invoked in-process against the module's warehouse.
 
-    `folder`: the module's own dbt target and log folders (partial-parse state, artifacts and
-    dbt.log never leak between modules, so `-k`, `--lf` and reruns see what a whole run sees).
-    The package is installed once per pytest process (`installed_package`).
+    `folder`: the module's own dbt target and log folders (artifacts and dbt.log never leak
+    between modules, so `-k`, `--lf` and reruns see what a whole run sees). The package is
+    installed once per pytest process (`installed_package`); `seed` starts the module's
+    partial-parse state from the worker's last one.
     """
 
-    def __init__(self, schema: str, folder: Path | None = None) -> None:
+    def __init__(self, schema: str, folder: Path | None = None, seed: ParseSeed | None = None) -> None:
         self.schema = schema
         self.env = {"DBT_ICEBERG_MAINT_SCHEMA": schema}
+        self.target = folder / "target" if folder is not None else None
+        self.seed = seed if self.target is not None else None
         if folder is not None:
             self.env.update({"DBT_TARGET_PATH": str(folder / "target"), "DBT_LOG_PATH": str(folder / "logs")})
+        if self.seed is not None and self.target is not None:
+            self.seed.plant(self.target)
 
     def __call__(self, *args: str, expect_success: bool = True, batch: int | None = None,
                  run_id: str | None = None) -> DbtInvocation:
         invocation = invoke_dbt([*args], env=invocation_env(self.env, batch, run_id))
+        if self.seed is not None and self.target is not None:
+            self.seed.keep(args, self.target)
         if expect_success and not invocation.success:
             failures = [(n.name, n.message) for n in invocation.failed_nodes()]
             raise AssertionError(f"dbt {' '.join(args)} failed: {failures or invocation.exception}")
@@ -278,10 +322,26 @@ class DbtProject:
 
 @pytest.fixture(scope="module")
 def dbt_project(
-    warehouse: Path, installed_package: Path, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    warehouse: Path, installed_package: Path, catalog: str, parse_seed: ParseSeed, request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> DbtProject:
     module = request.module.__name__.rsplit(".", 1)[-1]
-    return DbtProject(schema=f"it_{module}", folder=tmp_path_factory.mktemp(f"dbt_{module}"))
+    folder = tmp_path_factory.mktemp(f"dbt_{module}")
+    if catalog != "embedded" or uses_session_service(request):
+        return DbtProject(schema=f"it_{module}", folder=folder)
+    return DbtProject(schema=SHARED_SCHEMA, folder=folder, seed=parse_seed)
+
+
+@pytest.fixture(scope="session")
+def parse_seed(tmp_path_factory: pytest.TempPathFactory) -> ParseSeed:
+    return ParseSeed(tmp_path_factory.mktemp("parse_seed") / "partial_parse.msgpack")
+
+
+def uses_session_service(request: pytest.FixtureRequest) -> bool:
+    """Whether the requesting module uses a service that outlives it (SERVICE_GROUPS)."""
+    module = request.node.nodeid.split("::", 1)[0]
+    items = [item for item in request.session.items if item.nodeid.split("::", 1)[0] == module]
+    return module_groups(items).get(module, module) != module
 
 
 @pytest.fixture(scope="module")

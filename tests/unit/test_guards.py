@@ -187,7 +187,7 @@ def test_jdbc_uri_parameters_survive_the_translation() -> None:
 
 def render(target: Path, args: list[str], vars: dict[str, Any] | None = None) -> DbtInvocation:
     extra = ["--vars", json.dumps(vars)] if vars else []
-    return invoke_dbt([*args, *extra, "--target-path", str(target), "--no-partial-parse"], env=ENV)
+    return invoke_dbt([*args, *extra, "--target-path", str(target)], env=ENV)
 
 
 def cases(invocation: DbtInvocation) -> dict[str, dict[str, Any]]:
@@ -201,8 +201,8 @@ def failure(invocation: DbtInvocation) -> str:
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> Path:
-    return tmp_path_factory.mktemp("dbt_target")
+def target(render_target: Path) -> Path:
+    return render_target
 
 
 MACRO_CASES: list[dict[str, Any]] = [

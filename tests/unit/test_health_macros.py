@@ -129,8 +129,8 @@ WHERE_CASES: dict[str, tuple[dict[str, Any], str | None]] = {
 
 
 @pytest.fixture(scope="module")
-def dbt_target(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> Path:
-    return tmp_path_factory.mktemp("hp_health_dbt")
+def dbt_target(render_target: Path) -> Path:
+    return render_target
 
 
 @pytest.fixture(scope="module")

@@ -174,14 +174,14 @@ VIOLATION_CASES: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, Any]:
+def rendered(render_target: Path) -> dict[str, Any]:
     cases = [(f"errors:{k}", "_iceberg_maint_healthy_errors", kwargs) for k, (kwargs, _) in ERROR_CASES.items()]
     cases += [(f"rows:{k}", "_iceberg_maint_health_violations", kwargs) for k, (kwargs, _) in VIOLATION_CASES.items()]
     cases.append(("sql:none", "_iceberg_maint_health_rows_sql", {"rows": []}))
     cases.append(("sql:rows", "_iceberg_maint_health_rows_sql", {"rows": [
         {"table": T, "check": "max_snapshots", "value": 12, "threshold": 10, "message": "it's old"},
         {"table": T, "check": "table_exists", "value": None, "threshold": None, "message": "gone"}]}))
-    return render_cases(tmp_path_factory.mktemp("hp_healthy_dbt"), cases)
+    return render_cases(render_target, cases)
 
 
 @pytest.mark.parametrize("case", ERROR_CASES)

@@ -37,15 +37,15 @@ CASES: list[dict[str, Any]] = [
 ]
 
 
-def render(installed_package: Path, tmp_path: Path, vars: str = "{dbt_iceberg_maint_run_id: run-x}",
+def render(target: Path, vars: str = "{dbt_iceberg_maint_run_id: run-x}",
            cases: list[dict[str, Any]] = CASES) -> DbtInvocation:
     return invoke_dbt(["run-operation", "iceberg_maint_history_cases", "--args", json.dumps({"cases": cases}),
-                       "--target-path", str(tmp_path), "--no-partial-parse", "--vars", vars], env=ENV)
+                       "--target-path", str(target), "--vars", vars], env=ENV)
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, Any]:
-    invocation = render(installed_package, tmp_path_factory.mktemp("dbt_target"))
+def rendered(render_target: Path) -> dict[str, Any]:
+    invocation = render(render_target)
     assert invocation.success, invocation.exception
     outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome["value"] for outcome in outcomes}
@@ -111,8 +111,8 @@ def test_long_output_lists_are_cut_to_100_items(rendered: dict[str, Any]) -> Non
     assert output["orphan_file_location_truncated"] is True
 
 
-def test_vars_choose_the_table_and_switch_it_off(installed_package: Path, tmp_path: Path) -> None:
-    invocation = render(installed_package, tmp_path, "{dbt_iceberg_maint_history_schema: local.ops, "
+def test_vars_choose_the_table_and_switch_it_off(render_target: Path) -> None:
+    invocation = render(render_target, "{dbt_iceberg_maint_history_schema: local.ops, "
                         "dbt_iceberg_maint_history_table: maint_log, dbt_iceberg_maint_history_enabled: false}",
                         [{"id": "settings", "kind": "settings"}, {"id": "relation", "kind": "relation"}])
     assert invocation.success, invocation.exception
@@ -127,9 +127,9 @@ def test_vars_choose_the_table_and_switch_it_off(installed_package: Path, tmp_pa
     ("{dbt_iceberg_maint_history_schema: 'ops; drop'}", "var `dbt_iceberg_maint_history_schema` is \"ops; drop\""),
     ("{dbt_iceberg_maint_history_table: 'x y'}", "var `dbt_iceberg_maint_history_table` is \"x y\""),
 ])
-def test_bad_vars_are_refused_naming_the_var(installed_package: Path, tmp_path: Path, vars: str,
+def test_bad_vars_are_refused_naming_the_var(render_target: Path, vars: str,
                                               message: str) -> None:
-    invocation = render(installed_package, tmp_path, vars, [{"id": "settings", "kind": "settings"}])
+    invocation = render(render_target, vars, [{"id": "settings", "kind": "settings"}])
     assert not invocation.success
     text = " ".join(invocation.log_messages) + (invocation.exception or "")
     assert message in text and "; expected " in text, text[-2000:]
@@ -147,13 +147,13 @@ FAILED = {**STEP, "operation": "remove_orphan_files", "status": "failed", "reaso
     # The kill switch: rows of skipped and failed steps are not even collected.
     ("{dbt_iceberg_maint_history_enabled: false}", [SKIPPED, FAILED], False, ["skipped", "failed"]),
 ], ids=["dry_run", "disabled"])
-def test_the_step_loop_sends_nothing_when_no_history_is_written(installed_package: Path, tmp_path: Path, vars: str,
+def test_the_step_loop_sends_nothing_when_no_history_is_written(render_target: Path, vars: str,
                                                                  steps: list[dict[str, Any]], dry_run: bool,
                                                                  statuses: list[str]) -> None:
     """Rendered against a Thrift target nobody listens on: any statement would fail the run."""
     invocation = invoke_dbt(["run-operation", "iceberg_maint_history_cases", "--args", json.dumps(
         {"cases": [{"id": "execute", "kind": "execute", "kwargs": {"steps": steps, "dry_run": dry_run}}]}),
-        "--target-path", str(tmp_path), "--no-partial-parse", "--vars", vars],
+        "--target-path", str(render_target), "--vars", vars],
         env={**ENV, "DBT_ICEBERG_MAINT_TARGET": "thrift", "DBT_ICEBERG_MAINT_THRIFT_PORT": "1"})
     assert invocation.success, invocation.exception
     [value] = [case["value"] for case in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")]

@@ -90,10 +90,9 @@ CASES: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, Any]:
-    target = tmp_path_factory.mktemp("dbt_target")
+def rendered(render_target: Path) -> dict[str, Any]:
     invocation = invoke_dbt(["run-operation", "iceberg_maint_lease_cases", "--args", json.dumps({"cases": CASES}),
-                             "--target-path", str(target), "--no-partial-parse", "--vars",
+                             "--target-path", str(render_target), "--vars",
                              "{dbt_iceberg_maint_run_id: run-x, dbt_iceberg_maint_lease_minutes: 0.5}"], env=ENV)
     assert invocation.success, invocation.exception
     outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")

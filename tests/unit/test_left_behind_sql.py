@@ -64,14 +64,12 @@ CASES: list[dict[str, Any]] = [
 
 
 def run(target: Path, macro: str, args: dict[str, Any]) -> DbtInvocation:
-    """One run-operation with its own target path (no partial-parse state shared)."""
-    return invoke_dbt(["run-operation", macro, "--args", json.dumps(args), "--target-path", str(target),
-                       "--no-partial-parse"], env=ENV)
+    return invoke_dbt(["run-operation", macro, "--args", json.dumps(args), "--target-path", str(target)], env=ENV)
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, dict[str, Any]]:
-    invocation = run(tmp_path_factory.mktemp("dbt_target"), "iceberg_maint_left_behind_cases", {"cases": CASES})
+def rendered(render_target: Path) -> dict[str, dict[str, Any]]:
+    invocation = run(render_target, "iceberg_maint_left_behind_cases", {"cases": CASES})
     assert invocation.success, invocation.exception
     lines = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {line["id"]: line for line in lines}
@@ -178,14 +176,14 @@ def test_only_found_old_enough_directories_inside_the_warehouse_are_removed(
         f"{OWNER}: argument `locations` holds '/w/s1/old'; table x.t references it: never removed"]
 
 
-def test_the_listing_twin_refuses_a_glob_and_a_young_floor(tmp_path: Path, installed_package: Path) -> None:
+def test_the_listing_twin_refuses_a_glob_and_a_young_floor(render_target: Path) -> None:
     for kwargs, message in (
         ({"schema_location": "/w/s*"}, "argument `schema_location` is \"/w/s*\"; expected a path or URI without"),
         ({"schema_location": "/w/s1", "older_than_hours": 1}, "argument `older_than_hours` is 1; it must be at least"),
         ({"schema_location": "/w/s1", "excluded": "a"}, "argument `excluded` is \"a\"; expected a list"),
         ({"schema_location": "/w/s1", "excluded": ["a/b"]}, "argument `excluded` holds \"a/b\"; expected directory"),
     ):
-        invocation = run(tmp_path, "dbt_iceberg_maint.get_find_left_behind_locations_sql", kwargs)
+        invocation = run(render_target, "dbt_iceberg_maint.get_find_left_behind_locations_sql", kwargs)
         assert not invocation.success
         text = " ".join(invocation.log_messages) + str(invocation.exception or "")
         assert f"find_left_behind_locations: {message}" in text, text[-2000:]

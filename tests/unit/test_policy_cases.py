@@ -151,11 +151,11 @@ def test_python_engine(case: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def macro_outcomes(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, Any]:
+def macro_outcomes(render_target: Path) -> dict[str, Any]:
     cases = [{**case, "kind": "plan_case", "facts": facts_of(case)} for case in CASES]
     cases.append({"id": "_defaults", "kind": "policy"})
     invocation = render(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": cases})],
-                        tmp_path_factory.mktemp("dbt_target"))
+                        render_target)
     assert invocation.success, invocation.exception
     outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome for outcome in outcomes}

@@ -530,13 +530,12 @@ CASES: list[dict[str, Any]] = [
 
 
 def render(args: list[str], target: Path) -> DbtInvocation:
-    # Own target path: no partial-parse state shared with concurrent dbt invocations.
-    return invoke_dbt([*args, "--target-path", str(target), "--no-partial-parse"], env=ENV)
+    return invoke_dbt([*args, "--target-path", str(target)], env=ENV)
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> Path:
-    return tmp_path_factory.mktemp("dbt_target")
+def target(render_target: Path) -> Path:
+    return render_target
 
 
 @pytest.fixture(scope="module")

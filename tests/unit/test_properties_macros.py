@@ -48,8 +48,8 @@ def render_cases(target: Path, cases: Sequence[tuple[str, str, Mapping[str, Any]
 
 
 @pytest.fixture(scope="module")
-def dbt_target(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> Path:
-    return tmp_path_factory.mktemp("hp_dbt")
+def dbt_target(render_target: Path) -> Path:
+    return render_target
 
 
 ERROR_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {

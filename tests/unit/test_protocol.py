@@ -57,10 +57,9 @@ CASES: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> DbtInvocation:
-    target: Path = tmp_path_factory.mktemp("dbt_target")
+def rendered(render_target: Path) -> DbtInvocation:
     invocation = invoke_dbt(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": CASES}),
-                             "--target-path", str(target), "--no-partial-parse"], env=ENV)
+                             "--target-path", str(render_target)], env=ENV)
     assert invocation.success, invocation.exception
     return invocation
 

@@ -63,13 +63,13 @@ FILE_CASES: list[tuple[str, dict[str, Any] | None, str | None]] = [
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> dict[str, Any]:
+def rendered(render_target: Path) -> dict[str, Any]:
     cases = [{"id": i, "procedure": p, "kwargs": {"relation": "analytics.events", **k}} for i, p, k, _ in SQL_CASES]
     cases += [{"id": i, "kind": "errors", "procedure": p, "kwargs": k} for i, p, k, _ in ERROR_CASES]
     cases += [{"id": i, "kind": "statistics_file_snapshot", "kwargs": {"metrics": m}} for i, m, _ in FILE_CASES]
     cases += [{"id": "replayed", "kind": "step_errors", "kwargs": {"steps": REPLAYED}}]
     invocation = render(["run-operation", "iceberg_maint_render_cases", "--args", json.dumps({"cases": cases})],
-                        tmp_path_factory.mktemp("dbt_target"))
+                        render_target)
     assert invocation.success, invocation.exception
     outcomes = markers(invocation.log_messages, "ICEBERG_MAINT_CASE")
     return {outcome["id"]: outcome for outcome in outcomes}

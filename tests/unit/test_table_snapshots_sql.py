@@ -20,14 +20,13 @@ SQL = ("select snapshot_id, parent_id, unix_millis(committed_at) as committed_at
 
 
 def render(target: Path, cases: list[dict[str, Any]]) -> DbtInvocation:
-    # Own target path: no partial-parse state shared with concurrent dbt invocations.
     return invoke_dbt(["run-operation", "iceberg_maint_render_snapshot_sql", "--args", json.dumps({"cases": cases}),
-                       "--target-path", str(target), "--no-partial-parse"], env=ENV)
+                       "--target-path", str(target)], env=ENV)
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> Path:
-    return tmp_path_factory.mktemp("dbt_target")
+def target(render_target: Path) -> Path:
+    return render_target
 
 
 def test_the_whole_log_with_parents_and_the_main_ref(target: Path) -> None:
