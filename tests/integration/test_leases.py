@@ -375,13 +375,14 @@ def test_own_tables_lose_settled_lease_rows_and_stay_compact(lake: Lake, spark: 
 
 NIGHTLY_RUNS = 20
 # A nightly job's leases are settled by the next night (a TTL after its last lease row). Here the
-# next run starts seconds later: the runs take leases of 15 s (every step of these small tables
-# ends well within it), and each waits until the previous run's leases have settled.
-NIGHTLY_TTL_S = 15
+# next run starts seconds later: the runs take leases of 8 s (every step of these small tables
+# ends well within it: 2-3 s each in the lab), and each waits until the previous run's leases have
+# settled.
+NIGHTLY_TTL_S = 8
 NIGHTLY_VARS = json.dumps({"dbt_iceberg_maint_lease_minutes": NIGHTLY_TTL_S / 60})
 
 
-@pytest.mark.lab  # twenty maintenance runs in a row, a lease TTL apart (about eight minutes)
+@pytest.mark.lab  # twenty maintenance runs in a row, a lease TTL apart (about six minutes)
 @pytest.mark.timeout(2400)
 def test_twenty_runs_leave_the_own_tables_within_the_default_policy(lake: Lake, spark: SparkSession) -> None:
     """Each run maintains a table and ends with maintain_own_tables(); afterwards a dry run of
