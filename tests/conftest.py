@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -18,7 +19,11 @@ from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV
 # The conflict gate's one import for the new tests (it may move to tests/support): they take it
 # through the `conflict_gate` fixture below.
 from dbt_iceberg_maint.runtime._conflict_gate import ConflictGate
-from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import (
+    DbtInvocation,
+    invoke_dbt,
+    kept_parse_state,
+)
 from dbt_iceberg_maint.runtime.spark import (
     DRIVER_JAVA_OPTIONS,
     WAREHOUSE_ENV,
@@ -269,22 +274,36 @@ SHARED_SCHEMA = "it"
 
 
 class ParseSeed:
-    """The worker's latest partial-parse state for the integration project under its plain inputs
-    (no --vars, no --target), handed to each new module's target folder. dbt checks every state it
-    is given (files, profile, vars), so a stale seed costs a full parse, never a wrong one."""
+    """The worker's latest partial-parse state of the integration project for each set of parse
+    flags (--vars, --target), handed to a module's target folder the first time the module uses
+    that set (runtime/invoke.py keeps it from there). dbt checks every state it is given (files,
+    profile, vars), so a stale seed costs a full parse, never a wrong one."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
 
-    def plant(self, target: Path) -> None:
-        if self.path.is_file():
-            target.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(self.path, target / "partial_parse.msgpack")
+    def _seed(self, args: tuple[str, ...]) -> Path:
+        flags = [a for i, a in enumerate(args)
+                 if a.partition("=")[0] in PARSE_FLAGS or (i and args[i - 1] in PARSE_FLAGS)]
+        return self.folder / f"{hashlib.sha256(json.dumps(flags).encode()).hexdigest()[:24]}.msgpack"
+
+    def plant(self, args: tuple[str, ...], env: dict[str, str]) -> None:
+        kept = kept_parse_state(args, env=env)
+        seed = self._seed(args)
+        if kept is None or kept.is_file() or not seed.is_file():
+            return
+        current = kept.parent / "current"
+        if not (current.is_file() and current.read_text() == kept.stem):
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(seed, kept)
 
     def keep(self, args: tuple[str, ...], target: Path) -> None:
         state = target / "partial_parse.msgpack"
-        if state.is_file() and not {"--vars", "--target", "-t"} & {a.partition("=")[0] for a in args}:
-            shutil.copyfile(state, self.path)
+        if state.is_file():
+            shutil.copyfile(state, self._seed(args))
+
+
+PARSE_FLAGS = frozenset({"--vars", "--target", "-t"})
 
 
 class DbtProject:
@@ -292,8 +311,8 @@ class DbtProject:
 
     `folder`: the module's own dbt target and log folders (artifacts and dbt.log never leak
     between modules, so `-k`, `--lf` and reruns see what a whole run sees). The package is
-    installed once per pytest process (`installed_package`); `seed` starts the module's
-    partial-parse state from the worker's last one.
+    installed once per pytest process (`installed_package`); `seed` gives the module the
+    worker's last partial-parse state for each set of parse flags it uses.
     """
 
     def __init__(self, schema: str, folder: Path | None = None, seed: ParseSeed | None = None) -> None:
@@ -303,12 +322,13 @@ class DbtProject:
         self.seed = seed if self.target is not None else None
         if folder is not None:
             self.env.update({"DBT_TARGET_PATH": str(folder / "target"), "DBT_LOG_PATH": str(folder / "logs")})
-        if self.seed is not None and self.target is not None:
-            self.seed.plant(self.target)
 
     def __call__(self, *args: str, expect_success: bool = True, batch: int | None = None,
                  run_id: str | None = None) -> DbtInvocation:
-        invocation = invoke_dbt([*args], env=invocation_env(self.env, batch, run_id))
+        env = invocation_env(self.env, batch, run_id)
+        if self.seed is not None:
+            self.seed.plant(args, env)
+        invocation = invoke_dbt([*args], env=env)
         if self.seed is not None and self.target is not None:
             self.seed.keep(args, self.target)
         if expect_success and not invocation.success:
@@ -334,7 +354,7 @@ def dbt_project(
 
 @pytest.fixture(scope="session")
 def parse_seed(tmp_path_factory: pytest.TempPathFactory) -> ParseSeed:
-    return ParseSeed(tmp_path_factory.mktemp("parse_seed") / "partial_parse.msgpack")
+    return ParseSeed(tmp_path_factory.mktemp("parse_seed"))
 
 
 def uses_session_service(request: pytest.FixtureRequest) -> bool:

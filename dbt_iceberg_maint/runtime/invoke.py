@@ -6,11 +6,8 @@ session` reuses the active session), so the JVM starts once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
-import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -19,6 +16,7 @@ from typing import Any
 
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.runtime.embedded_profile import embedded_environment
+from dbt_iceberg_maint.runtime.parse_states import PARSE_STATES, parse_key, parse_state, target_folder
 
 INTEGRATION_PROJECT = Path(__file__).resolve().parents[2] / "integration_tests"
 # The manifest.json keys of a node that the re-run planner (runner.py) reads: idempotency
@@ -120,87 +118,30 @@ def environment(overrides: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-# dbt keeps one partial-parse state (target/partial_parse.msgpack) and parses the whole project
-# again whenever the command line's vars, profile or target differ from the state's: a process
-# that alternates `--vars` pays a full parse each time (3-5 s on the integration project, 0.3 s
-# partially). So every state is kept beside it under its inputs' key and put back when they recur.
-# dbt still checks each state it is given, so a wrong key costs a full parse, never a wrong parse.
-PARSE_STATES = "iceberg_maint_parse_states"
-MAX_PARSE_STATES = 8
-# The flags read here: --target-path says where the state lives, the others are parse inputs.
-_PARSE_FLAGS = frozenset({"--vars", "--target", "-t", "--profile", "--profiles-dir", "--project-dir",
-                          "--target-path"})
-# The environment in the key: dbt's own variables for those flags, and whatever profiles.yml and
-# dbt_project.yml read (a changed value there changes the profile or project dbt checks, a full
-# parse). Not the variables only models and macros read (a run id, a batch): dbt re-parses just the
-# files that read them, so keying on them would keep a state from ever being reused.
-_PARSE_FLAG_ENV = ("DBT_TARGET", "DBT_PROFILE", "DBT_PROFILES_DIR", "DBT_PROJECT_DIR")
-_ENV_VAR_CALL = re.compile(r"""env_var\(\s*['"]([^'"]+)['"]""")
+def kept_parse_state(
+    args: Sequence[str],
+    project_dir: str | os.PathLike[str] = INTEGRATION_PROJECT,
+    profiles_dir: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Path | None:
+    """The file invoke_dbt keeps the partial-parse state of these inputs in between invocations
+    (same arguments as invoke_dbt), None where the target folder is unknown. A state put there is
+    what dbt starts from when these inputs next run: dbt checks it like any other."""
+    project, full_args, overrides = _invocation_inputs(args, project_dir, profiles_dir, env)
+    with environment(overrides):
+        target = target_folder(full_args, project)
+        return None if target is None else target / PARSE_STATES / f"{parse_key(full_args, project)}.msgpack"
 
 
-def _flag_values(args: Sequence[str]) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for index, arg in enumerate(args):
-        name, equals, inline = arg.partition("=")
-        if equals and name in _PARSE_FLAGS:
-            values[name] = inline
-        elif arg in _PARSE_FLAGS and index + 1 < len(args):
-            values[arg] = args[index + 1]
-    return values
-
-
-def _target_folder(args: Sequence[str], project: Path) -> Path | None:
-    """Where dbt keeps this invocation's partial-parse state: --target-path, DBT_TARGET_PATH, or the
-    project's `target` folder (None when dbt_project.yml names another: not worth reading YAML)."""
-    chosen = _flag_values(args).get("--target-path") or os.environ.get("DBT_TARGET_PATH")
-    if chosen:
-        return Path(chosen) if Path(chosen).is_absolute() else project / chosen
-    project_file = project / "dbt_project.yml"
-    if not project_file.is_file() or "target-path" in project_file.read_text():
-        return None
-    return project / "target"
-
-
-def _parse_env_names(args: Sequence[str], project: Path) -> set[str]:
-    """The environment variables dbt's full-parse check depends on (see _PARSE_FLAG_ENV)."""
-    flags = _flag_values(args)
-    names = set(_PARSE_FLAG_ENV)
-    for path in (Path(flags.get("--profiles-dir", project)) / "profiles.yml", project / "dbt_project.yml"):
-        if path.is_file():
-            names.update(_ENV_VAR_CALL.findall(path.read_text()))
-    return names
-
-
-def _parse_key(args: Sequence[str], project: Path) -> str:
-    flags = sorted((k, v) for k, v in _flag_values(args).items() if k != "--target-path")
-    env = sorted((name, os.environ.get(name)) for name in _parse_env_names(args, project))
-    return hashlib.sha256(json.dumps([flags, env]).encode()).hexdigest()[:24]
-
-
-@contextmanager
-def _parse_state(args: Sequence[str], project: Path) -> Iterator[None]:
-    """Put back the partial-parse state last written under these inputs, and keep the one dbt
-    writes under them. Runs inside `environment`: profiles read the environment."""
-    target = _target_folder(args, project)
-    if target is None:
-        yield
-        return
-    states = target / PARSE_STATES
-    current, current_key = target / "partial_parse.msgpack", states / "current"
-    key = _parse_key(args, project)
-    held = current_key.read_text() if current_key.is_file() else None
-    if held != key:
-        states.mkdir(parents=True, exist_ok=True)
-        if held is not None and current.is_file():
-            shutil.copyfile(current, states / f"{held}.msgpack")
-        # Without a state of its own, dbt gets the last one: it may still parse partially.
-        if (states / f"{key}.msgpack").is_file():
-            os.replace(states / f"{key}.msgpack", current)
-        current_key.write_text(key)
-        kept = sorted(states.glob("*.msgpack"), key=lambda path: path.stat().st_mtime)
-        for stale in kept[:-MAX_PARSE_STATES]:
-            stale.unlink(missing_ok=True)
-    yield
+def _invocation_inputs(
+    args: Sequence[str], project_dir: str | os.PathLike[str], profiles_dir: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+) -> tuple[Path, list[str], dict[str, str]]:
+    """The project folder, dbt's whole command line and the environment of one invocation."""
+    project = Path(project_dir).resolve()
+    profiles = Path(profiles_dir).resolve() if profiles_dir else project
+    full_args = [*args, "--project-dir", str(project), "--profiles-dir", str(profiles)]
+    return project, full_args, {**embedded_environment({**os.environ, **(env or {})}), **(env or {})}
 
 
 def _manifest_node(node: Any) -> dict[str, Any]:
@@ -326,7 +267,7 @@ def invoke_dbt(
 
     if not args:
         raise UsageError("dbt arguments are empty; expected a command such as `run` or `build`")
-    project = Path(project_dir).resolve()
+    project, full_args, overrides = _invocation_inputs(args, project_dir, profiles_dir, env)
     messages: list[str] = []
     artifacts: dict[str, str] = {}
     statements = _StatementLog()
@@ -341,11 +282,8 @@ def invoke_dbt(
         if event.info.name == "ArtifactWritten":
             artifacts[event.data.artifact_type] = event.data.artifact_path
 
-    profiles = Path(profiles_dir).resolve() if profiles_dir else project
-    full_args = [*args, "--project-dir", str(project), "--profiles-dir", str(profiles)]
-    overrides = {**embedded_environment({**os.environ, **(env or {})}), **(env or {})}
     # The profile's catalog is prepared by the package's dbt plugin (dbt_plugin.py), inside dbt.
-    with environment(overrides), _parse_state(full_args, project) if manifest is None else nullcontext():
+    with environment(overrides), parse_state(full_args, project) if manifest is None else nullcontext():
         outcome = dbtRunner(manifest=manifest, callbacks=[collect]).invoke(full_args)
     return DbtInvocation(
         args=tuple(args),

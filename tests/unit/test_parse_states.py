@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dbt_iceberg_maint.runtime.invoke import MAX_PARSE_STATES, PARSE_STATES, _parse_key, _parse_state, invoke_dbt
+from dbt_iceberg_maint.runtime.invoke import invoke_dbt, kept_parse_state
+from dbt_iceberg_maint.runtime.parse_states import MAX_PARSE_STATES, PARSE_STATES, parse_key, parse_state
 
 
 @pytest.fixture(autouse=True)
@@ -67,16 +68,16 @@ def _fake_state(target: Path, content: str) -> None:
 def test_a_state_is_kept_per_inputs_and_the_oldest_go(tmp_path: Path) -> None:
     target = tmp_path / "t"
     args = ["run", "--target-path", str(target)]
-    with _parse_state([*args, "--vars", "{n: 0}"], tmp_path):
+    with parse_state([*args, "--vars", "{n: 0}"], tmp_path):
         _fake_state(target, "state 0")
     for n in range(1, MAX_PARSE_STATES + 3):
-        with _parse_state([*args, "--vars", f"{{n: {n}}}"], tmp_path):
+        with parse_state([*args, "--vars", f"{{n: {n}}}"], tmp_path):
             # Without a state of its own, dbt gets the last one (it may still parse partially).
             assert (target / "partial_parse.msgpack").read_text() == f"state {n - 1}"
             _fake_state(target, f"state {n}")
     kept = sorted(p.read_text() for p in (target / PARSE_STATES).glob("*.msgpack"))
     assert len(kept) == MAX_PARSE_STATES and "state 0" not in kept
-    with _parse_state([*args, "--vars", "{n: 5}"], tmp_path):
+    with parse_state([*args, "--vars", "{n: 5}"], tmp_path):
         assert (target / "partial_parse.msgpack").read_text() == "state 5"
 
 
@@ -84,31 +85,53 @@ def test_the_key_follows_parse_inputs_only(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "profiles.yml").write_text(
         "p:\n  outputs:\n    t: {schema: \"{{ env_var('SCHEMA_OF_THE_PROFILE') }}\"}\n")
     (tmp_path / "dbt_project.yml").write_text("name: p\npackages-install-path: \"{{ env_var('PACKAGES_AT') }}\"\n")
-    base = _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path)
-    assert base == _parse_key(["run", "--target=dev", "--select", "x", "--vars", "{a: 1}", "--target-path", "t2"],
+    base = parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path)
+    assert base == parse_key(["run", "--target=dev", "--select", "x", "--vars", "{a: 1}", "--target-path", "t2"],
                               tmp_path)
-    assert base != _parse_key(["run", "--vars", "{a: 2}", "--target", "dev"], tmp_path)
-    assert base != _parse_key(["run", "--vars", "{a: 1}", "--target", "prod"], tmp_path)
+    assert base != parse_key(["run", "--vars", "{a: 2}", "--target", "dev"], tmp_path)
+    assert base != parse_key(["run", "--vars", "{a: 1}", "--target", "prod"], tmp_path)
     # Variables only models read (a batch, a run id): dbt re-parses just those models.
     monkeypatch.setenv("DBT_TARGET_PATH", "elsewhere")
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")
     monkeypatch.setenv("A_BATCH_MODELS_READ", "7")
-    assert _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path) == base
+    assert parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path) == base
     # What the profile, the project file or dbt's own flags read: dbt parses in full when it changes.
     for name in ("SCHEMA_OF_THE_PROFILE", "PACKAGES_AT", "DBT_TARGET"):
         monkeypatch.setenv(name, "changed")
-        assert _parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path) != base, name
+        assert parse_key(["run", "--vars", "{a: 1}", "--target", "dev"], tmp_path) != base, name
         monkeypatch.delenv(name)
     other = tmp_path / "other_profiles"
     other.mkdir()
     (other / "profiles.yml").write_text("p: {}\n")
-    elsewhere = _parse_key(["run", "--profiles-dir", str(other)], tmp_path)
+    elsewhere = parse_key(["run", "--profiles-dir", str(other)], tmp_path)
     monkeypatch.setenv("SCHEMA_OF_THE_PROFILE", "changed")  # read by the profiles.yml not in use
-    assert _parse_key(["run", "--profiles-dir", str(other)], tmp_path) == elsewhere
+    assert parse_key(["run", "--profiles-dir", str(other)], tmp_path) == elsewhere
 
 
 def test_a_project_naming_its_own_target_path_is_left_alone(tmp_path: Path) -> None:
     (tmp_path / "dbt_project.yml").write_text("name: p\ntarget-path: build\n")
-    with _parse_state(["run", "--vars", "{a: 1}"], tmp_path):
+    with parse_state(["run", "--vars", "{a: 1}"], tmp_path):
         pass
     assert not list(tmp_path.rglob(PARSE_STATES)) and "DBT_TARGET_PATH" not in os.environ
+
+
+def test_a_state_put_where_kept_parse_state_says_is_what_dbt_starts_from(tmp_path: Path) -> None:
+    """A state made in one target folder, put in another's keeping for the same inputs, gives that
+    folder's first invocation of those inputs a partial parse; a stale one is still checked."""
+    project = _project(tmp_path / "p")
+    extra = ("--vars", "{extra: true}")
+    assert _count(project, *extra) == ("models: 2", "full")
+    made = (project / "target" / "partial_parse.msgpack").read_bytes()
+    other = tmp_path / "other_target"
+    kept = kept_parse_state(["run-operation", "count_models", *extra, "--target-path", str(other)], project, project)
+    assert kept is not None and kept.parent == other / PARSE_STATES
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(made)
+    assert _count(project, *extra, "--target-path", str(other)) == ("models: 2", "partial")
+    (project / "models" / "third.sql").write_text("select 3 as id\n")
+    stale = kept_parse_state(["run-operation", "count_models", *extra, "--target-path", str(tmp_path / "t3")], project,
+                             project)
+    assert stale is not None
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(made)
+    assert _count(project, *extra, "--target-path", str(tmp_path / "t3"))[0] == "models: 3"
