@@ -128,7 +128,7 @@ def installed_package(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
 def render_target(tmp_path_factory: pytest.TempPathFactory, installed_package: Path) -> Path:
     """The dbt target folder of the worker's render-only run-operations (tests/unit: macros that
     render SQL or check arguments and log the outcome). One per pytest process, so its partial-parse
-    states (one per set of --vars and profile inputs, runtime/invoke.py) outlive a test: each set is
+    states (one per set of --vars and profile inputs, runtime/parse_states.py) outlive a test: each set is
     parsed in full once per worker, not once per test (4-6 s each). A process's in-process dbt
     invocations never overlap."""
     return tmp_path_factory.mktemp("render_target")
@@ -267,16 +267,17 @@ def invocation_env(env: dict[str, str], batch: int | None, run_id: str | None) -
 
 # The schema of every module whose warehouse is its own (the embedded or a Hadoop catalog in the
 # module's folder). dbt's partial-parse check compares the profile's connection keys, schema
-# among them, so one schema lets each module start from the state the worker's previous module
+# among them, so one schema lets each module start from the states the worker's previous modules
 # left (ParseSeed) instead of a full parse (4-6 s a module). Modules on a catalog that outlives
 # them (PostgreSQL, the Hive Metastore, a Thrift Server's) keep a schema of their own.
 SHARED_SCHEMA = "it"
+PARSE_FLAGS = frozenset({"--vars", "--target", "-t"})  # the flags a ParseSeed keeps a state per
 
 
 class ParseSeed:
     """The worker's latest partial-parse state of the integration project for each set of parse
     flags (--vars, --target), handed to a module's target folder the first time the module uses
-    that set (runtime/invoke.py keeps it from there). dbt checks every state it is given (files,
+    that set (runtime/parse_states.py keeps it from there). dbt checks every state it is given (files,
     profile, vars), so a stale seed costs a full parse, never a wrong one."""
 
     def __init__(self, folder: Path) -> None:
@@ -301,9 +302,6 @@ class ParseSeed:
         state = target / "partial_parse.msgpack"
         if state.is_file():
             shutil.copyfile(state, self._seed(args))
-
-
-PARSE_FLAGS = frozenset({"--vars", "--target", "-t"})
 
 
 class DbtProject:
