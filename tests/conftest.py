@@ -209,13 +209,13 @@ HIVE_METASTORE = "hive_metastore"
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A module that names `CATALOGS` (e.g. `("embedded", "hive_metastore")`) runs all its tests
     once per catalog: the `catalog` fixture (and with it the module's warehouse, dbt project and
-    every module-scoped fixture built on them) is parametrised at module scope. A repeat of the
-    module's embedded run on another catalog is marked `catalogs`: it runs in the lab tier
-    (./scripts/lab); a module about one catalog alone runs in the test tier."""
+    every module-scoped fixture built on them) is parametrised at module scope. The first catalog
+    named is the module's own; a repeat on another is marked `catalogs`: it runs in the lab tier
+    (./scripts/lab). A module about one catalog alone runs in the test tier."""
     catalogs = getattr(metafunc.module, "CATALOGS", None)
     if catalogs and "catalog" in metafunc.fixturenames:
-        params = [pytest.param(name, marks=pytest.mark.catalogs) if "embedded" in catalogs and name != "embedded"
-                  else name for name in catalogs]
+        params = [pytest.param(name, marks=pytest.mark.catalogs) if name != catalogs[0] else name
+                  for name in catalogs]
         metafunc.parametrize("catalog", params, indirect=True, scope="module")
 
 

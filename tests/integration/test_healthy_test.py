@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+CATALOGS = ("embedded", "hive_metastore")
 
 VARS = "{health_scenario: true}"
 TESTS = ["health_summary", "health_deletes", "health_deep", "health_warn", "health_source", "health_missing_table"]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+CATALOGS = ("embedded", "hive_metastore")
 
 HISTORY = "iceberg_maint_history"
 PROJECT = "iceberg_maint_integration_tests"

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tests.conftest import DbtProject
 
 pytestmark = pytest.mark.integration
+CATALOGS = ("embedded", "hive_metastore")
 
 VARS = "{health_scenario: true}"
 OPERATIONS = ["expire_snapshots", "rewrite_manifests"]
