@@ -33,19 +33,17 @@ import pytest
 from click.testing import CliRunner, Result
 
 from dbt_iceberg_maint.cli import main
-from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV
 from dbt_iceberg_maint.maintenance.results import parse_result_lines
 from dbt_iceberg_maint.maintenance.run import run_maintenance
 from dbt_iceberg_maint.runtime import processes
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
-from dbt_iceberg_maint.runtime.spark import switch_warehouse
-from tests.conftest import CATALOG_TYPE_ENV, CATALOG_URI_ENV, HIVE_METASTORE
+from tests.conftest import HIVE_METASTORE
 from tests.expect import json_document, markers
+from tests.integration.lease_lake import Lake, open_lake
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lab.hive_metastore import HiveMetastore
     from lab.postgres import PostgresServer
     from tests.conftest import DbtProject
 
@@ -57,16 +55,6 @@ TTL_MINUTES = 0.4  # the contenders' leases: 24 s (a cold JVM's first lease take
 CONTENDER_VARS = json.dumps({"dbt_iceberg_maint_lease_minutes": TTL_MINUTES})
 OPERATIONS = ["rewrite_data_files", "expire_snapshots"]  # the pair of apache/iceberg#17202
 TABLES = ["lease_t1", "lease_t2", "lease_t3", "lease_t4"]
-
-
-@dataclass
-class Lake:
-    schema: str
-    env: dict[str, str]
-    catalog_properties: dict[str, str]  # spark.sql.catalog.local.*, the workers' too
-
-    def dbt(self, *args: str, run_id: str | None = None) -> DbtInvocation:
-        return invoke_dbt(list(args), env={**self.env, **({RUN_ID_ENV: run_id} if run_id else {})})
 
 
 @dataclass
@@ -102,22 +90,11 @@ class Worker:
 
 @pytest.fixture(scope="module")
 def lake(spark: SparkSession, dbt_project: DbtProject, postgres_server: PostgresServer, catalog: str,
-         request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+         request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Lake:
     """This module's warehouse on the PostgreSQL catalog or the Hive Metastore, as the session's
     `local` catalog."""
-    path = tmp_path_factory.mktemp("lease_lake")
-    if catalog == HIVE_METASTORE:
-        metastore: HiveMetastore = request.getfixturevalue(HIVE_METASTORE)
-        properties = metastore.spark_catalog_properties(str(path))
-        env = {**dbt_project.env, "DBT_ICEBERG_MAINT_TARGET": "session", CATALOG_TYPE_ENV: "hive",
-               CATALOG_URI_ENV: metastore.uri, "DBT_ICEBERG_MAINT_WAREHOUSE": str(path)}
-    else:
-        properties = {**postgres_server.spark_catalog_properties(str(path)), "jdbc.schema-version": "V1"}
-        env = {**dbt_project.env, "DBT_ICEBERG_MAINT_TARGET": "session_jdbc",
-               "DBT_ICEBERG_MAINT_JDBC_URI": postgres_server.jdbc_uri, "DBT_ICEBERG_MAINT_WAREHOUSE": str(path)}
-    switch_warehouse(spark, path, properties=properties)
-    spark.sql(f"create namespace if not exists local.{dbt_project.schema}")
-    yield Lake(dbt_project.schema, env, properties)
+    return open_lake(spark, dbt_project, tmp_path_factory.mktemp("lease_lake"), postgres_server,
+                     request.getfixturevalue(HIVE_METASTORE) if catalog == HIVE_METASTORE else None)
 
 
 @pytest.fixture(scope="module")
@@ -382,53 +359,3 @@ def test_own_tables_lose_settled_lease_rows_and_stay_compact(lake: Lake, spark: 
                      json.dumps({"schemas": [schema], "older_than_hours": -1}))
     text = " ".join(wrong.log_messages) + (wrong.exception or "")
     assert not wrong.success and "maintain_own_tables: argument `older_than_hours` is -1" in text, text
-
-
-NIGHTLY_RUNS = 20
-# A nightly job's leases are settled by the next night (a TTL after its last lease row). Here the
-# next run starts seconds later: the runs take leases of 8 s (every step of these small tables
-# ends well within it: 2-3 s each in the lab), and each waits until the previous run's leases have
-# settled.
-NIGHTLY_TTL_S = 8
-NIGHTLY_VARS = json.dumps({"dbt_iceberg_maint_lease_minutes": NIGHTLY_TTL_S / 60})
-
-
-@pytest.mark.lab  # twenty maintenance runs in a row, a lease TTL apart (about six minutes)
-@pytest.mark.timeout(2400)
-def test_twenty_runs_leave_the_own_tables_within_the_default_policy(lake: Lake, spark: SparkSession,
-                                                                   catalog: str) -> None:
-    """Each run maintains a table and ends with maintain_own_tables(); afterwards a dry run of
-    maintain() with the default policy finds nothing due on the lease log or the history table."""
-    if catalog != CATALOGS[0]:
-        pytest.skip("what the runs leave in the own tables (rows, files, snapshots) does not depend on the "
-                    "catalog's commit; proven on PostgreSQL, six minutes of the lab a catalog")
-    schema = lake.schema
-    tables = [f"{schema}.nightly_a"]
-    for table in tables:
-        spark.sql(f"create table if not exists local.{table} (id bigint) using iceberg")
-        spark.sql(f"insert into local.{table} values (1)")
-    settled_at = 0.0
-    for run in range(NIGHTLY_RUNS):
-        time.sleep(max(0.0, settled_at - time.time()))
-        night = lake.dbt("run-operation", "iceberg_maint_nightly_run", "--args",
-                         json.dumps({"tables": tables, "operations": ["expire_snapshots"]}),
-                         "--vars", NIGHTLY_VARS, run_id=f"night-{run}")
-        settled_at = time.time() + NIGHTLY_TTL_S + 1
-        assert night.success, night.exception
-        statuses = {(r.table, r.operation): r.status for r in parse_result_lines(night.log_messages)}
-        assert all(statuses[(table, "expire_snapshots")] == "success" for table in tables), statuses
-        assert "lease" not in " ".join(str(r.reason) for r in parse_result_lines(night.log_messages))
-    own = [f"{schema}.iceberg_maint_leases", f"{schema}.iceberg_maint_history"]
-    for table in own:
-        planned = lake.dbt("run-operation", "dbt_iceberg_maint.maintain", "--args",
-                           json.dumps({"relation": table, "dry_run": True}), run_id="after-twenty")
-        assert planned.success, planned.exception
-        # Orphan removal has no threshold (due every run unless interval_hours says otherwise): what
-        # piles up is counted by the other three.
-        due = [r for r in parse_result_lines(planned.log_messages)
-               if r.status != "skipped" and r.operation != "remove_orphan_files"]
-        assert due == [], due
-    # The log holds the last runs' rows only, not twenty runs' worth.
-    spark.sql(f"refresh table local.{own[0]}")
-    per_key = dict(spark.sql(f"select table_name, count(*) from local.{own[0]} group by table_name").collect())
-    assert all(per_key.get(table.rsplit(".", 1)[-1], 0) < 5 for table in tables), per_key

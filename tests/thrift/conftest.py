@@ -59,6 +59,19 @@ def running_statements(server: ThriftServer) -> list[str]:
     return [e.get("description", "") for e in executions if e.get("status") == "RUNNING"]
 
 
+def write_thrift_project(root: Path, name: str, server: ThriftServer, vars_yaml: str) -> None:
+    """A dbt project of its own at `root` (its models folder, the package installed from this
+    repository) whose profile reaches `server` over thrift (schema `<name>_models`)."""
+    (root / "models").mkdir()
+    (root / "dbt_project.yml").write_text(f"name: {name}\nversion: '1.0'\nconfig-version: 2\nprofile: {name}\n"
+                                          f"vars: {vars_yaml}\n")
+    (root / "profiles.yml").write_text(
+        f"{name}:\n  target: thrift\n  outputs:\n    thrift: {{type: spark, method: thrift, host: {server.host}, "
+        f"port: {server.port}, user: dbt, schema: {name}_models, threads: 1, connect_retries: 3, "
+        "connect_timeout: 10, poll_interval: 1}\n")
+    (root / "packages.yml").write_text(f"packages:\n  - local: {Path(__file__).resolve().parents[2]}\n")
+
+
 class ThriftSql:
     """A PyHive connection of its own: a separate client session in the server."""
 

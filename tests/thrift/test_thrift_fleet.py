@@ -28,6 +28,7 @@ from dbt_iceberg_maint.metadata.health import read_health
 from dbt_iceberg_maint.protocol import LEASES_MARKER, OPERATIONS
 from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 from tests.expect import json_document, markers
+from tests.thrift.conftest import write_thrift_project
 
 if TYPE_CHECKING:
     from dbt_iceberg_maint.runtime.thrift_server import ThriftServer
@@ -65,16 +66,9 @@ OPERATIONS_RUN = ["compaction", "expire_snapshots"]
 @pytest.fixture(scope="module")
 def lake(thrift_server: ThriftServer, thrift_sql: ThriftSql, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fleet_project")
-    (root / "models").mkdir()
     # The policy of catalog tables no dbt node declares (--include-catalog).
-    (root / "dbt_project.yml").write_text("name: fleet\nversion: '1.0'\nconfig-version: 2\nprofile: fleet\n"
-                                          f"vars: {{dbt_iceberg_maint_catalog_policy: {POLICY}, "
-                                          f"dbt_iceberg_maint_history_schema: {LAKE}}}\n")
-    (root / "profiles.yml").write_text(
-        f"fleet:\n  target: thrift\n  outputs:\n    thrift: {{type: spark, method: thrift, host: {thrift_server.host}, "
-        f"port: {thrift_server.port}, user: dbt, schema: fleet_models, threads: 1, connect_retries: 3, "
-        "connect_timeout: 10, poll_interval: 1}\n")
-    (root / "packages.yml").write_text(f"packages:\n  - local: {Path(__file__).resolve().parents[2]}\n")
+    write_thrift_project(root, "fleet", thrift_server, f"{{dbt_iceberg_maint_catalog_policy: {POLICY}, "
+                                                       f"dbt_iceberg_maint_history_schema: {LAKE}}}")
     # t0 has a health test of the backlog a budgeted run left (dbt test --select t0_backlog).
     backlog_test = ("        data_tests:\n          - dbt_iceberg_maint.iceberg_healthy:\n"
                     "              name: t0_backlog\n              arguments: {max_backlog_operations: 0}\n")

@@ -9,6 +9,10 @@ dbt builds a Hive (parquet) model and an Iceberg model side by side, each with t
 post-hook; a Hive table made outside dbt is a source declaring a policy. The Hive tables are never
 touched and never fail a run; maintenance says it skipped them and why, and maintains the Iceberg
 tables beside them.
+
+A maintenance night of the fleet engine runs on this metastore too (in the lab tier): sources on
+the session catalog with a Hive table among them, a budget that leaves backlog, a resumed run on
+two workers, and end health equal to the macro path's table by table.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from pathlib import Path
 
 import pytest
 
+from dbt_iceberg_maint.fleet import FleetReport, run_fleet
 from dbt_iceberg_maint.fleet.workers import SubprocessWorker
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.metadata.catalog import config_from_options, open_catalog
+from dbt_iceberg_maint.metadata.health import read_health
 from dbt_iceberg_maint.metadata.planner import plan_models
 from dbt_iceberg_maint.metadata.project import iceberg_models
-from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
 from dbt_iceberg_maint.runtime.spark import (
     DRIVER_JAVA_OPTIONS_ENV,
     ICEBERG_JAR_ENV,
@@ -35,7 +41,7 @@ from dbt_iceberg_maint.runtime.spark import (
 from dbt_iceberg_maint.runtime.thrift_server import ThriftServer, start_thrift_server
 from lab.hive_metastore import HiveMetastore
 from tests.conftest import CATALOG_URI_ENV, PACKAGES_PATH_ENV
-from tests.thrift.conftest import ThriftDbtProject, ThriftSql
+from tests.thrift.conftest import ThriftDbtProject, ThriftSql, write_thrift_project
 
 pytestmark = pytest.mark.integration
 
@@ -232,3 +238,111 @@ def test_the_python_planner_skips_the_hive_source_as_the_macros_do(
     assert planned and {(p.operation, p.status, p.reason) for p in planned} == macro, (planned, macro)
     assert all(p.status == "skipped" and p.reason == f"{NOT_ICEBERG}no Iceberg metadata): never maintained"
                for p in planned)
+
+
+# The fleet night's lake: the same tables in two schemas, one maintained by the fleet engine, the
+# other by the macro path (iceberg_maintenance), each declared as a source with its policy.
+NIGHT = {"fleet": "night_fleet", "macros": "night_macros"}
+NIGHT_POLICY = ("{compaction: {min_input_files: 2, partial_progress: true}, "
+                "expire_snapshots: {older_than_hours: 0, retain_last: 1}}")
+# The worst table: its compaction commits each of its files on its own (partial progress, a
+# metastore lock each), so the budget's window closes while it runs, whatever the machine's speed.
+GATE_POLICY = ("{compaction: {min_input_files: 1, partial_progress: true, "
+               "options: {max-file-group-size-bytes: '1', rewrite-all: 'true'}}, "
+               "expire_snapshots: {older_than_hours: 0, retain_last: 1}}")
+NIGHT_TABLES = ("gate", "n0", "n1", "n2")
+GATE_FILES = 20
+NIGHT_HIVE = "hive_feed"  # a Hive (parquet) table declared with a policy: never maintained
+NIGHT_OPERATIONS = ["compaction", "expire_snapshots"]
+# What maintenance changes in a table's health, compared table by table between the two paths.
+HEALTH_KEYS = ("data_files", "delete_files", "small_files", "snapshots", "data_manifests")
+
+
+@pytest.fixture(scope="module")
+def night(hms_server: ThriftServer, sql: ThriftSql, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dbt project over thrift whose sources are both schemas' tables; the tables written by an
+    ingestion job's small appends (three files, three snapshots each; the gate table 20 files)."""
+    root = tmp_path_factory.mktemp("hms_night")
+    write_thrift_project(root, "night", hms_server, f"{{dbt_iceberg_maint_history_schema: {NIGHT['fleet']}}}")
+    sources = ""
+    for name, schema in NIGHT.items():
+        tables = "".join(f"      - name: {table}\n        meta: {{iceberg_maint: "
+                         f"{GATE_POLICY if table == 'gate' else NIGHT_POLICY}}}\n"
+                         for table in (*NIGHT_TABLES, NIGHT_HIVE))
+        sources += f"  - name: {name}\n    schema: {schema}\n    tables:\n{tables}"
+        sql.execute(f"create database if not exists {schema}")
+        for table in NIGHT_TABLES[1:]:
+            sql.execute(f"create table {schema}.{table} (id bigint, kind string) using iceberg")
+            for batch in range(3):
+                sql.execute(f"insert into {schema}.{table} values ({batch}, 'a')")
+        sql.execute(f"create table {schema}.gate (id bigint, kind string) using iceberg")
+        sql.execute(f"insert into {schema}.gate select /*+ REPARTITION({GATE_FILES}) */ id, cast(id as string) "
+                    f"from range({GATE_FILES * 50})")
+        sql.execute(f"create table {schema}.{NIGHT_HIVE} (id bigint, kind string) using parquet")
+        for batch in range(3):
+            sql.execute(f"insert into {schema}.{NIGHT_HIVE} values ({batch}, 'a')")
+    (root / "models" / "sources.yml").write_text(f"sources:\n{sources}")
+    assert invoke_dbt(["deps", "--quiet"], root, root).success
+    return root
+
+
+@pytest.mark.lab  # a budget's window against a slow compaction, two fleet workers, a second Spark client
+def test_a_fleet_night_with_a_budget_ends_as_healthy_as_the_macro_path(
+        night: Path, sql: ThriftSql, hive_metastore: HiveMetastore, tmp_path: Path) -> None:
+    catalog = config_from_options(None, ["type=hive", f"uri={hive_metastore.uri}"], "spark_catalog")
+    selected = [f"source:fleet.{table}" for table in (*NIGHT_TABLES, NIGHT_HIVE)]
+    hive = f"{NIGHT['fleet']}.{NIGHT_HIVE}"
+    hive_files = files_under(location(sql, hive))
+    rows = {t: sql.scalar(f"select count(*) from {NIGHT['fleet']}.{t}") for t in (*NIGHT_TABLES, NIGHT_HIVE)}
+
+    def run(**options: object) -> FleetReport:
+        return run_fleet(selected, NIGHT_OPERATIONS, project_dir=night, profiles_dir=night, catalog=catalog,
+                         **options)  # type: ignore[arg-type]
+
+    planned = run(dry_run=True)
+    # A window that closes while the first step (the gate table's slow compaction) runs: it
+    # finishes, the rest is backlog; the Hive table is skipped with the macros' reason.
+    cut = run(budget_s=planned.planning_s + 3.0)
+    by_key = {(r.table.rsplit(".", 1)[-1], r.operation): r for r in cut.outcomes}
+    assert by_key[("gate", "rewrite_data_files")].status == "success", cut.to_json()
+    backlog = [r for r in cut.outcomes if r.status == "backlog"]
+    assert backlog and not [r for r in cut.outcomes if r.status == "failed"], cut.to_json()
+    assert all(r.status == "skipped" and (r.reason or "").startswith(NOT_ICEBERG)
+               for (table, _), r in by_key.items() if table == NIGHT_HIVE), cut.to_json()
+    report = tmp_path / "cut.json"
+    report.write_text(cut.to_json())
+    # The next run resumes it on two workers (two Spark clients taking the leases on the metastore).
+    done = run(concurrency=2, resume=report)
+    assert done.exit_code == 0 and done.run_id == cut.run_id, done.to_json()
+    ran = {(r.table, r.operation) for r in (*cut.outcomes, *done.outcomes) if r.status == "success"}
+    assert ran == {(f"{NIGHT['fleet']}.{t}", op) for t in NIGHT_TABLES
+                   for op in ("rewrite_data_files", "expire_snapshots")}, (cut.to_json(), done.to_json())
+    # Every step of both runs has its history row, the backlog and the Hive table's skips too.
+    sql.execute(f"refresh table {NIGHT['fleet']}.iceberg_maint_history")
+    written = sorted(tuple(r) for r in sql.rows(
+        f"select table_name, operation, status, reason from {NIGHT['fleet']}.iceberg_maint_history "
+        f"where run_id = '{cut.run_id}'"))
+    assert written == sorted((o.table, o.operation, "skipped" if o.status == "backlog" else o.status, o.reason)
+                             for o in (*cut.outcomes, *done.outcomes)), written
+
+    # The macro path on the other schema's same tables.
+    macros = invoke_dbt(["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps(
+        {"select": "source:macros", "operations": NIGHT_OPERATIONS})], night, night)
+    assert macros.success, macros.exception
+    assert {(r.table.rsplit(".", 1)[-1], r.operation) for r in parse_result_lines(macros.log_messages)
+            if r.status == "success"} == {(t, op) for t in NIGHT_TABLES for op in ("rewrite_data_files",
+                                                                                 "expire_snapshots")}
+    metadata = open_catalog(catalog)
+    for table in NIGHT_TABLES:
+        fleet_health, macro_health = read_health(metadata, [f"{NIGHT['fleet']}.{table}", f"{NIGHT['macros']}.{table}"])
+        assert fleet_health.figures is not None and macro_health.figures is not None, (fleet_health, macro_health)
+        assert {k: fleet_health.figures.get(k) for k in HEALTH_KEYS} == {
+            k: macro_health.figures.get(k) for k in HEALTH_KEYS}, table
+        # The gate table's files were each a group of their own: rewritten one by one, as many as before.
+        assert (fleet_health.figures["data_files"], fleet_health.figures["snapshots"]) == (
+            GATE_FILES if table == "gate" else 1, 1), table
+        assert sql.scalar(f"select count(*) from {NIGHT['fleet']}.{table}") == rows[table]
+    # The Hive table: the same files, the same rows.
+    assert files_under(location(sql, hive)) == hive_files
+    assert sql.scalar(f"select count(*) from {hive}") == rows[NIGHT_HIVE]
+
