@@ -12,7 +12,8 @@ tables beside them.
 
 A maintenance night of the fleet engine runs on this metastore too (in the lab tier): sources on
 the session catalog with a Hive table among them, a budget that leaves backlog, a resumed run on
-two workers, and end health equal to the macro path's table by table.
+two workers, and end health equal to the macro path's table by table; a step killed at its
+timeout keeps its history row.
 """
 
 from __future__ import annotations
@@ -252,6 +253,8 @@ GATE_POLICY = ("{compaction: {min_input_files: 1, partial_progress: true, "
                "expire_snapshots: {older_than_hours: 0, retain_last: 1}}")
 NIGHT_TABLES = ("gate", "n0", "n1", "n2")
 GATE_FILES = 20
+# A compaction that outlasts its step timeout by far: one metastore-locked commit per file.
+NIGHT_SLOW, SLOW_FILES, SLOW_TIMEOUT_S = "slow", 150, 15
 NIGHT_HIVE = "hive_feed"  # a Hive (parquet) table declared with a policy: never maintained
 NIGHT_OPERATIONS = ["compaction", "expire_snapshots"]
 # What maintenance changes in a table's health, compared table by table between the two paths.
@@ -269,6 +272,8 @@ def night(hms_server: ThriftServer, sql: ThriftSql, tmp_path_factory: pytest.Tem
         tables = "".join(f"      - name: {table}\n        meta: {{iceberg_maint: "
                          f"{GATE_POLICY if table == 'gate' else NIGHT_POLICY}}}\n"
                          for table in (*NIGHT_TABLES, NIGHT_HIVE))
+        if name == "fleet":  # the step-timeout test's table
+            tables += f"      - name: {NIGHT_SLOW}\n        meta: {{iceberg_maint: {GATE_POLICY}}}\n"
         sources += f"  - name: {name}\n    schema: {schema}\n    tables:\n{tables}"
         sql.execute(f"create database if not exists {schema}")
         for table in NIGHT_TABLES[1:]:
@@ -278,6 +283,10 @@ def night(hms_server: ThriftServer, sql: ThriftSql, tmp_path_factory: pytest.Tem
         sql.execute(f"create table {schema}.gate (id bigint, kind string) using iceberg")
         sql.execute(f"insert into {schema}.gate select /*+ REPARTITION({GATE_FILES}) */ id, cast(id as string) "
                     f"from range({GATE_FILES * 50})")
+        if name == "fleet":
+            sql.execute(f"create table {schema}.{NIGHT_SLOW} (id bigint, kind string) using iceberg")
+            sql.execute(f"insert into {schema}.{NIGHT_SLOW} select /*+ REPARTITION({SLOW_FILES}) */ id, "
+                        f"cast(id as string) from range({SLOW_FILES * 50})")
         sql.execute(f"create table {schema}.{NIGHT_HIVE} (id bigint, kind string) using parquet")
         for batch in range(3):
             sql.execute(f"insert into {schema}.{NIGHT_HIVE} values ({batch}, 'a')")
@@ -345,4 +354,28 @@ def test_a_fleet_night_with_a_budget_ends_as_healthy_as_the_macro_path(
     # The Hive table: the same files, the same rows.
     assert files_under(location(sql, hive)) == hive_files
     assert sql.scalar(f"select count(*) from {hive}") == rows[NIGHT_HIVE]
+
+
+@pytest.mark.lab  # a step timeout against a slow compaction on a shared server
+def test_a_fleet_step_killed_at_its_timeout_has_its_history_row_and_loses_no_row(
+        night: Path, sql: ThriftSql, hive_metastore: HiveMetastore) -> None:
+    catalog = config_from_options(None, ["type=hive", f"uri={hive_metastore.uri}"], "spark_catalog")
+    table = f"{NIGHT['fleet']}.{NIGHT_SLOW}"
+    rows = sql.scalar(f"select count(*) from {table}")
+    report = run_fleet([f"source:fleet.{NIGHT_SLOW}"], NIGHT_OPERATIONS, project_dir=night, profiles_dir=night,
+                       catalog=catalog, step_timeout_s=f"{SLOW_TIMEOUT_S}s")
+    by_operation = {r.operation: r for r in report.outcomes}
+    stopped = by_operation["rewrite_data_files"]
+    assert (stopped.status, stopped.kind) == ("failed", "timeout"), report.to_json()
+    assert by_operation["expire_snapshots"].status == "skipped", report.to_json()
+    assert report.exit_code == 1
+    # The killed step's row and the skipped one's, written by the engine once the run ended.
+    sql.execute(f"refresh table {NIGHT['fleet']}.iceberg_maint_history")
+    written = sorted(tuple(r) for r in sql.rows(
+        f"select table_name, operation, status, reason from {NIGHT['fleet']}.iceberg_maint_history "
+        f"where run_id = '{report.run_id}'"))
+    assert written == sorted((o.table, o.operation, o.status, o.reason) for o in report.outcomes), written
+    # The CALL may go on in the server after its client was killed: whatever it committed, every row is there.
+    sql.execute(f"refresh table {table}")
+    assert sql.scalar(f"select count(*) from {table}") == rows
 
