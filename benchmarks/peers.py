@@ -375,7 +375,7 @@ def run(tables: int, appends: int, concurrency: Sequence[int], quick: bool,
 
 
 def contract_variants(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """peers.json's `variants` (DESIGN.md, contract version 4): one flat record per tool run."""
+    """peers.json's `variants` (docs/benchmarks-peers.md): one flat record per tool run."""
     return [{"tool": r["tool"], "concurrency": r["concurrency"], "ok": r["exit_code"] == 0, "wall_s": r["wall_s"],
              "data_files_after": r["after"]["data_files"], "snapshots_after": r["after"]["snapshots"],
              "bytes_on_disk_after": r["after"]["bytes_on_disk"], "files_on_disk_after": r["after"]["files_on_disk"],
