@@ -104,6 +104,13 @@ class ThriftSql:
         self.connection.close()
 
 
+def run_history(sql: ThriftSql, schema: str, run_id: str) -> list[tuple[Any, ...]]:
+    """A run's rows of the maintenance history in `schema`: (table, operation, status, reason)."""
+    sql.execute(f"refresh table {schema}.iceberg_maint_history")
+    return [tuple(row) for row in sql.rows(f"select table_name, operation, status, reason from "
+                                            f"{schema}.iceberg_maint_history where run_id = '{run_id}'")]
+
+
 @pytest.fixture(scope="module")
 def thrift_sql(thrift_server: ThriftServer) -> Iterator[ThriftSql]:
     sql = ThriftSql(thrift_server)

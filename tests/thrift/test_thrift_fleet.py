@@ -28,7 +28,7 @@ from dbt_iceberg_maint.metadata.health import read_health
 from dbt_iceberg_maint.protocol import LEASES_MARKER, OPERATIONS
 from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 from tests.expect import json_document, markers
-from tests.thrift.conftest import write_thrift_project
+from tests.thrift.conftest import run_history, write_thrift_project
 
 if TYPE_CHECKING:
     from dbt_iceberg_maint.runtime.thrift_server import ThriftServer
@@ -132,9 +132,7 @@ def spark_calls(server: ThriftServer) -> list[tuple[str, float, float | None]]:
 
 def history(sql: ThriftSql, run_id: str) -> list[tuple[Any, ...]]:
     """A run's rows of the maintenance history: (table, operation, status, reason)."""
-    sql.execute(f"refresh table {LAKE}.iceberg_maint_history")
-    return [tuple(row) for row in sql.rows(f"select table_name, operation, status, reason from "
-                                            f"{LAKE}.iceberg_maint_history where run_id = '{run_id}'")]
+    return run_history(sql, LAKE, run_id)
 
 
 def backlog_test(project: Path) -> tuple[str, str | None]:

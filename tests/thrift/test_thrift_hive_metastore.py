@@ -42,7 +42,7 @@ from dbt_iceberg_maint.runtime.spark import (
 from dbt_iceberg_maint.runtime.thrift_server import ThriftServer, start_thrift_server
 from lab.hive_metastore import HiveMetastore
 from tests.conftest import CATALOG_URI_ENV, PACKAGES_PATH_ENV
-from tests.thrift.conftest import ThriftDbtProject, ThriftSql, write_thrift_project
+from tests.thrift.conftest import ThriftDbtProject, ThriftSql, run_history, write_thrift_project
 
 pytestmark = pytest.mark.integration
 
@@ -327,10 +327,7 @@ def test_a_fleet_night_with_a_budget_ends_as_healthy_as_the_macro_path(
     assert ran == {(f"{NIGHT['fleet']}.{t}", op) for t in NIGHT_TABLES
                    for op in ("rewrite_data_files", "expire_snapshots")}, (cut.to_json(), done.to_json())
     # Every step of both runs has its history row, the backlog and the Hive table's skips too.
-    sql.execute(f"refresh table {NIGHT['fleet']}.iceberg_maint_history")
-    written = sorted(tuple(r) for r in sql.rows(
-        f"select table_name, operation, status, reason from {NIGHT['fleet']}.iceberg_maint_history "
-        f"where run_id = '{cut.run_id}'"))
+    written = sorted(run_history(sql, NIGHT['fleet'], cut.run_id))
     assert written == sorted((o.table, o.operation, "skipped" if o.status == "backlog" else o.status, o.reason)
                              for o in (*cut.outcomes, *done.outcomes)), written
 
@@ -370,10 +367,7 @@ def test_a_fleet_step_killed_at_its_timeout_has_its_history_row_and_loses_no_row
     assert by_operation["expire_snapshots"].status == "skipped", report.to_json()
     assert report.exit_code == 1
     # The killed step's row and the skipped one's, written by the engine once the run ended.
-    sql.execute(f"refresh table {NIGHT['fleet']}.iceberg_maint_history")
-    written = sorted(tuple(r) for r in sql.rows(
-        f"select table_name, operation, status, reason from {NIGHT['fleet']}.iceberg_maint_history "
-        f"where run_id = '{report.run_id}'"))
+    written = sorted(run_history(sql, NIGHT['fleet'], report.run_id))
     assert written == sorted((o.table, o.operation, o.status, o.reason) for o in report.outcomes), written
     # The CALL may go on in the server after its client was killed: whatever it committed, every row is there.
     sql.execute(f"refresh table {table}")
