@@ -90,6 +90,16 @@ class HiveMetastore:
         """`spark.sql.catalog.<name>.*` of an Iceberg Hive catalog on this metastore."""
         return {"type": "hive", "uri": self.uri, "warehouse": warehouse}
 
+    def session_catalog_conf(self, hive_warehouse: str) -> dict[str, str]:
+        """The Spark conf that makes Spark's session catalog Iceberg's `SparkSessionCatalog` on this
+        metastore: Iceberg tables through Iceberg's Hive catalog, every other table through Spark's
+        own Hive client, as EMR, Dataproc and on-premise clusters set it up. `hive_warehouse`:
+        where Spark's Hive client puts new schemas and Hive tables (a URI)."""
+        return {"spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
+                "spark.sql.catalogImplementation": "hive",
+                "spark.hadoop.hive.metastore.uris": self.uri,
+                "spark.sql.warehouse.dir": hive_warehouse}
+
     @property
     def log(self) -> Path:
         return self.root / "metastore.log"

@@ -1,6 +1,7 @@
 """The lease modules' lake: a warehouse on the PostgreSQL JDBC catalog or on the Hive Metastore,
 made the session's `local` catalog, and the dbt environment that reaches it (the integration
-project's `session_jdbc` or `session` target)."""
+project's `session_jdbc` or `session` target; on the metastore also `session_hive`, for processes
+whose session catalog is the metastore)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ class Lake:
     schema: str
     env: dict[str, str]
     catalog_properties: dict[str, str]  # spark.sql.catalog.local.*, the worker processes' too
+    # On the metastore: the Spark conf that makes the same catalog Spark's session catalog
+    # (SparkSessionCatalog), for worker processes that reach the tables by two-part names.
+    session_catalog_conf: dict[str, str] | None = None
 
     def dbt(self, *args: str, run_id: str | None = None) -> DbtInvocation:
         return invoke_dbt(list(args), env={**self.env, **({RUN_ID_ENV: run_id} if run_id else {})})
@@ -34,8 +38,10 @@ class Lake:
 def open_lake(spark: SparkSession, dbt_project: DbtProject, path: Path, postgres: PostgresServer,
               metastore: HiveMetastore | None = None) -> Lake:
     """A warehouse at `path` on the metastore when given, else on PostgreSQL's JDBC catalog."""
+    session_catalog_conf = None
     if metastore is not None:
         properties = metastore.spark_catalog_properties(str(path))
+        session_catalog_conf = metastore.session_catalog_conf((path / "hive_warehouse").as_uri())
         env = {**dbt_project.env, "DBT_ICEBERG_MAINT_TARGET": "session", CATALOG_TYPE_ENV: "hive",
                CATALOG_URI_ENV: metastore.uri, "DBT_ICEBERG_MAINT_WAREHOUSE": str(path)}
     else:
@@ -44,4 +50,4 @@ def open_lake(spark: SparkSession, dbt_project: DbtProject, path: Path, postgres
                "DBT_ICEBERG_MAINT_JDBC_URI": postgres.jdbc_uri, "DBT_ICEBERG_MAINT_WAREHOUSE": str(path)}
     switch_warehouse(spark, path, properties=properties)
     spark.sql(f"create namespace if not exists local.{dbt_project.schema}")
-    return Lake(dbt_project.schema, env, properties)
+    return Lake(dbt_project.schema, env, properties, session_catalog_conf)

@@ -1,5 +1,7 @@
 """A maintenance job's process for tests/integration/test_leases.py: its own Spark driver (JVM)
-on the shared PostgreSQL JDBC catalog, running the dbt commands the test hands it.
+on the shared catalog (PostgreSQL's JDBC catalog or the Hive Metastore, as the session's `local`
+catalog or, with `--session-catalog`, as Spark's session catalog), running the dbt commands the
+test hands it.
 
 The test writes `cmd-<n>.json` ({"args": [...], "start_ms": epoch ms or null, "run_id": ...})
 into `--state`; the worker waits until start_ms (so several workers start together), runs dbt
@@ -29,15 +31,25 @@ def main() -> None:
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--catalog", required=True, help="JSON: spark.sql.catalog.local.* properties")
     parser.add_argument("--vars", default="{}", help="dbt --vars of the first jobs: parsed with them up front")
+    parser.add_argument("--session-catalog", help="JSON: Spark conf making the catalog Spark's session catalog "
+                        "(SparkSessionCatalog on a metastore; the dbt target is then session_hive)")
     args = parser.parse_args()
     state: Path = args.state
     properties = json.loads(args.catalog)
     jars = ",".join([*resolve_iceberg_runtime().jars, str(JDBC_JAR)])
-    spark = start_session(properties["warehouse"], catalog_properties=properties, extra_conf={"spark.jars": jars})
+    if args.session_catalog:  # the same tables under Spark's session catalog, two-part names
+        spark = start_session(properties["warehouse"], catalog_name="spark_catalog", catalog_properties=properties,
+                              extra_conf={"spark.jars": jars, **json.loads(args.session_catalog)})
+    else:
+        spark = start_session(properties["warehouse"], catalog_properties=properties, extra_conf={"spark.jars": jars})
     spark.sparkContext.setLogLevel("ERROR")
     parsed = invoke_dbt(["parse", "--vars", args.vars])
     assert parsed.success, parsed.exception
-    (state / "ready").touch()
+    # What the worker's dbt names resolve in: the test checks the session-catalog workers' really are.
+    session_catalog = spark.conf.get("spark.sql.catalog.spark_catalog", "")
+    (state / "ready.tmp").write_text(json.dumps({"current_catalog": spark.catalog.currentCatalog(),
+                                                 "session_catalog": session_catalog}))
+    (state / "ready.tmp").rename(state / "ready")
     number = 0
     while not (state / "stop").exists():
         command = state / f"cmd-{number}.json"

@@ -3,7 +3,9 @@
 so the module runs again there (`CATALOGS`; the repeat is in the lab tier).
 
 Three worker processes (tests/integration/lease_worker.py), each its own Spark driver and dbt,
-and this test's own session share one Iceberg catalog as the session's `local` catalog:
+and this test's own session share one Iceberg catalog as the session's `local` catalog; on the
+metastore two of the workers reach it as Spark's session catalog instead (SparkSessionCatalog,
+two-part names, the `session_hive` target), so contenders and jobs race across both namings:
 
 - the workers' contenders take one table's lease at the same instant (each sleeps in its Spark
   driver until then): exactly one holds it, the others skip naming it; the holder is killed with
@@ -55,6 +57,7 @@ TTL_MINUTES = 0.4  # the contenders' leases: 24 s (a cold JVM's first lease take
 CONTENDER_VARS = json.dumps({"dbt_iceberg_maint_lease_minutes": TTL_MINUTES})
 OPERATIONS = ["rewrite_data_files", "expire_snapshots"]  # the pair of apache/iceberg#17202
 TABLES = ["lease_t1", "lease_t2", "lease_t3", "lease_t4"]
+SESSION_CATALOG_WORKERS = {1, 2}  # on the metastore: workers whose session catalog is the metastore
 
 
 @dataclass
@@ -99,18 +102,22 @@ def lake(spark: SparkSession, dbt_project: DbtProject, postgres_server: Postgres
 
 @pytest.fixture(scope="module")
 def workers(lake: Lake, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Worker]]:
-    properties = lake.catalog_properties
+    """The worker processes. On the metastore the first reaches the tables through a named catalog
+    (`local`, like this process) and the others through Spark's session catalog: one race, both
+    ways production clusters name Iceberg tables."""
     started = []
     for index in range(WORKERS):
         state = tmp_path_factory.mktemp(f"lease_worker_{index}")
         env = {**os.environ, **lake.env, "DBT_TARGET_PATH": str(state / "target"),
                "DBT_LOG_PATH": str(state / "logs"), "SPARK_LOCAL_IP": "127.0.0.1"}
         env.pop("PYSPARK_GATEWAY_PORT", None)
+        command = [sys.executable, "-m", "tests.integration.lease_worker", "--state", str(state),
+                   "--catalog", json.dumps(lake.catalog_properties), "--vars", CONTENDER_VARS]
+        if lake.session_catalog_conf is not None and index in SESSION_CATALOG_WORKERS:
+            command += ["--session-catalog", json.dumps(lake.session_catalog_conf)]
+            env["DBT_ICEBERG_MAINT_TARGET"] = "session_hive"
         # Its own process group (the worker and its Spark JVM), output to the state's worker.log.
-        process = processes.start(
-            [sys.executable, "-m", "tests.integration.lease_worker", "--state", str(state),
-             "--catalog", json.dumps(properties), "--vars", CONTENDER_VARS],
-            state / "worker.log", env=env, cwd=INTEGRATION_PROJECT.parent).process
+        process = processes.start(command, state / "worker.log", env=env, cwd=INTEGRATION_PROJECT.parent).process
         started.append(Worker(index, state, process))
     try:
         deadline = time.monotonic() + 300
@@ -119,6 +126,12 @@ def workers(lake: Lake, tmp_path_factory: pytest.TempPathFactory) -> Iterator[li
                 assert worker.process.poll() is None, worker.log()
                 assert time.monotonic() < deadline, worker.log()
                 time.sleep(0.2)
+            ready = json.loads((worker.state / "ready").read_text())
+            if lake.session_catalog_conf is not None and worker.index in SESSION_CATALOG_WORKERS:
+                assert ready == {"current_catalog": "spark_catalog",
+                                 "session_catalog": "org.apache.iceberg.spark.SparkSessionCatalog"}, ready
+            else:
+                assert ready["current_catalog"] == "local", ready
         yield started
     finally:
         for worker in started:

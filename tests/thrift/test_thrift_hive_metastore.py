@@ -55,11 +55,7 @@ NOT_ICEBERG = "not an Iceberg table ("
 def hms_server(hive_metastore: HiveMetastore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThriftServer]:
     root = tmp_path_factory.mktemp("hms_thrift")
     session_catalog = {
-        # Iceberg tables through Iceberg's Hive catalog, every other table through Spark's own
-        # Hive client: both on the one metastore, as EMR, Dataproc and on-premise clusters set it up.
-        "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
-        "spark.hadoop.hive.metastore.uris": hive_metastore.uri,
-        "spark.sql.warehouse.dir": (root / "hive_warehouse").as_uri(),
+        **hive_metastore.session_catalog_conf((root / "hive_warehouse").as_uri()),
         f"spark.sql.catalog.{NAMED}": "org.apache.iceberg.spark.SparkCatalog",
         f"spark.sql.catalog.{NAMED}.type": "hive",
         f"spark.sql.catalog.{NAMED}.uri": hive_metastore.uri,
