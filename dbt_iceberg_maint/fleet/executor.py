@@ -244,7 +244,7 @@ def _start_pool(where: _Project, inputs: _Inputs, plan: _Plan, work_dir: Path, b
         InProcessWorker(1, where.worker_env, where.project, where.profiles, where.dbt_args)
         if inputs.concurrency == 1 and inputs.timeout_s is None
         else SubprocessWorker(i + 1, where.worker_env, where.project, where.profiles, where.dbt_args, work_dir,
-                              project.target_dir(where.project, where.env) / "partial_parse.msgpack")
+                              project.target_dir(where.project, where.env) / project.PARSE_STATE)
         for i in range(inputs.concurrency)]
     schedule = Schedule(plan.ordered, inputs.concurrency, inputs.budget_s, inputs.timeout_s, begun, progress)
     # Workers that start together would race to create a namespace's lease log on its first lease.

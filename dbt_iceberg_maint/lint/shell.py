@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 from dbt_iceberg_maint.errors import UsageError
 from dbt_iceberg_maint.lint.project import project_from_manifest, run_durations
 from dbt_iceberg_maint.lint.rules import RULES, LintResult, lint_project
+from dbt_iceberg_maint.metadata.project import PARSE_STATE, target_dir
 from dbt_iceberg_maint.runtime.invoke import default_profiles_dir, invoke_dbt
 
 
@@ -22,13 +24,18 @@ def parse_manifest(
     vars_yaml: str | None = None,
 ) -> Mapping[str, Any]:
     """manifest.json of `dbt parse` (no warehouse connection), written to a temporary target
-    path so the project's own target/ is left alone. A project dbt cannot parse is a usage error
-    carrying dbt's message."""
+    path so the project's own target/ is left alone. It starts from a copy of the project's
+    partial-parse state when there is one: dbt then re-parses only what changed (and parses in
+    full when the state does not fit: another profile, other vars, a new dbt). A project dbt
+    cannot parse is a usage error carrying dbt's message."""
     project = project_dir.resolve()
     if not (project / "dbt_project.yml").is_file():
         raise UsageError(f"--project-dir {project_dir} has no dbt_project.yml; expected a dbt project directory")
     profiles = profiles_dir or default_profiles_dir(project, os.environ)
     with tempfile.TemporaryDirectory(prefix="dbt-iceberg-maint-lint-") as target_path:
+        state = target_dir(project) / PARSE_STATE
+        if state.is_file():
+            shutil.copyfile(state, Path(target_path) / PARSE_STATE)
         args = ["parse", "--target-path", target_path, "--quiet"]
         if target:
             args += ["--target", target]

@@ -39,6 +39,9 @@ def iceberg_models(manifest: Mapping[str, Any], select: Sequence[str] | None = N
             for node in select_nodes(manifest, select, shard)]
 
 
+PARSE_STATE = "partial_parse.msgpack"  # dbt's partial-parse state, in its target folder
+
+
 def target_dir(project_dir: Path, env: Mapping[str, str] | None = None) -> Path:
     """dbt's target folder: DBT_TARGET_PATH when set (in `env` or the process), else `target`."""
     target_path = (env or {}).get("DBT_TARGET_PATH") or os.environ.get("DBT_TARGET_PATH")
