@@ -12,9 +12,9 @@
     it cannot change any lease: the rows after the point replay from "nobody holds" with or
     without them, and a claim appended meanwhile carries a clock a TTL newer, so the delete's
     bounds leave it (docs/leases.md, "Growth").
-    Then the log's snapshots older than a TTL are expired and its manifests merged when due; the
-    history table is compacted, expired and its manifests merged when due (maintain() with
-    the policy below). older_than_hours: the snapshots' age limit (default: one lease TTL;
+    Then the log's snapshots older than a TTL are expired and its manifests merged (from two
+    data manifests on); the history table is compacted when due, expired and its manifests
+    merged likewise (maintain() with the policy below). older_than_hours: the snapshots' age limit (default: one lease TTL;
     nothing reads these tables' old snapshots). dry_run: plan only. Returns the result records (renders to nothing in a
     hook); as a run-operation, a failed operation fails the invocation. -#}
 {% macro maintain_own_tables(schemas=none, older_than_hours=none, dry_run=false) %}
@@ -43,6 +43,10 @@
   {%- set now_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
   {%- set expiry = {'older_than_hours': leases.ttl_ms / 3600000 if older_than_hours is none else older_than_hours,
         'retain_last': 1} -%}
+  {#- Manifests merged from two on, not from the default policy's five: the run's last lease rows
+      and history rows land after this, and a table left just below the threshold crosses it with
+      the next few appends. -#}
+  {%- set own_policy = {'expire_snapshots': expiry, 'rewrite_manifests': {'min_manifests': 2}} -%}
   {%- set maintain = adapter.dispatch('maintain', 'dbt_iceberg_maint') -%}
   {%- set results = [] -%}
   {%- for namespace in namespaces if leases.enabled -%}
@@ -63,13 +67,13 @@
         {%- endif -%}
       {%- endif -%}
       {%- do results.extend(maintain(relation=log_table, operations=['expire_snapshots', 'rewrite_manifests'],
-            dry_run=dry_run, force=false, policy={'expire_snapshots': expiry}, as_of=none)) -%}
+            dry_run=dry_run, force=false, policy=own_policy, as_of=none)) -%}
     {%- endif -%}
   {%- endfor -%}
   {%- if history.enabled and dbt_iceberg_maint._iceberg_maint_relation_exists(history.relation) -%}
     {%- do results.extend(maintain(relation=history.relation,
           operations=['rewrite_data_files', 'expire_snapshots', 'rewrite_manifests'], dry_run=dry_run, force=false,
-          policy={'expire_snapshots': expiry}, as_of=none)) -%}
+          policy=own_policy, as_of=none)) -%}
   {%- endif -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
   {%- if failed and dbt_iceberg_maint._iceberg_maint_is_run_operation('maintain_own_tables') -%}
