@@ -37,18 +37,16 @@ def main() -> None:
     state: Path = args.state
     properties = json.loads(args.catalog)
     jars = ",".join([*resolve_iceberg_runtime().jars, str(JDBC_JAR)])
-    if args.session_catalog:  # the same tables under Spark's session catalog, two-part names
-        spark = start_session(properties["warehouse"], catalog_name="spark_catalog", catalog_properties=properties,
-                              extra_conf={"spark.jars": jars, **json.loads(args.session_catalog)})
-    else:
-        spark = start_session(properties["warehouse"], catalog_properties=properties, extra_conf={"spark.jars": jars})
+    session_catalog = json.loads(args.session_catalog or "{}")  # the same tables by two-part names
+    spark = start_session(properties["warehouse"], catalog_name="spark_catalog" if session_catalog else None,
+                          catalog_properties=properties, extra_conf={"spark.jars": jars, **session_catalog})
     spark.sparkContext.setLogLevel("ERROR")
     parsed = invoke_dbt(["parse", "--vars", args.vars])
     assert parsed.success, parsed.exception
     # What the worker's dbt names resolve in: the test checks the session-catalog workers' really are.
-    session_catalog = spark.conf.get("spark.sql.catalog.spark_catalog", "")
+    session_catalog_class = spark.conf.get("spark.sql.catalog.spark_catalog", "")
     (state / "ready.tmp").write_text(json.dumps({"current_catalog": spark.catalog.currentCatalog(),
-                                                 "session_catalog": session_catalog}))
+                                                 "session_catalog": session_catalog_class}))
     (state / "ready.tmp").rename(state / "ready")
     number = 0
     while not (state / "stop").exists():
