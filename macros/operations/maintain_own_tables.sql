@@ -14,8 +14,8 @@
     bounds leave it (docs/leases.md, "Growth").
     Then the log's snapshots older than a TTL are expired and its manifests merged (from two
     data manifests on); the history table is compacted when due, expired and its manifests
-    merged likewise (maintain() with the policy below). older_than_hours: the snapshots' age limit (default: one lease TTL;
-    nothing reads these tables' old snapshots). dry_run: plan only. Returns the result records (renders to nothing in a
+    merged likewise (maintain() with the policy below). older_than_hours: the snapshots' age
+    limit (default: one lease TTL; nothing reads these tables' old snapshots). dry_run: plan only. Returns the result records (renders to nothing in a
     hook); as a run-operation, a failed operation fails the invocation. -#}
 {% macro maintain_own_tables(schemas=none, older_than_hours=none, dry_run=false) %}
   {{ return(dbt_iceberg_maint._iceberg_maint_outside_node(adapter.dispatch('maintain_own_tables', 'dbt_iceberg_maint')(
