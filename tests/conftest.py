@@ -25,7 +25,6 @@ from dbt_iceberg_maint.runtime.invoke import (
     kept_parse_state,
 )
 from dbt_iceberg_maint.runtime.spark import (
-    DRIVER_JAVA_OPTIONS,
     WAREHOUSE_ENV,
     resolve_iceberg_runtime,
     start_session,
@@ -55,12 +54,11 @@ pytest_plugins = ["tests.lab_fixtures"]
 # users' JVMs and `./scripts/bench` keep the JVM's defaults.
 SUITE_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m", "-XX:+UnlockDiagnosticVMOptions",
                       "-XX:-BytecodeVerificationRemote")
-# Except the suite's own session JVM (the `spark` fixture): it lives as long as its pytest worker
-# (about 20 minutes, thousands of statements), long enough for the C2 compiler to pay back. Its
-# command line restores the JVM's default, which overrides the environment's. Measured with two
-# processes side by side on the same files, C1 alone against the default: six integration files
-# (89 tests) 509 and 471 s, ten files (106 tests) 616 and 563 s.
-SESSION_JVM_OPTIONS = "-XX:TieredStopAtLevel=4"
+# The session JVM of each pytest worker (the `spark` fixture) too, though it lives as long as the
+# worker: its C2 compiler never paid back. Spark plans every statement with code it has not run
+# hot yet, so C2 kept compiling all along (about 130 methods a second after six minutes), and its
+# compiler threads took 185 of the JVM's 329 core-seconds over four integration files on two
+# workers. Those files took 267 s with C2, 188 s with C1 alone (both workers alike).
 
 
 def suite_java_options(current: str) -> str:
@@ -93,7 +91,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # catalog is added to this session by tests/integration/test_metadata_jdbc.py); start_session
     # adds the SQLite driver of the embedded catalog itself.
     jdbc_jar = ensure_jdbc_jar()
-    extra = {DRIVER_JAVA_OPTIONS: SESSION_JVM_OPTIONS}
+    extra: dict[str, str] = {}
     if jdbc_jar:
         extra["spark.jars"] = ",".join([*resolve_iceberg_runtime().jars, str(jdbc_jar)])
     session = start_session(tmp_path_factory.mktemp("initial_warehouse"), extra_conf=extra)
