@@ -145,6 +145,24 @@ def test_default_catalog_is_an_iceberg_jdbc_catalog_on_a_sqlite_file_in_the_ware
     assert "IcebergSparkSessionExtensions" in conf["spark.sql.extensions"]
 
 
+def test_every_local_profile_output_shuffles_into_as_few_partitions_as_start_session() -> None:
+    """The profile users copy starts its own local Spark (a `maintain` in a new process): Spark's
+    cluster-sized default of 200 shuffle partitions made each small table's expiry about three times
+    slower on the peers benchmark."""
+    import yaml  # type: ignore[import-untyped]
+
+    from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
+
+    conf = session_conf(IcebergRuntime("bundled", jars=("/x.jar",)), CatalogSpec(warehouse="/wh"))
+    outputs = yaml.safe_load((INTEGRATION_PROJECT / "profiles.yml").read_text())[
+        "iceberg_maint_integration_tests"]["outputs"]
+    local = {name: output for name, output in outputs.items() if output["method"] == "session"}
+    assert len(local) == 3, sorted(local)
+    for name, output in local.items():
+        assert output["server_side_parameters"]["spark.sql.shuffle.partitions"] == (
+            conf["spark.sql.shuffle.partitions"]), name
+
+
 def test_the_driver_reads_sparks_log_defaults_plus_the_packages_one_filter(tmp_path: Path) -> None:
     """Spark's defaults stay (a classpath resource), the package's file adds a filter for one
     message; a file URI keeps spaces and commas from splitting the option or the list."""
