@@ -6,8 +6,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml  # type: ignore[import-untyped]
 
 from dbt_iceberg_maint.errors import RuntimeSetupError
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
 from dbt_iceberg_maint.runtime.spark import (
     ICEBERG_JAR_ENV,
     ICEBERG_PACKAGES_ENV,
@@ -149,10 +151,6 @@ def test_every_local_profile_output_shuffles_into_as_few_partitions_as_start_ses
     """The profile users copy starts its own local Spark (a `maintain` in a new process): Spark's
     cluster-sized default of 200 shuffle partitions made each small table's expiry about three times
     slower on the peers benchmark."""
-    import yaml  # type: ignore[import-untyped]
-
-    from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT
-
     conf = session_conf(IcebergRuntime("bundled", jars=("/x.jar",)), CatalogSpec(warehouse="/wh"))
     outputs = yaml.safe_load((INTEGRATION_PROJECT / "profiles.yml").read_text())[
         "iceberg_maint_integration_tests"]["outputs"]
