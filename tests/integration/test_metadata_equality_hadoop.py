@@ -1,5 +1,8 @@
 """The metadata planner's equality with the macros (test_metadata_equality.py) on a Hadoop catalog's
-warehouse: tables found by their folders, read through version-hint.text and pyiceberg's StaticTable."""
+warehouse: tables found by their folders, read through version-hint.text and pyiceberg's StaticTable.
+A repeat of that module's claim on another catalog (marker `catalogs`: the lab tier); the Hadoop
+reader's own cases (an unreadable version-hint.text, folders that are no table) are in the test
+tier's test_metadata_cli.py and tests/unit."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ if TYPE_CHECKING:
 
     from tests.conftest import DbtProject
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.catalogs]
 CATALOG_PROPERTIES = {"type": "hadoop"}
 
 
