@@ -32,8 +32,8 @@ def slowest(reports: Iterable[Path], count: int) -> list[tuple[float, str]]:
 def machine_speed() -> float:
     """Seconds one core takes for a fixed pure-Python loop: 0.7 to 1.2 s within one day on the
     2-core virtual machine of docs/suite-times.md, where the same test tier took 961 s of pytest
-    one day and 1,176 s the next with every test slower alike. A tier's time means little
-    without the machine's speed beside it."""
+    in one run and 1,176 s in another hours later, every test slower alike. A tier's time means
+    little without the machine's speed beside it."""
     started = time.perf_counter()
     sum(i * i for i in range(10**7))
     return time.perf_counter() - started
