@@ -30,8 +30,12 @@ LEASES_MARKER: Final = "ICEBERG_MAINT_LEASES"
 # One flush of maintenance history rows (macros/internal/history.sql): debug level when written,
 # info level when the history could not be written (`problem`), docs/history.md.
 HISTORY_MARKER: Final = "ICEBERG_MAINT_HISTORY"
+# What an invocation that executed steps found once for all of them (debug level): the lease logs
+# that exist and the catalogs that are not Nessie catalogs; the fleet engine hands them to the
+# run's later invocations (execute_maintenance_steps' `checked`).
+CHECKED_MARKER: Final = "ICEBERG_MAINT_CHECKED"
 MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER, SNAPSHOTS_MARKER, LEASES_MARKER,
-                  HISTORY_MARKER)
+                  HISTORY_MARKER, CHECKED_MARKER)
 
 # Result statuses (the contract's result channel).
 SUCCESS: Final = "success"
@@ -105,7 +109,7 @@ def as_dict() -> dict[str, object]:
     return {
         "markers": {"result": RESULT_MARKER, "plan": PLAN_MARKER, "start": START_MARKER,
                     "selection": SELECTION_MARKER, "snapshots": SNAPSHOTS_MARKER, "leases": LEASES_MARKER,
-                    "history": HISTORY_MARKER},
+                    "history": HISTORY_MARKER, "checked": CHECKED_MARKER},
         "statuses": list(STATUSES),
         "step_statuses": list(STEP_STATUSES),
         "step_keys": list(STEP_KEYS),

@@ -303,9 +303,13 @@ def _steps_case() -> st.SearchStrategy[dict[str, Any]]:
                                                          "snapshot_id": st.one_of(st.none(), NUMBERS, TEXTS)}), ANY)
     nodes = st.one_of(st.none(), st.just({"fuzz.target": "model.p.target"}),
                       st.dictionaries(TEXTS, SCALARS, max_size=2))
+    names = st.lists(st.one_of(st.sampled_from(["", "local", "fuzz.iceberg_maint_leases"]), TEXTS), max_size=2)
+    checked = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+        "lease_logs": st.one_of(names, SCALARS), "catalogs": st.one_of(names, SCALARS)}),
+        st.dictionaries(TEXTS, SCALARS, max_size=2), SCALARS)
     kwargs = st.fixed_dictionaries({"steps": steps}, optional={
         "settled": st.one_of(st.booleans(), SCALARS), "record": record, "nodes": nodes,
-        "history_checked": st.one_of(st.booleans(), SCALARS)})
+        "history_checked": st.one_of(st.booleans(), SCALARS), "checked": checked})
     return st.fixed_dictionaries({"kind": st.just("steps"), "kwargs": kwargs})
 
 

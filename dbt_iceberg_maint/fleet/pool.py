@@ -14,7 +14,7 @@ from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.steps import after_failure, step_args, step_outcome
 from dbt_iceberg_maint.fleet.workers import Worker
-from dbt_iceberg_maint.maintenance.results import history_written
+from dbt_iceberg_maint.maintenance.results import CHECK_KINDS, checked_facts, history_written
 from dbt_iceberg_maint.maintenance.run import marker_messages
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
@@ -93,13 +93,27 @@ class Pool:
         # Once an invocation of this run wrote history (or created its table), the others skip its
         # three check statements (docs/history.md).
         self.history_ready = False
+        # What invocations of this run checked once (lease logs that exist, catalogs that are not
+        # Nessie's): the later steps do not check it again.
+        self.checked: dict[str, set[str]] = {kind: set() for kind in CHECK_KINDS}
         # Steps start once every worker is ready (dbt imported): a worker that is ready first would
         # otherwise take a short queue alone while the others still start.
         self.ready = threading.Barrier(len(self.workers))
 
-    def note_history(self, invocation: DbtInvocation | None) -> None:
-        if invocation is not None and not self.history_ready and history_written(marker_messages(invocation)):
-            self.history_ready = True
+    def note_checks(self, invocation: DbtInvocation | None) -> None:
+        """What `invocation` found ready: the history table, lease logs, catalogs."""
+        if invocation is None:
+            return
+        messages = marker_messages(invocation)
+        with self.schedule.cond:
+            if not self.history_ready and history_written(messages):
+                self.history_ready = True
+            for kind, names in checked_facts(messages).items():
+                self.checked[kind] |= names
+
+    def known_checks(self) -> dict[str, frozenset[str]]:
+        with self.schedule.cond:
+            return {kind: frozenset(names) for kind, names in self.checked.items()}
 
     def run(self) -> None:
         """Every worker takes steps until none is left to start: the one in-process worker on this
@@ -122,7 +136,7 @@ class Pool:
             worker.start()
             if self.prepare is not None and worker.index == 1:  # a failure here leaves it to the steps
                 prepared = worker.run([*self.prepare, *self.dbt_args], None).invocation
-                self.note_history(prepared)
+                self.note_checks(prepared)
                 with state.cond:
                     self.invocations += 1
                     self.statements += len(prepared.sql_statements) if prepared else 0
@@ -130,8 +144,9 @@ class Pool:
             while (step := state.take()) is not None:
                 started = time.time()
                 record = self.records.get(step.table)
-                ran = worker.run(step_args(step, record, self.dbt_args, self.history_ready), timeout)
-                self.note_history(ran.invocation)
+                ran = worker.run(step_args(step, record, self.dbt_args, self.history_ready, self.known_checks()),
+                                 timeout)
+                self.note_checks(ran.invocation)
                 outcome = step_outcome(step, ran, started, time.time(), worker.index, timeout)
                 outcome, extra = after_failure(worker, step, outcome, record, self.run_id, self.dbt_args, timeout)
                 with state.cond:

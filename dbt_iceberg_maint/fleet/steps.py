@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -80,14 +80,18 @@ def _plan_step(step: Step) -> Any:
 
 
 def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[str],
-              history_checked: bool = False) -> list[str]:
+              history_checked: bool = False, checked: Mapping[str, Iterable[str]] | None = None) -> list[str]:
     """One step through execute_maintenance_steps; with `record`, the check it settles is recorded;
-    `history_checked`: an earlier invocation of the run found the history table ready."""
+    `history_checked`: an earlier invocation of the run found the history table ready; `checked`:
+    what earlier invocations of the run checked once (results.checked_facts), not checked again."""
     args: dict[str, Any] = {"steps": [step.plan_step()]}
     if record is not None:
         args["record"] = dict(record)
     if history_checked:
         args["history_checked"] = True
+    known = {kind: sorted(names) for kind, names in (checked or {}).items() if names}
+    if known:
+        args["checked"] = known
     return ["run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args", json.dumps(args), *dbt_args]
 
 

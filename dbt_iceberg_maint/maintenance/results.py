@@ -17,7 +17,7 @@ from typing import Any
 
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import ResultLineError
-from dbt_iceberg_maint.protocol import HISTORY_MARKER, RESULT_MARKER, marker_payloads
+from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER, RESULT_MARKER, marker_payloads
 
 STATUSES = frozenset(protocol.STATUSES)
 OPERATIONS = frozenset(protocol.OPERATIONS)
@@ -101,6 +101,28 @@ def history_written(messages: Iterable[str] | str) -> bool:
         if isinstance(data, dict) and data.get("written") is True:
             return True
     return False
+
+
+# What an ICEBERG_MAINT_CHECKED line lists (execute_maintenance_steps' `checked`).
+CHECK_KINDS = ("lease_logs", "catalogs")
+
+
+def checked_facts(messages: Iterable[str] | str) -> dict[str, frozenset[str]]:
+    """What `ICEBERG_MAINT_CHECKED` lines say the macros checked once for an invocation's steps:
+    the lease logs that exist and the catalogs that are not Nessie catalogs (names as the macros
+    wrote them; '' is the session's current catalog). Anything unreadable is left out: the next
+    invocation then checks it again."""
+    found: dict[str, set[str]] = {kind: set() for kind in CHECK_KINDS}
+    for payload in marker_payloads(messages, CHECKED_MARKER):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        for kind in CHECK_KINDS:
+            names = data.get(kind) if isinstance(data, dict) else None
+            if isinstance(names, list):
+                found[kind].update(name for name in names if isinstance(name, str))
+    return {kind: frozenset(names) for kind, names in found.items()}
 
 
 def history_problems(messages: Iterable[str] | str) -> tuple[str, ...]:

@@ -118,7 +118,8 @@
           + check_boolean('execute_maintenance_steps', 'history_checked', kwargs.get('history_checked', false))
           + check_boolean('execute_maintenance_steps', 'settled', kwargs.get('settled', false))
           + dbt_iceberg_maint._iceberg_maint_settled_errors(steps, record, kwargs.get('settled', false),
-              kwargs.get('nodes'))) -%}
+              kwargs.get('nodes'))
+          + dbt_iceberg_maint._iceberg_maint_checked_errors(kwargs.get('checked'))) -%}
     {%- if not outcome.errors -%}
       {%- do outcome.update({'sql': steps | selectattr('status', 'equalto', 'planned') | map(attribute='sql') | list,
             'status': 'accepted', 'rendered_at': torture_fuzz_now()}) -%}

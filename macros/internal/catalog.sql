@@ -67,15 +67,19 @@
     catalog (its Spark setting spark.sql.catalog.<name>.type is nessie, or its catalog-impl is
     Nessie's), else none. Read only for those two operations, right before their CALL: two or
     three SET/SELECT statements that cannot fail. -#}
-{% macro _iceberg_maint_nessie_refusal(relation, operation) %}
+{% macro _iceberg_maint_nessie_refusal(relation, operation, checks=none) %}
   {%- if operation not in ['expire_snapshots', 'remove_orphan_files'] or not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set catalog = dbt_iceberg_maint._iceberg_maint_relation_parts(relation).catalog
-        or dbt_iceberg_maint._iceberg_maint_current_catalog() -%}
+  {#- `checks` ({catalogs: [...]}, kept by the caller): catalogs found not to be Nessie catalogs, as
+      the relation names them ('' for the session's current catalog). -#}
+  {%- set named = dbt_iceberg_maint._iceberg_maint_relation_parts(relation).catalog or '' -%}
+  {%- if checks is not none and named in checks.catalogs -%}{{ return(none) }}{%- endif -%}
+  {%- set catalog = named or dbt_iceberg_maint._iceberg_maint_current_catalog() -%}
   {%- set setting = dbt_iceberg_maint._iceberg_maint_catalog_setting -%}
   {%- if dbt_iceberg_maint._iceberg_maint_is_nessie(setting(catalog, 'type'), setting(catalog, 'catalog-impl')) -%}
     {{ return(operation ~ ' refused: catalog ' ~ catalog ~ ' is a Nessie catalog, where it would delete files that '
         ~ "other branches still reference; run Nessie's garbage collector (nessie-gc) instead") }}
   {%- endif -%}
+  {%- if checks is not none -%}{%- do checks.catalogs.append(named) -%}{%- endif -%}
   {{ return(none) }}
 {% endmacro %}
 

@@ -204,14 +204,19 @@
 {#- Take the lease of `table` for `path` (maintain, iceberg_maintenance, execute_maintenance_steps
     or a procedure's name). Returns {held, reason, ...}: the caller runs its steps only when held,
     else skips them with `reason` (`blocked_by`: the holder's run id, when known). With leases
-    disabled it is held without a statement. -#}
-{% macro _iceberg_maint_lease_acquire(table, path) %}
+    disabled it is held without a statement. `checks` ({lease_logs: [...]}, kept by the caller
+    for its invocation): the log is created only when not listed, and listed once it exists. -#}
+{% macro _iceberg_maint_lease_acquire(table, path, checks=none) %}
   {%- set settings = dbt_iceberg_maint._iceberg_maint_lease_settings() -%}
   {%- if not settings.enabled -%}
     {{ return({'held': true, 'enabled': false, 'reason': none}) }}
   {%- endif -%}
   {%- set target = dbt_iceberg_maint._iceberg_maint_lease_target(table, settings) -%}
-  {%- do dbt_iceberg_maint._iceberg_maint_lease_statement(dbt_iceberg_maint._iceberg_maint_lease_create_sql(target.log)) -%}
+  {%- if checks is none or target.log not in checks.lease_logs -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_lease_statement(
+          dbt_iceberg_maint._iceberg_maint_lease_create_sql(target.log)) -%}
+    {%- if checks is not none -%}{%- do checks.lease_logs.append(target.log) -%}{%- endif -%}
+  {%- endif -%}
   {%- set now_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
   {#- Unique per claim: one invocation claims one table at most once per microsecond. -#}
   {%- set claim_id = invocation_id ~ '/' ~ target.key ~ '/' ~ (dbt_iceberg_maint._iceberg_maint_now().timestamp()

@@ -617,7 +617,7 @@
 {#- Execute one step and return its result record (one ICEBERG_MAINT_RESULT line): skipped and
     failed steps only log; a planned step logs ICEBERG_MAINT_START (debug level: which step a
     statement Spark rejects belongs to) and runs its SQL, or in a dry run renders it. -#}
-{% macro _iceberg_maint_execute_step(step, dry_run=false) %}
+{% macro _iceberg_maint_execute_step(step, dry_run=false, checks=none) %}
   {%- set log_result = dbt_iceberg_maint._iceberg_maint_log_result -%}
   {%- if step.status != 'planned' -%}
     {{ return(log_result(step.table, step.operation, step.status, step.reason, none, {}, 0)) }}
@@ -625,7 +625,7 @@
   {%- if dry_run -%}
     {{ return(log_result(step.table, step.operation, 'dry_run', 'dry run: ' ~ step.reason, step.sql, {}, 0)) }}
   {%- endif -%}
-  {%- set refused = dbt_iceberg_maint._iceberg_maint_nessie_refusal(step.table, step.operation) -%}
+  {%- set refused = dbt_iceberg_maint._iceberg_maint_nessie_refusal(step.table, step.operation, checks) -%}
   {%- if refused -%}
     {{ return(log_result(step.table, step.operation, 'skipped', refused, step.sql, {}, 0)) }}
   {%- endif -%}
@@ -652,7 +652,7 @@
     first step; an executed step reads them after itself for the next); `history_checked`: the
     caller knows the history table exists with its columns (no check statements). -#}
 {% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true, path='maintain', tables={},
-    history_checked=false) %}
+    history_checked=false, checked=none) %}
   {%- set total = steps | selectattr('status', 'equalto', 'planned') | list | length -%}
   {%- set counter = namespace(i=0) -%}
   {%- set last_planned = {} -%}
@@ -664,6 +664,10 @@
   {%- set history = dbt_iceberg_maint._iceberg_maint_history_open(path) -%}
   {%- do history.update({'enabled': history.enabled and not dry_run}) -%}
   {%- if history_checked -%}{%- do history.state.update({'ready': true}) -%}{%- endif -%}
+  {#- What holds for the whole invocation is checked once: lease logs that exist, catalogs that are
+      not Nessie catalogs (with what the caller's earlier invocations found, `checked`). -#}
+  {%- set checks = {'lease_logs': (checked or {}).get('lease_logs', []) | list,
+        'catalogs': (checked or {}).get('catalogs', []) | list} -%}
   {%- set known = {} -%}
   {%- for step in steps -%}
     {%- if history.enabled and step.table not in known -%}
@@ -685,7 +689,7 @@
       {#- The rows so far are written before anything that may stop the macro. -#}
       {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
       {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_renew(leases[step.table])
-            if step.table in leases else dbt_iceberg_maint._iceberg_maint_lease_acquire(step.table, path)}) -%}
+            if step.table in leases else dbt_iceberg_maint._iceberg_maint_lease_acquire(step.table, path, checks)}) -%}
     {%- endif -%}
     {%- set holder = none -%}
     {%- if leased and not leases[step.table].held -%}
@@ -693,7 +697,7 @@
             leases[step.table].reason, none, {}, 0) -%}
       {%- set holder = leases[step.table].get('blocked_by') -%}
     {%- else -%}
-      {%- set record = dbt_iceberg_maint._iceberg_maint_execute_step(step, dry_run) -%}
+      {%- set record = dbt_iceberg_maint._iceberg_maint_execute_step(step, dry_run, checks) -%}
       {%- set holder = leases[step.table].holder if leased and leases[step.table].enabled else none -%}
     {%- endif -%}
     {%- do results.append(record) -%}
@@ -716,6 +720,9 @@
     {%- endif -%}
   {%- endfor -%}
   {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
+  {%- if checks.lease_logs or checks.catalogs -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_marker('checked', checks, info=false) -%}
+  {%- endif -%}
   {{ return(results) }}
 {% endmacro %}
 
@@ -730,29 +737,36 @@
     does, so the intervals and the fixed point hold for the engine's runs too. `settled`: the
     steps are outcomes the caller decided without a macro (the fleet engine's plan skips, budget
     backlog, timeouts): only skipped and failed steps, each logs its result line and history
-    row, none fails the invocation; `nodes` ({table: node label}) names their dbt nodes. -#}
-{% macro execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none) %}
+    row, none fails the invocation; `nodes` ({table: node label}) names their dbt nodes.
+    `checked` ({lease_logs: [...], catalogs: [...]}, what an earlier invocation of the caller's
+    run logged in its ICEBERG_MAINT_CHECKED line): lease logs that exist and catalogs that are not
+    Nessie catalogs; the steps do not check them again. -#}
+{% macro execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
+      checked=none) %}
   {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps, record=record,
-      history_checked=history_checked, settled=settled, nodes=nodes)) }}
+      history_checked=history_checked, settled=settled, nodes=nodes, checked=checked)) }}
 {% endmacro %}
 
-{% macro default__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none) %}
+{% macro default__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
+      checked=none) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.execute_maintenance_steps is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none) %}
+{% macro spark__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
+      checked=none) %}
   {%- set check_boolean = dbt_iceberg_maint._iceberg_maint_check_boolean -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)
         + dbt_iceberg_maint._iceberg_maint_record_errors(record)
         + check_boolean('execute_maintenance_steps', 'history_checked', history_checked)
         + check_boolean('execute_maintenance_steps', 'settled', settled)
-        + dbt_iceberg_maint._iceberg_maint_settled_errors(steps, record, settled, nodes)) -%}
+        + dbt_iceberg_maint._iceberg_maint_settled_errors(steps, record, settled, nodes)
+        + dbt_iceberg_maint._iceberg_maint_checked_errors(checked)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set tables = {} -%}
   {%- for table, node in (nodes or {}).items() -%}{%- do tables.update({table: {'node': node}}) -%}{%- endfor -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, path='execute_maintenance_steps',
-        tables=tables, history_checked=history_checked) -%}
+        tables=tables, history_checked=history_checked, checked=checked) -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
   {%- if failed and not settled -%}
     {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "
@@ -793,6 +807,25 @@
     {%- do errors.append(owner ~ ' snapshot_id is ' ~ tojson(snapshot_id) ~ '; expected a whole number or none') -%}
   {%- endif -%}
   {{ return(errors) }}
+{% endmacro %}
+
+
+{#- Problems of execute_maintenance_steps' `checked`: none, or a mapping with keys lease_logs and
+    catalogs (each optional), each a list of names. -#}
+{% macro _iceberg_maint_checked_errors(checked) %}
+  {%- set owner = 'execute_maintenance_steps: argument `checked`' -%}
+  {%- if checked is none -%}{{ return([]) }}{%- endif -%}
+  {%- set expected = '; expected none or a mapping with keys lease_logs and catalogs, each a list of names' -%}
+  {%- if checked is not mapping or (checked.keys() | reject('in', ['lease_logs', 'catalogs']) | list) -%}
+    {{ return([owner ~ ' is ' ~ tojson(checked) ~ expected]) }}
+  {%- endif -%}
+  {%- for key, names in checked.items() | sort -%}
+    {%- if names is string or names is mapping or names is not iterable
+          or (names | reject('string') | list) -%}
+      {{ return([owner ~ ' ' ~ key ~ ' is ' ~ tojson(names) ~ expected]) }}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return([]) }}
 {% endmacro %}
 
 

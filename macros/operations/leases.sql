@@ -39,7 +39,9 @@
     creation as an unknown failure, docs/leases.md). Nothing with leases disabled. Logs
     ICEBERG_MAINT_LEASES with the logs' names. The maintenance history table, which the same jobs
     append to, is created too (create_history_table; nothing with history disabled), so the
-    fleet engine, which runs this before its workers start, never races to create it. -#}
+    fleet engine, which runs this before its workers start, never races to create it. Also logs
+    the logs as checked (ICEBERG_MAINT_CHECKED, debug level): the engine's steps do not create
+    them again. -#}
 {% macro create_lease_logs(schemas=none) %}
   {{ return(adapter.dispatch('create_lease_logs', 'dbt_iceberg_maint')(schemas=schemas)) }}
 {% endmacro %}
@@ -61,6 +63,7 @@
     {%- do logs.append(log_table) -%}
   {%- endfor -%}
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('leases', logs) -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_log_marker('checked', {'lease_logs': logs, 'catalogs': []}, info=false) -%}
   {%- do dbt_iceberg_maint.create_history_table() -%}
   {{ return(logs) }}
 {% endmacro %}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
-from dbt_iceberg_maint.protocol import HISTORY_MARKER
+from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER
 from tests.expect import markers
 from tests.integration.test_maintenance import build_project, current_snapshot
 
@@ -316,3 +316,48 @@ def test_a_bad_history_checked_is_refused_and_changes_nothing(spark: SparkSessio
         run.log_messages) + str(run.exception), run.log_messages
     assert current_snapshot(spark, built.table("event_log")) == before
     assert history(spark, built, "hist-bad-arg") == []
+
+
+def test_steps_check_the_lease_log_and_the_catalog_once_and_take_what_the_run_checked(
+        spark: SparkSession, built: DbtProject) -> None:
+    """One invocation's steps create their namespace's lease log and run the Nessie check once
+    (not once per step) and log what they found; given that (`checked`, as the fleet engine passes
+    it to its run's later steps), they send neither. A bad `checked` is refused, changing nothing."""
+    tables = [f"{built.schema}.event_log", f"{built.schema}.events"]
+    steps = [{"table": t, "operation": "expire_snapshots", "status": "planned", "reason": "due",
+              "sql": f"CALL system.expire_snapshots(table => '{t}', older_than => TIMESTAMP '2000-01-01 00:00:00', "
+                     "retain_last => 1)"} for t in tables]
+
+    def run(run_id: str, **extra: Any) -> DbtInvocation:
+        return built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                     json.dumps({"steps": steps, **extra}), run_id=run_id)
+
+    def checks_sent(invocation: DbtInvocation) -> tuple[int, int]:
+        statements = sent(invocation)
+        create = f"create table if not exists {built.schema}.iceberg_maint_leases "
+        return (sum(s.startswith(create) for s in statements),
+                sum(s.strip() == "select current_catalog()" for s in statements))
+
+    first = run("checked-first")
+    assert [r.status for r in parse_result_lines(first.log_messages)] == ["success", "success"]
+    assert checks_sent(first) == (1, 1)
+    [found] = markers(first.log_messages, CHECKED_MARKER)
+    assert found == {"lease_logs": [f"{built.schema}.iceberg_maint_leases"], "catalogs": [""]}
+
+    later = run("checked-later", checked=found)
+    assert [r.status for r in parse_result_lines(later.log_messages)] == ["success", "success"]
+    assert checks_sent(later) == (0, 0)
+    assert len([s for s in sent(later) if s.startswith("CALL system.expire_snapshots")]) == 2
+
+    before = current_snapshot(spark, built.table("event_log"))
+    for bad, said in (("yes", "is \"yes\""), ({"lease_logs": "x"}, "lease_logs is \"x\""),
+                      ({"nessie": []}, "is {\"nessie\": []}")):
+        refused = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                        json.dumps({"steps": steps, "checked": bad}), run_id="checked-bad", expect_success=False)
+        assert not refused.success
+        text = " ".join(refused.log_messages) + str(refused.exception)
+        assert f"execute_maintenance_steps: argument `checked` {said}; expected none or a mapping with keys " \
+               "lease_logs and catalogs, each a list of names" in text, text
+        assert sent(refused) == []
+    assert current_snapshot(spark, built.table("event_log")) == before
+    assert history(spark, built, "checked-bad") == []

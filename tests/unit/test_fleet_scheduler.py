@@ -144,3 +144,16 @@ def test_the_report_keeps_maintains_keys_and_adds_backlog_and_totals() -> None:
     assert document["totals"]["calls"] == 1 and document["totals"]["statements"] == 7
     assert report.exit_code == 1
     assert FleetReport("run-2", outcomes[2:], (), 1, "none").exit_code == 0  # backlog alone is no failure
+
+
+def test_a_steps_arguments_carry_what_the_run_checked_once() -> None:
+    """execute_maintenance_steps' `checked`: the names sorted, an empty kind left out, nothing when
+    nothing was checked (the macros then check for themselves)."""
+    from dbt_iceberg_maint.fleet.steps import step_args
+
+    step = Step("a.t", "expire_snapshots", "planned", "due", "CALL system.expire_snapshots(table => 'a.t')")
+    checked = {"lease_logs": {"b.iceberg_maint_leases", "a.iceberg_maint_leases"}, "catalogs": set()}
+    args = json.loads(step_args(step, None, ["--target", "dev"], checked=checked)[3])
+    assert args["checked"] == {"lease_logs": ["a.iceberg_maint_leases", "b.iceberg_maint_leases"]}
+    assert "checked" not in json.loads(step_args(step, None, [], checked={"lease_logs": set(), "catalogs": set()})[3])
+    assert "checked" not in json.loads(step_args(step, None, [])[3])

@@ -10,6 +10,7 @@ import pytest
 from dbt_iceberg_maint.maintenance.results import (
     MaintenanceResult,
     ResultLineError,
+    checked_facts,
     failed_results,
     history_written,
     parse_result_lines,
@@ -108,3 +109,13 @@ def test_history_written_needs_a_line_that_says_written_true() -> None:
     assert history_written(["other", written])
     assert not history_written([refused, "ICEBERG_MAINT_HISTORY {not json", "mentions ICEBERG_MAINT_HISTORY"])
     assert not history_written([])
+
+
+def test_checked_facts_gather_every_checked_line_and_leave_out_what_they_cannot_read() -> None:
+    """What the fleet engine hands to its run's later steps (execute_maintenance_steps' `checked`)."""
+    lines = ['ICEBERG_MAINT_CHECKED {"lease_logs": ["a.iceberg_maint_leases"], "catalogs": [""]}',
+             'ICEBERG_MAINT_CHECKED {"lease_logs": ["b.iceberg_maint_leases", 3], "catalogs": "local"}',
+             "ICEBERG_MAINT_CHECKED {not json", "mentions ICEBERG_MAINT_CHECKED", 'ICEBERG_MAINT_CHECKED ["x"]']
+    assert checked_facts(lines) == {"lease_logs": frozenset({"a.iceberg_maint_leases", "b.iceberg_maint_leases"}),
+                                    "catalogs": frozenset({""})}
+    assert checked_facts([]) == {"lease_logs": frozenset(), "catalogs": frozenset()}
