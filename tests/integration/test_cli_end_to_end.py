@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,6 +128,34 @@ def test_maintain_command_succeeds_with_json_output_and_report(
     assert (record["operation"], record["status"]) == ("rewrite_manifests", "success")
     assert record["table"].endswith(f"{built.schema}.event_log")
     assert document["counts"]["success"] == 1 and document["counts"]["failed"] == 0
+
+
+def test_a_fleet_run_creates_its_lease_log_and_checks_its_catalog_once(built: DbtProject) -> None:
+    """The fleet engine (`--concurrency 1`) over a table's expiry and orphan removal, one step (one
+    dbt invocation) each, both behind the Nessie check: the namespace's lease log is created and the
+    catalog checked by the first step only; the second is told what the first found (dbt.log holds
+    every statement the run sent)."""
+    log = Path(built.env["DBT_LOG_PATH"]) / "dbt.log"
+    start = log.stat().st_size if log.is_file() else 0
+    result = cli(built, "maintain", "--select", "event_log", "--operation", "expire_snapshots", "--operation",
+                 "remove_orphan_files", "--force", "--concurrency", "1", "--output", "json", *PROJECT)
+    assert result.exit_code == 0, result.output
+    steps = json_document(result.stdout)["results"]
+    assert [(r["operation"], r["status"]) for r in steps] == [("expire_snapshots", "success"),
+                                                             ("remove_orphan_files", "success")]
+    with log.open(encoding="utf-8", errors="replace") as text:
+        text.seek(start)
+        records = re.split(r"\n(?=\x1b\[0m\d\d:\d\d:\d\d)", text.read())
+    # dbt logs each statement as `On <connection>: /* query comment */ SQL`.
+    sent = [re.sub(r"^.*?\]: On [^:]+: (/\*.*?\*/)?\s*", "", r, flags=re.S) for r in records
+            if re.search(r"\]: On [^:]+: ", r)]
+
+    def count(start: str) -> int:
+        return sum(sql.startswith(start) for sql in sent)
+
+    assert count("CALL system.expire_snapshots(") == 1 and count("CALL system.remove_orphan_files(") == 1
+    assert count(f"create table if not exists {built.schema}.iceberg_maint_leases ") == 1
+    assert count("select current_catalog()") == 1
 
 
 def test_maintain_command_exits_1_when_an_operation_fails(built: DbtProject, spark: SparkSession) -> None:
