@@ -58,10 +58,12 @@ def main() -> None:
         if job.get("start_ms"):
             time.sleep(max(0.0, job["start_ms"] / 1000 - time.time()))
         invocation = invoke_dbt(job["args"], env={RUN_ID_ENV: job["run_id"]})
-        (state / f"result-{number}.json").write_text(json.dumps({
+        # Written whole, then renamed: the test reads a result as soon as its name exists.
+        (state / f"result-{number}.json.tmp").write_text(json.dumps({
             "success": invocation.success, "exception": invocation.exception,
             "messages": [m for m in invocation.log_messages if m.startswith(MARKER_PREFIXES)],
             "queries": invocation.sql_statements}))
+        (state / f"result-{number}.json.tmp").rename(state / f"result-{number}.json")
         number += 1
 
 
