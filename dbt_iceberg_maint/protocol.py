@@ -34,8 +34,11 @@ HISTORY_MARKER: Final = "ICEBERG_MAINT_HISTORY"
 # that exist and the catalogs that are not Nessie catalogs; the fleet engine hands them to the
 # run's later invocations (execute_maintenance_steps' `checked`).
 CHECKED_MARKER: Final = "ICEBERG_MAINT_CHECKED"
+# The leases an invocation asked to keep held after its steps (execute_maintenance_steps'
+# `keep_leases`; debug level): the fleet engine hands each to the table's next step (`leases`).
+KEPT_MARKER: Final = "ICEBERG_MAINT_KEPT"
 MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER, SNAPSHOTS_MARKER, LEASES_MARKER,
-                  HISTORY_MARKER, CHECKED_MARKER)
+                  HISTORY_MARKER, CHECKED_MARKER, KEPT_MARKER)
 
 # Result statuses (the contract's result channel).
 SUCCESS: Final = "success"
@@ -109,7 +112,7 @@ def as_dict() -> dict[str, object]:
     return {
         "markers": {"result": RESULT_MARKER, "plan": PLAN_MARKER, "start": START_MARKER,
                     "selection": SELECTION_MARKER, "snapshots": SNAPSHOTS_MARKER, "leases": LEASES_MARKER,
-                    "history": HISTORY_MARKER, "checked": CHECKED_MARKER},
+                    "history": HISTORY_MARKER, "checked": CHECKED_MARKER, "kept": KEPT_MARKER},
         "statuses": list(STATUSES),
         "step_statuses": list(STEP_STATUSES),
         "step_keys": list(STEP_KEYS),

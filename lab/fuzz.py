@@ -307,9 +307,19 @@ def _steps_case() -> st.SearchStrategy[dict[str, Any]]:
     checked = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
         "lease_logs": st.one_of(names, SCALARS), "catalogs": st.one_of(names, SCALARS)}),
         st.dictionaries(TEXTS, SCALARS, max_size=2), SCALARS)
+    # A handed-over lease: the shape an ICEBERG_MAINT_KEPT line gives, with fuzzed values and keys.
+    lease = st.fixed_dictionaries({
+        "table": st.one_of(st.sampled_from(["fuzz.target", "local.fuzz.target"]), TEXTS, SCALARS),
+        "log": st.one_of(st.just("fuzz.iceberg_maint_leases"), TEXTS, SCALARS),
+        "key": st.one_of(st.just("target"), TEXTS, SCALARS), "claim_id": st.one_of(TEXTS, SCALARS),
+        "holder": st.one_of(st.just("fuzz-run"), TEXTS, SCALARS), "path": st.one_of(TEXTS, SCALARS),
+        "ttl_ms": st.one_of(NUMBERS, SCALARS), "renewed_ms": st.one_of(NUMBERS, SCALARS),
+        "expires_ms": st.one_of(NUMBERS, SCALARS)}, optional={"unknown": SCALARS})
+    leases = st.one_of(st.none(), st.lists(lease, max_size=2), st.lists(ANY, max_size=2), SCALARS)
     kwargs = st.fixed_dictionaries({"steps": steps}, optional={
         "settled": st.one_of(st.booleans(), SCALARS), "record": record, "nodes": nodes,
-        "history_checked": st.one_of(st.booleans(), SCALARS), "checked": checked})
+        "history_checked": st.one_of(st.booleans(), SCALARS), "checked": checked, "leases": leases,
+        "keep_leases": st.one_of(st.booleans(), SCALARS)})
     return st.fixed_dictionaries({"kind": st.just("steps"), "kwargs": kwargs})
 
 

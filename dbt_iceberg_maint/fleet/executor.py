@@ -339,6 +339,7 @@ def run_fleet(
         outcomes = [*plan.settled, *pool.schedule.outcomes, *_backlog(plan, pool, inputs.budget_s)]
         recorded = _record(where, plan, pool, outcomes)
     finally:
+        pool.give_back_kept()
         _close(pool, work_dir)
     return _summarise(where, inputs, plan, pool, outcomes, time.monotonic() - execution_started, recorded,
                       resumed_from)

@@ -14,7 +14,8 @@ from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.steps import after_failure, step_args, step_outcome
 from dbt_iceberg_maint.fleet.workers import Worker
-from dbt_iceberg_maint.maintenance.results import CHECK_KINDS, checked_facts, history_written
+from dbt_iceberg_maint.maintenance.leases import give_back_args
+from dbt_iceberg_maint.maintenance.results import CHECK_KINDS, checked_facts, history_written, kept_leases
 from dbt_iceberg_maint.maintenance.run import marker_messages
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
@@ -52,6 +53,11 @@ class Schedule:
                 if not any(self.queues.values()):
                     return None
                 self.cond.wait(timeout=0.5)
+
+    def has_more(self, table: str) -> bool:
+        """Whether `table` has steps left to start."""
+        with self.cond:
+            return bool(self.queues.get(table))
 
     def settle(self, step: Step, outcome: StepOutcome) -> None:
         with self.cond:
@@ -96,6 +102,9 @@ class Pool:
         # What invocations of this run checked once (lease logs that exist, catalogs that are not
         # Nessie's): the later steps do not check it again.
         self.checked: dict[str, set[str]] = {kind: set() for kind in CHECK_KINDS}
+        # Each table's lease, kept held between its steps (one claim and one release a table): the
+        # step that ran last on it logged it, the table's next step takes it up.
+        self.kept: dict[str, Mapping[str, Any]] = {}
         # Steps start once every worker is ready (dbt imported): a worker that is ready first would
         # otherwise take a short queue alone while the others still start.
         self.ready = threading.Barrier(len(self.workers))
@@ -114,6 +123,19 @@ class Pool:
     def known_checks(self) -> dict[str, frozenset[str]]:
         with self.schedule.cond:
             return {kind: frozenset(names) for kind, names in self.checked.items()}
+
+    def give_back_kept(self) -> None:
+        """Give back the leases kept for steps that never started (the budget closed, or the run
+        stopped), so other jobs need not wait for their TTL. Best effort: a lease not given back
+        expires after its TTL, as a killed run's does."""
+        for table in sorted(self.kept):
+            try:
+                released = self.workers[0].run([*give_back_args(table, self.run_id), *self.dbt_args], None).invocation
+            except Exception:  # the run's own error, if any, is the one to report
+                continue
+            self.invocations += 1
+            self.statements += len(released.sql_statements) if released else 0
+        self.kept.clear()
 
     def run(self) -> None:
         """Every worker takes steps until none is left to start: the one in-process worker on this
@@ -144,11 +166,19 @@ class Pool:
             while (step := state.take()) is not None:
                 started = time.time()
                 record = self.records.get(step.table)
-                ran = worker.run(step_args(step, record, self.dbt_args, self.history_ready, self.known_checks()),
-                                 timeout)
+                with state.cond:
+                    lease = self.kept.pop(step.table, None)
+                keep = state.has_more(step.table)
+                ran = worker.run(step_args(step, record, self.dbt_args, self.history_ready, self.known_checks(),
+                                           lease, keep), timeout)
                 self.note_checks(ran.invocation)
                 outcome = step_outcome(step, ran, started, time.time(), worker.index, timeout)
                 outcome, extra = after_failure(worker, step, outcome, record, self.run_id, self.dbt_args, timeout)
+                # A failed step's lease was given back (after_failure) or stays until its TTL.
+                if keep and ran.invocation is not None and outcome.status != "failed":
+                    if (kept := kept_leases(marker_messages(ran.invocation)).get(step.table)) is not None:
+                        with state.cond:
+                            self.kept[step.table] = kept
                 with state.cond:
                     self.invocations += 1 + extra
                     self.statements += outcome.statements

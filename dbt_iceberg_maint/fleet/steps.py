@@ -80,11 +80,18 @@ def _plan_step(step: Step) -> Any:
 
 
 def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[str],
-              history_checked: bool = False, checked: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+              history_checked: bool = False, checked: Mapping[str, Iterable[str]] | None = None,
+              lease: Mapping[str, Any] | None = None, keep_lease: bool = False) -> list[str]:
     """One step through execute_maintenance_steps; with `record`, the check it settles is recorded;
     `history_checked`: an earlier invocation of the run found the history table ready; `checked`:
-    what earlier invocations of the run checked once (results.checked_facts), not checked again."""
+    what earlier invocations of the run checked once (results.checked_facts), not checked again;
+    `lease`: the table's lease the run's previous step on it kept (results.kept_leases), taken up
+    instead of claimed; `keep_lease`: the table has steps left, so its lease stays held for them."""
     args: dict[str, Any] = {"steps": [step.plan_step()]}
+    if lease is not None:
+        args["leases"] = [dict(lease)]
+    if keep_lease:
+        args["keep_leases"] = True
     if record is not None:
         args["record"] = dict(record)
     if history_checked:

@@ -17,7 +17,7 @@ from typing import Any
 
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import ResultLineError
-from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER, RESULT_MARKER, marker_payloads
+from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER, KEPT_MARKER, RESULT_MARKER, marker_payloads
 
 STATUSES = frozenset(protocol.STATUSES)
 OPERATIONS = frozenset(protocol.OPERATIONS)
@@ -123,6 +123,24 @@ def checked_facts(messages: Iterable[str] | str) -> dict[str, frozenset[str]]:
             if isinstance(names, list):
                 found[kind].update(name for name in names if isinstance(name, str))
     return {kind: frozenset(names) for kind, names in found.items()}
+
+
+def kept_leases(messages: Iterable[str] | str) -> dict[str, dict[str, Any]]:
+    """The leases `ICEBERG_MAINT_KEPT` lines say an invocation kept held after its steps, by table
+    (the last line's lease of a table wins), as execute_maintenance_steps' `leases` takes them back.
+    Anything unreadable is left out: its table's next step then claims the lease again (the same
+    run re-enters it)."""
+    found: dict[str, dict[str, Any]] = {}
+    for payload in marker_payloads(messages, KEPT_MARKER):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        leases = data.get("leases") if isinstance(data, dict) else None
+        for lease in leases if isinstance(leases, list) else ():
+            if isinstance(lease, dict) and isinstance(lease.get("table"), str):
+                found[lease["table"]] = lease
+    return found
 
 
 def history_problems(messages: Iterable[str] | str) -> tuple[str, ...]:

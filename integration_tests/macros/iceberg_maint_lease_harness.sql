@@ -2,7 +2,8 @@
     tests/integration/test_leases.py runs the contender against a real catalog). -#}
 
 {#- Each case logs `ICEBERG_MAINT_CASE {"id": ..., "value": ...}`: the pure lease state of some
-    log rows, a reason, or the SQL the lease macros send. -#}
+    log rows, a reason, the SQL the lease macros send, or what they find wrong with a handed-over
+    lease. -#}
 {% macro iceberg_maint_lease_cases(cases) %}
   {%- for case in cases -%}
     {%- set kwargs = case.get('kwargs') or {} -%}
@@ -26,6 +27,8 @@
                 kwargs.written_before_ms, kwargs.expired_before_ms),
             'delete': dbt_iceberg_maint._iceberg_maint_settled_lease_delete_sql('analytics.iceberg_maint_leases',
                 {'events': [1, 2], "o'rders": [3]}, kwargs.written_before_ms)} -%}
+    {%- elif case.kind == 'handover' -%}
+      {%- set value = dbt_iceberg_maint._iceberg_maint_lease_handover_errors(kwargs.leases, 'leases') -%}
     {%- elif case.kind == 'namespaces' -%}
       {%- set value = dbt_iceberg_maint._iceberg_maint_lease_namespaces(kwargs.get('schemas')) -%}
     {%- endif -%}

@@ -119,7 +119,9 @@
           + check_boolean('execute_maintenance_steps', 'settled', kwargs.get('settled', false))
           + dbt_iceberg_maint._iceberg_maint_settled_errors(steps, record, kwargs.get('settled', false),
               kwargs.get('nodes'))
-          + dbt_iceberg_maint._iceberg_maint_checked_errors(kwargs.get('checked'))) -%}
+          + dbt_iceberg_maint._iceberg_maint_checked_errors(kwargs.get('checked'))
+          + check_boolean('execute_maintenance_steps', 'keep_leases', kwargs.get('keep_leases', false))
+          + dbt_iceberg_maint._iceberg_maint_handed_lease_errors(steps, kwargs.get('leases'))) -%}
     {%- if not outcome.errors -%}
       {%- do outcome.update({'sql': steps | selectattr('status', 'equalto', 'planned') | map(attribute='sql') | list,
             'status': 'accepted', 'rendered_at': torture_fuzz_now()}) -%}

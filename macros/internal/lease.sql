@@ -245,6 +245,80 @@
 {% endmacro %}
 
 
+{#- A lease an earlier invocation of this run kept for the table's next step (execute_maintenance_steps'
+    `leases`, the fleet engine's hand-over): still ours until it expires, so it is renewed as between
+    two steps of one invocation (a statement only once a quarter of its TTL has passed) and the
+    table refreshed (another worker's session may cache it from before the run's previous step);
+    taken afresh once it has expired. -#}
+{% macro _iceberg_maint_lease_resume(lease, path, checks=none) %}
+  {%- if lease.expires_ms <= dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
+    {{ return(dbt_iceberg_maint._iceberg_maint_lease_acquire(lease.table, path, checks)) }}
+  {%- endif -%}
+  {%- set lease = dbt_iceberg_maint._iceberg_maint_lease_renew(lease) -%}
+  {%- if lease.held -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('refresh table ' ~ lease.table) -%}
+  {%- endif -%}
+  {{ return(lease) }}
+{% endmacro %}
+
+
+{#- What a kept lease hands over (the ICEBERG_MAINT_KEPT line, execute_maintenance_steps' `leases`). -#}
+{% macro _iceberg_maint_lease_handover(lease) %}
+  {{ return({'table': lease.table, 'log': lease.log, 'key': lease.key, 'claim_id': lease.claim_id,
+      'holder': lease.holder, 'path': lease.path, 'ttl_ms': lease.ttl_ms, 'renewed_ms': lease.renewed_ms,
+      'expires_ms': lease.expires_ms}) }}
+{% endmacro %}
+
+
+{#- Problems of handed-over leases (execute_maintenance_steps' `leases`): none, or a list of
+    mappings as _iceberg_maint_lease_handover makes them, at most one a table, each this run's
+    own (the run id) and in the log and key its table's lease has under the current settings. -#}
+{% macro _iceberg_maint_lease_handover_errors(leases, owner) %}
+  {%- if leases is none -%}{{ return([]) }}{%- endif -%}
+  {%- set keys = ['claim_id', 'expires_ms', 'holder', 'key', 'log', 'path', 'renewed_ms', 'table', 'ttl_ms'] -%}
+  {%- set expected = '; expected none or a list of the leases an ICEBERG_MAINT_KEPT line of this run handed over, '
+        ~ 'each a mapping with keys ' ~ keys | join(', ') -%}
+  {%- if leases is string or leases is mapping or leases is not iterable -%}
+    {{ return([owner ~ ' is ' ~ tojson(leases) ~ expected]) }}
+  {%- endif -%}
+  {%- set settings = dbt_iceberg_maint._iceberg_maint_lease_settings() -%}
+  {%- set errors = [] -%}
+  {%- set seen = [] -%}
+  {%- for lease in leases -%}
+    {%- if lease is not mapping or (lease.keys() | sort | list) != keys -%}
+      {%- do errors.append(owner ~ ' contains ' ~ tojson(lease) ~ expected) -%}
+    {%- elif not dbt_iceberg_maint._iceberg_maint_lease_handover_shaped(lease) -%}
+      {%- do errors.append(owner ~ ' contains ' ~ tojson(lease) ~ '; expected text for claim_id, holder, key, log, '
+            ~ 'path and table and whole numbers of milliseconds for expires_ms, renewed_ms and ttl_ms') -%}
+    {%- elif lease.holder != settings.run_id -%}
+      {%- do errors.append(owner ~ ' contains a lease of ' ~ lease.table ~ ' held by ' ~ tojson(lease.holder)
+            ~ '; only this run (' ~ settings.run_id ~ ') can be handed its own leases') -%}
+    {%- elif dbt_iceberg_maint._iceberg_maint_lease_target(lease.table, settings)
+          != {'log': lease.log, 'key': lease.key} -%}
+      {%- do errors.append(owner ~ ' contains a lease of ' ~ lease.table ~ ' in ' ~ lease.log ~ ' under key '
+            ~ lease.key ~ '; its lease is in ' ~ dbt_iceberg_maint._iceberg_maint_lease_target(lease.table,
+            settings).log) -%}
+    {%- elif lease.table in seen -%}
+      {%- do errors.append(owner ~ ' contains two leases of ' ~ lease.table ~ '; expected at most one a table') -%}
+    {%- endif -%}
+    {%- do seen.append(lease.get('table') if lease is mapping else none) -%}
+  {%- endfor -%}
+  {{ return(errors) }}
+{% endmacro %}
+
+
+{% macro _iceberg_maint_lease_handover_shaped(lease) %}
+  {%- for name in ['claim_id', 'holder', 'key', 'log', 'path', 'table'] -%}
+    {%- if lease[name] is not string or not lease[name] -%}{{ return(false) }}{%- endif -%}
+  {%- endfor -%}
+  {%- for name in ['expires_ms', 'renewed_ms', 'ttl_ms'] -%}
+    {%- set value = lease[name] -%}
+    {%- if value is not number or value is boolean or value != value | int -%}{{ return(false) }}{%- endif -%}
+  {%- endfor -%}
+  {{ return(true) }}
+{% endmacro %}
+
+
 {#- After the table's last step: one appended row; nobody waits for it to be read. -#}
 {% macro _iceberg_maint_lease_release(lease) %}
   {%- if lease.enabled and lease.held -%}

@@ -6,7 +6,7 @@
       'markers': {'result': 'ICEBERG_MAINT_RESULT', 'plan': 'ICEBERG_MAINT_PLAN', 'start': 'ICEBERG_MAINT_START',
                   'selection': 'ICEBERG_MAINT_SELECTION', 'snapshots': 'ICEBERG_MAINT_SNAPSHOTS',
                   'leases': 'ICEBERG_MAINT_LEASES', 'history': 'ICEBERG_MAINT_HISTORY',
-                  'checked': 'ICEBERG_MAINT_CHECKED'},
+                  'checked': 'ICEBERG_MAINT_CHECKED', 'kept': 'ICEBERG_MAINT_KEPT'},
       'statuses': ['success', 'skipped', 'failed', 'dry_run'],
       'step_statuses': ['planned', 'skipped', 'failed'],
       'step_keys': ['table', 'operation', 'status', 'reason', 'sql'],
@@ -25,7 +25,8 @@
 
 
 {#- The one way a machine-readable line is logged: `<MARKER> <json>`. `marker` is a key of the
-    protocol's markers (result, plan, start, selection, snapshots, leases, history, checked);
+    protocol's markers (result, plan, start, selection, snapshots, leases, history, checked,
+    kept);
     info=false logs at debug level (in dbt.log and the structured events, not on the console). -#}
 {% macro _iceberg_maint_log_marker(marker, payload, info=true) %}
   {%- set markers = dbt_iceberg_maint._iceberg_maint_protocol().markers -%}

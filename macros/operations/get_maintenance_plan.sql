@@ -650,15 +650,24 @@
     dry run), sent before and after each CALL and at the end; `tables` ({table: {node, health}})
     gives each table's dbt node label and the summary figures its plan read (health before its
     first step; an executed step reads them after itself for the next); `history_checked`: the
-    caller knows the history table exists with its columns (no check statements). -#}
+    caller knows the history table exists with its columns (no check statements). `handed`: leases
+    an earlier invocation of the caller's run kept (checked by _iceberg_maint_lease_handover_errors),
+    resumed instead of claimed; `keep_leases`: the leases are not released after their tables'
+    last steps but logged (ICEBERG_MAINT_KEPT, debug level) for the run's next invocation. -#}
 {% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true, path='maintain', tables={},
-    history_checked=false, checked=none) %}
+    history_checked=false, checked=none, handed=none, keep_leases=false) %}
   {%- set total = steps | selectattr('status', 'equalto', 'planned') | list | length -%}
   {%- set counter = namespace(i=0) -%}
   {%- set last_planned = {} -%}
   {%- for step in steps if step.status == 'planned' -%}{%- do last_planned.update({step.table: loop.index0}) -%}{%- endfor -%}
   {%- set planned_index = namespace(i=-1) -%}
   {%- set leases = {} -%}
+  {%- set handed_by_table = {} -%}
+  {%- if handed and dbt_iceberg_maint._iceberg_maint_lease_settings().enabled -%}
+    {%- for lease in handed -%}
+      {%- do handed_by_table.update({lease.table: dict(lease, enabled=true, held=true, reason=none)}) -%}
+    {%- endfor -%}
+  {%- endif -%}
   {%- set results = [] -%}
   {#- A dry run writes no history at all: it neither changes nor decides anything. -#}
   {%- set history = dbt_iceberg_maint._iceberg_maint_history_open(path) -%}
@@ -688,8 +697,14 @@
     {%- if leased -%}
       {#- The rows so far are written before anything that may stop the macro. -#}
       {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
-      {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_renew(leases[step.table])
-            if step.table in leases else dbt_iceberg_maint._iceberg_maint_lease_acquire(step.table, path, checks)}) -%}
+      {%- if step.table in leases -%}
+        {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_renew(leases[step.table])}) -%}
+      {%- elif step.table in handed_by_table -%}
+        {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_resume(
+              handed_by_table.pop(step.table), path, checks)}) -%}
+      {%- else -%}
+        {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_acquire(step.table, path, checks)}) -%}
+      {%- endif -%}
     {%- endif -%}
     {%- set holder = none -%}
     {%- if leased and not leases[step.table].held -%}
@@ -715,10 +730,23 @@
         {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
       {%- endif -%}
     {%- endif -%}
-    {%- if leased and last_planned[step.table] == planned_index.i -%}
+    {%- if leased and last_planned[step.table] == planned_index.i and not keep_leases -%}
       {%- do dbt_iceberg_maint._iceberg_maint_lease_release(leases[step.table]) -%}
     {%- endif -%}
   {%- endfor -%}
+  {#- A handed-over lease no step used stays the run's when kept, else it ends here. -#}
+  {%- if keep_leases -%}
+    {%- set kept = [] -%}
+    {%- for lease in (leases.values() | selectattr('enabled') | selectattr('held') | list)
+          + (handed_by_table.values() | list) -%}
+      {%- do kept.append(dbt_iceberg_maint._iceberg_maint_lease_handover(lease)) -%}
+    {%- endfor -%}
+    {%- if kept -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_log_marker('kept', {'leases': kept}, info=false) -%}
+    {%- endif -%}
+  {%- else -%}
+    {%- for lease in handed_by_table.values() -%}{%- do dbt_iceberg_maint._iceberg_maint_lease_release(lease) -%}{%- endfor -%}
+  {%- endif -%}
   {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
   {%- if checks.lease_logs or checks.catalogs -%}
     {%- do dbt_iceberg_maint._iceberg_maint_log_marker('checked', checks, info=false) -%}
@@ -740,33 +768,39 @@
     row, none fails the invocation; `nodes` ({table: node label}) names their dbt nodes.
     `checked` ({lease_logs: [...], catalogs: [...]}, what an earlier invocation of the caller's
     run logged in its ICEBERG_MAINT_CHECKED line): lease logs that exist and catalogs that are not
-    Nessie catalogs; the steps do not check them again. -#}
+    Nessie catalogs; the steps do not check them again. `keep_leases`: the leases the steps hold
+    are not released after their tables' last steps but logged (ICEBERG_MAINT_KEPT, debug level);
+    `leases`: what such a line of the same run handed over, taken up instead of claimed again (the
+    fleet engine runs a table's steps one invocation each under one lease). -#}
 {% macro execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
-      checked=none) %}
+      checked=none, leases=none, keep_leases=false) %}
   {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps, record=record,
-      history_checked=history_checked, settled=settled, nodes=nodes, checked=checked)) }}
+      history_checked=history_checked, settled=settled, nodes=nodes, checked=checked, leases=leases,
+      keep_leases=keep_leases)) }}
 {% endmacro %}
 
 {% macro default__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
-      checked=none) %}
+      checked=none, leases=none, keep_leases=false) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.execute_maintenance_steps is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
-      checked=none) %}
+      checked=none, leases=none, keep_leases=false) %}
   {%- set check_boolean = dbt_iceberg_maint._iceberg_maint_check_boolean -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)
         + dbt_iceberg_maint._iceberg_maint_record_errors(record)
         + check_boolean('execute_maintenance_steps', 'history_checked', history_checked)
         + check_boolean('execute_maintenance_steps', 'settled', settled)
         + dbt_iceberg_maint._iceberg_maint_settled_errors(steps, record, settled, nodes)
-        + dbt_iceberg_maint._iceberg_maint_checked_errors(checked)) -%}
+        + dbt_iceberg_maint._iceberg_maint_checked_errors(checked)
+        + check_boolean('execute_maintenance_steps', 'keep_leases', keep_leases)
+        + dbt_iceberg_maint._iceberg_maint_handed_lease_errors(steps, leases)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set tables = {} -%}
   {%- for table, node in (nodes or {}).items() -%}{%- do tables.update({table: {'node': node}}) -%}{%- endfor -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, path='execute_maintenance_steps',
-        tables=tables, history_checked=history_checked, checked=checked) -%}
+        tables=tables, history_checked=history_checked, checked=checked, handed=leases, keep_leases=keep_leases) -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
   {%- if failed and not settled -%}
     {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "
@@ -826,6 +860,22 @@
     {%- endif -%}
   {%- endfor -%}
   {{ return([]) }}
+{% endmacro %}
+
+
+{#- Problems of execute_maintenance_steps' `leases`: their shape and owner
+    (_iceberg_maint_lease_handover_errors), and each on a table one of the steps is on. -#}
+{% macro _iceberg_maint_handed_lease_errors(steps, leases) %}
+  {%- set owner = 'execute_maintenance_steps: argument `leases`' -%}
+  {%- set errors = dbt_iceberg_maint._iceberg_maint_lease_handover_errors(leases, owner) -%}
+  {%- if errors or leases is none -%}{{ return(errors) }}{%- endif -%}
+  {#- Only a list of steps is walked: other values of `steps` are _iceberg_maint_step_errors' to refuse. -#}
+  {%- set tables = (steps | selectattr('table', 'defined') | map(attribute='table') | map('string') | list)
+        if steps is iterable and steps is not string and steps is not mapping else [] -%}
+  {%- for lease in leases if lease.table not in tables -%}
+    {%- do errors.append(owner ~ ' contains a lease of ' ~ lease.table ~ ', which none of the steps is on') -%}
+  {%- endfor -%}
+  {{ return(errors) }}
 {% endmacro %}
 
 

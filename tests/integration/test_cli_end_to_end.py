@@ -130,11 +130,14 @@ def test_maintain_command_succeeds_with_json_output_and_report(
     assert document["counts"]["success"] == 1 and document["counts"]["failed"] == 0
 
 
-def test_a_fleet_run_creates_its_lease_log_and_checks_its_catalog_once(built: DbtProject) -> None:
+def test_a_fleet_run_creates_its_lease_log_checks_its_catalog_and_takes_the_lease_once(
+        built: DbtProject, spark: SparkSession) -> None:
     """The fleet engine (`--concurrency 1`) over a table's expiry and orphan removal, one step (one
     dbt invocation) each, both behind the Nessie check: the namespace's lease log is created and the
-    catalog checked by the first step only; the second is told what the first found (dbt.log holds
-    every statement the run sent)."""
+    catalog checked by the first step only; the second is told what the first found. The table's
+    lease is claimed (and its log read) by the first step and released by the second, which takes
+    up the lease the first kept: one claim and one release for the table (dbt.log holds every
+    statement the run sent)."""
     log = Path(built.env["DBT_LOG_PATH"]) / "dbt.log"
     start = log.stat().st_size if log.is_file() else 0
     result = cli(built, "maintain", "--select", "event_log", "--operation", "expire_snapshots", "--operation",
@@ -156,6 +159,18 @@ def test_a_fleet_run_creates_its_lease_log_and_checks_its_catalog_once(built: Db
     assert count("CALL system.expire_snapshots(") == 1 and count("CALL system.remove_orphan_files(") == 1
     assert count(f"create table if not exists {built.schema}.iceberg_maint_leases ") == 1
     assert count("select current_catalog()") == 1
+    append = f"insert into {built.schema}.iceberg_maint_leases values ('event_log', "
+    assert (count(append + "'claim'"), count(append + "'renew'"), count(append + "'release'")) == (1, 0, 1)
+    assert count(f"select l.table_name, l.event, l.claim_id, l.holder, l.path, l.at_ms, l.expires_ms, "
+                 f"e.sequence_number as seq from {built.schema}.iceberg_maint_leases l ") == 1
+    # The log says the same: this run's one claim, then its release (nobody holds the lease).
+    leases = built.table("iceberg_maint_leases")
+    spark.sql(f"refresh table {leases}")
+    events = spark.sql(f"select event, claim_id, path from {leases} where table_name = 'event_log' "
+                       f"and holder = '{json_document(result.stdout)['run_id']}' order by at_ms").collect()
+    assert [(e.event, e.path) for e in events] == [("claim", "execute_maintenance_steps"),
+                                                   ("release", "execute_maintenance_steps")]
+    assert events[0].claim_id == events[1].claim_id
 
 
 def test_maintain_command_exits_1_when_an_operation_fails(built: DbtProject, spark: SparkSession) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
-from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER
+from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER, KEPT_MARKER
 from tests.expect import markers
 from tests.integration.test_maintenance import build_project, current_snapshot
 
@@ -301,6 +301,66 @@ def test_the_package_models_summarise_the_history(spark: SparkSession, built: Db
                            ).collect()[0][0]
     assert (day["runs"], day["compactions"], day["node"]) == (runs, compactions, f"{PROJECT}.event_log")
     assert day["data_files"] == json.loads(last_after)["data_files"] and day["snapshots"] >= 1
+
+
+def test_steps_keep_their_lease_for_the_runs_next_step_which_takes_it_up(
+        spark: SparkSession, built: DbtProject) -> None:
+    """`keep_leases`: a step's lease stays held after it and is logged (ICEBERG_MAINT_KEPT); the
+    run's next step on the table, handed it (`leases`, as the fleet engine does), neither claims nor
+    reads the log again and releases it: one claim and one release for both. A handed lease that
+    has expired is claimed afresh; another run's lease is refused, changing nothing."""
+    table = f"{built.schema}.event_log"
+    expire = {"table": table, "operation": "expire_snapshots", "status": "planned", "reason": "due",
+              "sql": f"CALL system.expire_snapshots(table => '{table}', older_than => TIMESTAMP '2000-01-01 00:00:00', "
+                     "retain_last => 1)"}
+    log = built.table("iceberg_maint_leases")
+    named = f"{built.schema}.iceberg_maint_leases"  # as the steps' table names it
+    claim = f"insert into {named} values ('event_log', 'claim', "
+    release = f"insert into {named} values ('event_log', 'release', "
+    read = f"select l.table_name, l.event, l.claim_id, l.holder, l.path, l.at_ms, l.expires_ms, " \
+           f"e.sequence_number as seq from {named} l "
+
+    def run(run_id: str, expect_success: bool = True, **extra: Any) -> DbtInvocation:
+        return built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                     json.dumps({"steps": [expire], **extra}), run_id=run_id, expect_success=expect_success)
+
+    def counts(invocation: DbtInvocation) -> tuple[int, int, int]:
+        statements = sent(invocation)
+        return tuple(sum(s.startswith(start) for s in statements) for start in (claim, read, release))  # type: ignore[return-value]
+
+    def events(claim_id: str) -> list[str]:
+        spark.sql(f"refresh table {log}")
+        return [r.event for r in spark.sql(f"select event from {log} where claim_id = '{claim_id}' "
+                                           "order by at_ms, event").collect()]
+
+    first = run("kept-run", keep_leases=True)
+    assert [r.status for r in parse_result_lines(first.log_messages)] == ["success"]
+    assert counts(first) == (1, 1, 0)
+    [kept] = markers(first.log_messages, KEPT_MARKER)
+    [lease] = kept["leases"]
+    assert (lease["table"], lease["holder"], lease["path"]) == (table, "kept-run", "execute_maintenance_steps")
+    assert events(lease["claim_id"]) == ["claim"]  # still held
+
+    second = run("kept-run", leases=[lease])
+    assert [r.status for r in parse_result_lines(second.log_messages)] == ["success"]
+    assert counts(second) == (0, 0, 1)
+    assert f"refresh table {table}" in sent(second)  # another worker's session may cache the table
+    assert markers(second.log_messages, KEPT_MARKER) == []
+    assert events(lease["claim_id"]) == ["claim", "release"]
+    assert [r["lease_holder"] for r in history(spark, built, "kept-run")] == ["kept-run", "kept-run"]
+
+    lapsed = run("kept-run", leases=[dict(lease, renewed_ms=0, expires_ms=1)])
+    assert [r.status for r in parse_result_lines(lapsed.log_messages)] == ["success"]
+    assert counts(lapsed) == (1, 1, 1)  # claimed afresh, then released
+
+    before = current_snapshot(spark, built.table("event_log"))
+    refused = run("other-run", expect_success=False, leases=[lease])
+    text = " ".join(refused.log_messages) + str(refused.exception)
+    assert (f"execute_maintenance_steps: argument `leases` contains a lease of {table} held by \"kept-run\"; only "
+            "this run (other-run) can be handed its own leases") in text, text
+    assert sent(refused) == []
+    assert current_snapshot(spark, built.table("event_log")) == before
+    assert history(spark, built, "other-run") == []
 
 
 def test_a_bad_history_checked_is_refused_and_changes_nothing(spark: SparkSession, built: DbtProject) -> None:

@@ -195,6 +195,12 @@ def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_wor
     assert sorted(history(thrift_sql, cut.run_id)) == sorted(
         (r.table, r.operation, "skipped" if r.status == "backlog" else r.status, r.reason) for r in cut.outcomes)
     assert all((r.reason or "").startswith("backlog: not started, the budget of ") for r in backlog)
+    # The gate table's lease, kept for its expiry, which the closed window left unstarted, was given
+    # back at the run's end (other jobs need not wait for its TTL).
+    gate_log = thrift_sql.rows(f"select event, path from {LAKE}.iceberg_maint_leases where table_name = 'gate' "
+                               f"and holder = '{cut.run_id}' order by at_ms")
+    assert [tuple(row) for row in gate_log] == [("claim", "execute_maintenance_steps"), ("break", "break_lease")], \
+        gate_log
     # iceberg_healthy's max_backlog_operations fails on a table the budget left untouched...
     assert backlog_test(lake) == ("fail", f"{LAKE}.t0: the last maintenance run ({cut.run_id}) left 2 operation(s) "
                                           "as backlog (expire_snapshots, rewrite_data_files), more than 0")

@@ -157,3 +157,16 @@ def test_a_steps_arguments_carry_what_the_run_checked_once() -> None:
     assert args["checked"] == {"lease_logs": ["a.iceberg_maint_leases", "b.iceberg_maint_leases"]}
     assert "checked" not in json.loads(step_args(step, None, [], checked={"lease_logs": set(), "catalogs": set()})[3])
     assert "checked" not in json.loads(step_args(step, None, [])[3])
+
+
+def test_a_steps_arguments_hand_over_the_tables_kept_lease_and_ask_to_keep_it() -> None:
+    """execute_maintenance_steps' `leases` (what the table's previous step kept) and `keep_leases`
+    (the table has steps left), each only when there is something to say."""
+    from dbt_iceberg_maint.fleet.steps import step_args
+
+    step = Step("a.t", "expire_snapshots", "planned", "due", "CALL system.expire_snapshots(table => 'a.t')")
+    lease = {"table": "a.t", "claim_id": "c1", "holder": "run-1"}
+    args = json.loads(step_args(step, None, [], lease=lease, keep_lease=True)[3])
+    assert (args["leases"], args["keep_leases"]) == ([lease], True)
+    plain = json.loads(step_args(step, None, [])[3])
+    assert "leases" not in plain and "keep_leases" not in plain

@@ -53,6 +53,21 @@ STATES: dict[str, list[dict[str, Any]]] = {
                     row("claim", "b", "run-b", 160, 3), row("break", "a", "admin", 170, 4, 170)],
 }
 
+# Handed-over leases (execute_maintenance_steps' `leases`), checked against run-x's settings.
+HANDED = {"table": "analytics.events", "log": "analytics.iceberg_maint_leases", "key": "events",
+          "claim_id": "inv/events/1", "holder": "run-x", "path": "execute_maintenance_steps", "ttl_ms": 30000,
+          "renewed_ms": 1000, "expires_ms": 31000}
+HANDOVERS: dict[str, Any] = {
+    "none": None, "good": [HANDED], "text": "yes", "mapping": HANDED,
+    "missing_key": [{k: v for k, v in HANDED.items() if k != "claim_id"}],
+    "extra_key": [{**HANDED, "held": True}],
+    "bad_number": [{**HANDED, "ttl_ms": "30000"}], "boolean": [{**HANDED, "expires_ms": True}],
+    "fraction": [{**HANDED, "renewed_ms": 1.5}], "empty_text": [{**HANDED, "claim_id": ""}],
+    "other_run": [{**HANDED, "holder": "run-y"}],
+    "other_log": [{**HANDED, "log": "raw.iceberg_maint_leases"}], "other_key": [{**HANDED, "key": "orders"}],
+    "twice": [HANDED, {**HANDED, "claim_id": "inv/events/2"}],
+}
+
 CASES: list[dict[str, Any]] = [
     *({"id": f"state_{name}", "kind": "state", "kwargs": {"rows": rows}} for name, rows in STATES.items()),
     {"id": "reason", "kind": "reason", "kwargs": {"holder": {
@@ -84,6 +99,8 @@ CASES: list[dict[str, Any]] = [
         "same_clock": [row("claim", "t1", "run-1", 100, 1), row("release", "t1", "run-1", 150, 2, 150),
                        row("claim", "t2", "run-2", 150, 3, 2600)],
         "empty": []}}},
+    *({"id": f"handover_{name}", "kind": "handover", "kwargs": {"leases": leases}}
+      for name, leases in HANDOVERS.items()),
     {"id": "namespaces", "kind": "namespaces", "kwargs": {"schemas": ["analytics", "local.raw", "analytics"]}},
     {"id": "namespaces_default", "kind": "namespaces", "kwargs": {}},
 ]
@@ -174,3 +191,31 @@ def test_sql(rendered: dict[str, Any]) -> None:
     assert value["all_rows"].endswith("where e.status < 2")
     assert rendered["namespaces"] == ["analytics", "local.raw"]
     assert "analytics" in rendered["namespaces_default"]  # the schemas of the project's Iceberg models
+
+
+def test_a_handed_over_lease_must_be_this_runs_own_as_kept(rendered: dict[str, Any]) -> None:
+    """execute_maintenance_steps' `leases` takes back what an ICEBERG_MAINT_KEPT line of the same run
+    handed over; anything else is refused, naming the argument, the value and what is expected."""
+    assert rendered["handover_none"] == [] and rendered["handover_good"] == []
+    shape = ("; expected none or a list of the leases an ICEBERG_MAINT_KEPT line of this run handed over, each a "
+             "mapping with keys claim_id, expires_ms, holder, key, log, path, renewed_ms, table, ttl_ms")
+    assert rendered["handover_text"] == ['leases is "yes"' + shape]
+    for name in ("mapping", "missing_key", "extra_key"):
+        [error] = rendered[f"handover_{name}"]
+        assert error.startswith("leases ") and error.endswith(shape), (name, error)
+    values = ("; expected text for claim_id, holder, key, log, path and table and whole numbers of milliseconds "
+              "for expires_ms, renewed_ms and ttl_ms")
+    for name in ("bad_number", "boolean", "fraction", "empty_text"):
+        [error] = rendered[f"handover_{name}"]
+        assert error.startswith("leases contains {") and error.endswith(values), (name, error)
+    assert rendered["handover_other_run"] == [
+        'leases contains a lease of analytics.events held by "run-y"; only this run (run-x) can be handed its own '
+        "leases"]
+    assert rendered["handover_other_log"] == [
+        "leases contains a lease of analytics.events in raw.iceberg_maint_leases under key events; its lease is in "
+        "analytics.iceberg_maint_leases"]
+    assert rendered["handover_other_key"] == [
+        "leases contains a lease of analytics.events in analytics.iceberg_maint_leases under key orders; its lease "
+        "is in analytics.iceberg_maint_leases"]
+    assert rendered["handover_twice"] == [
+        "leases contains two leases of analytics.events; expected at most one a table"]

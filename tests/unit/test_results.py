@@ -13,6 +13,7 @@ from dbt_iceberg_maint.maintenance.results import (
     checked_facts,
     failed_results,
     history_written,
+    kept_leases,
     parse_result_lines,
 )
 
@@ -119,3 +120,15 @@ def test_checked_facts_gather_every_checked_line_and_leave_out_what_they_cannot_
     assert checked_facts(lines) == {"lease_logs": frozenset({"a.iceberg_maint_leases", "b.iceberg_maint_leases"}),
                                     "catalogs": frozenset({""})}
     assert checked_facts([]) == {"lease_logs": frozenset(), "catalogs": frozenset()}
+
+
+def test_kept_leases_by_table_the_last_line_winning_and_nothing_unreadable() -> None:
+    """What the fleet engine hands to a table's next step (execute_maintenance_steps' `leases`)."""
+    first = {"table": "a.t", "claim_id": "c1", "renewed_ms": 1}
+    again = {"table": "a.t", "claim_id": "c1", "renewed_ms": 2}
+    other = {"table": "a.u", "claim_id": "c2"}
+    lines = [f"ICEBERG_MAINT_KEPT {json.dumps({'leases': [first, other]})}", "ICEBERG_MAINT_KEPT {not json",
+             'ICEBERG_MAINT_KEPT {"leases": "a.t"}', 'ICEBERG_MAINT_KEPT {"leases": [{"table": 3}, "x"]}',
+             f"ICEBERG_MAINT_KEPT {json.dumps({'leases': [again]})}", "mentions ICEBERG_MAINT_KEPT"]
+    assert kept_leases(lines) == {"a.t": again, "a.u": other}
+    assert kept_leases([]) == {}
