@@ -14,13 +14,17 @@ from dbt_iceberg_maint.fleet import scheduler
 from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.steps import after_failure, step_args, step_outcome
 from dbt_iceberg_maint.fleet.workers import Worker
-from dbt_iceberg_maint.maintenance.leases import give_back_args
+from dbt_iceberg_maint.maintenance.leases import claim_args
 from dbt_iceberg_maint.maintenance.results import CHECK_KINDS, checked_facts, history_written, kept_leases
 from dbt_iceberg_maint.maintenance.run import marker_messages
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 # What the progress callback receives after every change: counts and the ETA in seconds.
 Progress = Callable[[Mapping[str, Any]], None]
+# Tables whose leases one claim_leases invocation takes: the table whose step a worker takes and
+# the next ones in the schedule's order that no step runs on. A larger batch holds tables longer
+# before their steps; every one is given back at the run's end if its step never started.
+CLAIM_BATCH = 8
 
 
 class Schedule:
@@ -38,8 +42,11 @@ class Schedule:
         self.progress = progress
         self.total = sum(len(q) for q in self.queues.values())
 
-    def take(self) -> Step | None:
-        """The next step for a free worker; None when nothing is left to start (or the budget closed)."""
+    def take(self, reserve: Callable[[str], list[str] | None] | None = None
+             ) -> tuple[Step, list[str] | None] | None:
+        """The next step for a free worker; None when nothing is left to start (or the budget closed).
+        `reserve` (called with the step's table, under the lock): other tables to hold as busy along
+        with it until the worker releases them (Pool.lease_for), or None."""
         with self.cond:
             while True:
                 if not scheduler.may_start(time.monotonic() - self.started, self.budget_s):
@@ -48,8 +55,10 @@ class Schedule:
                 if step is not None:
                     self.queues[step.table].pop(0)
                     self.busy.add(step.table)
+                    reserved = reserve(step.table) if reserve is not None else None
+                    self.busy.update(reserved or ())
                     self._report()
-                    return step
+                    return step, reserved
                 if not any(self.queues.values()):
                     return None
                 self.cond.wait(timeout=0.5)
@@ -102,9 +111,15 @@ class Pool:
         # What invocations of this run checked once (lease logs that exist, catalogs that are not
         # Nessie's): the later steps do not check it again.
         self.checked: dict[str, set[str]] = {kind: set() for kind in CHECK_KINDS}
-        # Each table's lease, kept held between its steps (one claim and one release a table): the
-        # step that ran last on it logged it, the table's next step takes it up.
+        # Each table's lease, held ahead of and between its steps: claimed in a batch with other
+        # tables' (claim_leases), or kept by the step that ran last on it; its next step takes it up.
         self.kept: dict[str, Mapping[str, Any]] = {}
+        # Leases kept after their tables' last steps: released in one commit by the next batch's
+        # claim, or at the run's end.
+        self.finished: dict[str, Mapping[str, Any]] = {}
+        # Off once a batch claim took no lease (leases disabled, or it failed): each step then
+        # claims its table's lease itself, and hands it over while the table has steps left.
+        self.batching = True
         # Steps start once every worker is ready (dbt imported): a worker that is ready first would
         # otherwise take a short queue alone while the others still start.
         self.ready = threading.Barrier(len(self.workers))
@@ -124,18 +139,72 @@ class Pool:
         with self.schedule.cond:
             return {kind: frozenset(names) for kind, names in self.checked.items()}
 
+    def batch(self, table: str) -> list[str] | None:
+        """Called as a step of `table` is taken (under the schedule's lock): None when its lease is
+        kept (or batches are off), else the other tables to claim with it, the next ones in the
+        schedule's order that no step runs on and whose leases are not kept. They stay reserved
+        (busy) until the claim ended, so that no other worker claims them too: a second claim of the
+        run would take over the first, whose release would then end nothing."""
+        state = self.schedule
+        if table in self.kept or not self.batching:
+            return None
+        return [t for t in state.order if t != table and state.queues.get(t) and t not in state.busy
+                and t not in self.kept][:CLAIM_BATCH - 1]
+
+    def lease_for(self, worker: Worker, table: str, others: list[str] | None) -> Mapping[str, Any] | None:
+        """The lease `table`'s step takes up: kept for it, or claimed now with `others` (Pool.batch),
+        releasing the finished tables' leases in the same invocation; None: the step claims for
+        itself."""
+        state = self.schedule
+        with state.cond:
+            lease = self.kept.pop(table, None)
+            if others is None:
+                return lease
+            release = list(self.finished.values())
+            self.finished.clear()
+        claimed: dict[str, dict[str, Any]] = {}
+        invocation = None
+        try:
+            invocation = worker.run([*claim_args([table, *others], release, self.known_checks()), *self.dbt_args],
+                                    self.timeout_s).invocation
+            self.note_checks(invocation)
+            claimed = kept_leases(marker_messages(invocation)) if invocation and invocation.success else {}
+        finally:
+            # The claimed leases are kept before the reserved tables are free again.
+            with state.cond:
+                self.invocations += 1
+                self.statements += len(invocation.sql_statements) if invocation else 0
+                if not (invocation and invocation.success):
+                    self.finished.update({lease["table"]: lease for lease in release})  # given back at the end
+                if not claimed:
+                    self.batching = False
+                for other in others:
+                    if other in claimed:
+                        self.kept.setdefault(other, claimed[other])
+                state.busy.difference_update(others)
+                state.cond.notify_all()
+        return claimed.get(table)
+
+    def keep(self, table: str, lease: Mapping[str, Any]) -> None:
+        """A lease a step kept: for the table's next step, else released with the next batch."""
+        with self.schedule.cond:
+            (self.kept if self.schedule.queues.get(table) else self.finished)[table] = lease
+
     def give_back_kept(self) -> None:
-        """Give back the leases kept for steps that never started (the budget closed, or the run
-        stopped), so other jobs need not wait for their TTL. Best effort: a lease not given back
-        expires after its TTL, as a killed run's does."""
-        for table in sorted(self.kept):
-            try:
-                released = self.workers[0].run([*give_back_args(table, self.run_id), *self.dbt_args], None).invocation
-            except Exception:  # the run's own error, if any, is the one to report
-                continue
-            self.invocations += 1
-            self.statements += len(released.sql_statements) if released else 0
+        """Release every lease still kept: those of finished tables and of steps that never started
+        (the budget closed, or the run stopped), so other jobs need not wait for their TTL. Best
+        effort: a lease not given back expires after its TTL, as a killed run's does."""
+        leases = [*self.kept.values(), *self.finished.values()]
         self.kept.clear()
+        self.finished.clear()
+        if not leases:
+            return
+        try:
+            released = self.workers[0].run([*claim_args([], leases), *self.dbt_args], None).invocation
+        except Exception:  # the run's own error, if any, is the one to report
+            return
+        self.invocations += 1
+        self.statements += len(released.sql_statements) if released else 0
 
     def run(self) -> None:
         """Every worker takes steps until none is left to start: the one in-process worker on this
@@ -163,12 +232,13 @@ class Pool:
                     self.invocations += 1
                     self.statements += len(prepared.sql_statements) if prepared else 0
             self.ready.wait()
-            while (step := state.take()) is not None:
+            while (taken := state.take(self.batch)) is not None:
+                step, others = taken
                 started = time.time()
                 record = self.records.get(step.table)
-                with state.cond:
-                    lease = self.kept.pop(step.table, None)
-                keep = state.has_more(step.table)
+                lease = self.lease_for(worker, step.table, others)
+                # Kept for the table's next step; with batches, after its last too (released with the next).
+                keep = self.batching or state.has_more(step.table)
                 ran = worker.run(step_args(step, record, self.dbt_args, self.history_ready, self.known_checks(),
                                            lease, keep), timeout)
                 self.note_checks(ran.invocation)
@@ -177,8 +247,7 @@ class Pool:
                 # A failed step's lease was given back (after_failure) or stays until its TTL.
                 if keep and ran.invocation is not None and outcome.status != "failed":
                     if (kept := kept_leases(marker_messages(ran.invocation)).get(step.table)) is not None:
-                        with state.cond:
-                            self.kept[step.table] = kept
+                        self.keep(step.table, kept)
                 with state.cond:
                     self.invocations += 1 + extra
                     self.statements += outcome.statements

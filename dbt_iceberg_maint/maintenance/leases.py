@@ -33,6 +33,20 @@ def create_logs_args(namespaces: Iterable[str]) -> list[str]:
             json.dumps({"schemas": sorted(set(namespaces))})]
 
 
+def claim_args(tables: Sequence[str], release: Sequence[Mapping[str, Any]] = (),
+               checked: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+    """The run-operation that ends `release` (the run's own leases, as ICEBERG_MAINT_KEPT lines
+    handed them over) and claims the leases of `tables`, each log's rows in one commit; it logs the
+    leases it holds in an ICEBERG_MAINT_KEPT line (results.kept_leases)."""
+    args: dict[str, Any] = {"tables": list(tables)}
+    if release:
+        args["release"] = [dict(lease) for lease in release]
+    known = {kind: sorted(names) for kind, names in (checked or {}).items() if names}
+    if known.get("lease_logs"):
+        args["checked"] = {"lease_logs": known["lease_logs"]}
+    return ["run-operation", "dbt_iceberg_maint.claim_leases", "--args", json.dumps(args)]
+
+
 def give_back_args(table: str, run_id: str) -> list[str]:
     """The run-operation that ends `table`'s lease only if run `run_id` holds it (break_lease with
     `holder`). A step Spark rejected stopped its macro with the lease taken, since dbt's Jinja

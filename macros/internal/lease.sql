@@ -62,18 +62,31 @@
 
 {#- One event row as a plain INSERT (an append: never validated, retried until it commits). -#}
 {% macro _iceberg_maint_lease_append_sql(log, row) %}
-  {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
-  {{ return('insert into ' ~ log ~ ' values (' ~ [literal(row.table_name), literal(row.event), literal(row.claim_id),
-      literal(row.holder), literal(row.path or ''), row.at_ms | int, row.expires_ms | int] | join(', ') ~ ')') }}
+  {{ return('insert into ' ~ log ~ ' values ' ~ dbt_iceberg_maint._iceberg_maint_lease_values_sql(row)) }}
 {% endmacro %}
 
 
-{#- The log's rows (of one key, or all) with the sequence number of the commit that added each:
-    the rows' files joined to the `entries` metadata table. -#}
+{% macro _iceberg_maint_lease_values_sql(row) %}
+  {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
+  {{ return('(' ~ [literal(row.table_name), literal(row.event), literal(row.claim_id), literal(row.holder),
+      literal(row.path or ''), row.at_ms | int, row.expires_ms | int] | join(', ') ~ ')') }}
+{% endmacro %}
+
+
+{#- The log's rows (of one key, of a list of keys, or all) with the sequence number of the commit
+    that added each: the rows' files joined to the `entries` metadata table. -#}
 {% macro _iceberg_maint_lease_rows_sql(log, key=none) %}
   {%- set literal = dbt_iceberg_maint._iceberg_maint_string_literal -%}
-  {%- set where = (' and l.table_name = ' ~ literal(key) ~ ' and e.data_file.partition.table_name = '
-        ~ literal(key)) if key is not none else '' -%}
+  {%- if key is none -%}
+    {%- set where = '' -%}
+  {%- elif key is string -%}
+    {%- set where = ' and l.table_name = ' ~ literal(key) ~ ' and e.data_file.partition.table_name = ' ~ literal(key) -%}
+  {%- else -%}
+    {%- set quoted = [] -%}
+    {%- for one in key -%}{%- do quoted.append(literal(one)) -%}{%- endfor -%}
+    {%- set keys = quoted | join(', ') -%}
+    {%- set where = ' and l.table_name in (' ~ keys ~ ') and e.data_file.partition.table_name in (' ~ keys ~ ')' -%}
+  {%- endif -%}
   {{ return('select l.table_name, l.event, l.claim_id, l.holder, l.path, l.at_ms, l.expires_ms, '
       ~ 'e.sequence_number as seq from ' ~ log ~ ' l join ' ~ log ~ '.entries e on l._file = e.data_file.file_path '
       ~ 'where e.status < 2' ~ where) }}
@@ -231,6 +244,79 @@
     {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('refresh table ' ~ table) -%}
   {%- endif -%}
   {{ return(lease) }}
+{% endmacro %}
+
+
+{#- Take the leases of several tables at once (claim_leases: the fleet engine, ahead of their
+    steps): per lease log one INSERT of claim rows, one row a table (each its own claim, decided by
+    the same replay; one commit gives its rows one sequence number, and no two of them share a
+    key), then one read of those tables' rows. Returns the leases held, as
+    _iceberg_maint_lease_acquire returns them (the table is refreshed by whoever takes one up:
+    _iceberg_maint_lease_resume). A table another job holds is left out; a claim whose row the read
+    does not show is released at once, as in _iceberg_maint_lease_commit. `checks` as there. -#}
+{% macro _iceberg_maint_lease_claim_many(tables, path, checks=none) %}
+  {%- set settings = dbt_iceberg_maint._iceberg_maint_lease_settings() -%}
+  {%- if not settings.enabled or not tables -%}{{ return([]) }}{%- endif -%}
+  {%- set by_log = {} -%}
+  {%- for table in tables -%}
+    {%- set target = dbt_iceberg_maint._iceberg_maint_lease_target(table, settings) -%}
+    {%- do by_log.setdefault(target.log, []).append({'table': table | string, 'key': target.key}) -%}
+  {%- endfor -%}
+  {%- set held = [] -%}
+  {%- for log, items in by_log.items() -%}
+    {%- if checks is none or log not in checks.lease_logs -%}
+      {%- do dbt_iceberg_maint._iceberg_maint_lease_statement(dbt_iceberg_maint._iceberg_maint_lease_create_sql(log)) -%}
+      {%- if checks is not none -%}{%- do checks.lease_logs.append(log) -%}{%- endif -%}
+    {%- endif -%}
+    {%- set now_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
+    {%- set micros = (dbt_iceberg_maint._iceberg_maint_now().timestamp() * 1000000) | int -%}
+    {%- set leases = [] -%}
+    {%- set values = [] -%}
+    {%- for item in items -%}
+      {%- set lease = {'enabled': true, 'table': item.table, 'log': log, 'key': item.key,
+            'claim_id': invocation_id ~ '/' ~ item.key ~ '/' ~ micros, 'holder': settings.run_id, 'path': path,
+            'ttl_ms': settings.ttl_ms, 'held': false, 'renewed_ms': now_ms, 'expires_ms': now_ms + settings.ttl_ms,
+            'reason': none} -%}
+      {%- do leases.append(lease) -%}
+      {%- do values.append(dbt_iceberg_maint._iceberg_maint_lease_values_sql({'table_name': item.key,
+            'event': 'claim', 'claim_id': lease.claim_id, 'holder': lease.holder, 'path': path, 'at_ms': now_ms,
+            'expires_ms': lease.expires_ms})) -%}
+    {%- endfor -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('insert into ' ~ log ~ ' values ' ~ values | join(', ')) -%}
+    {%- set by_key = dbt_iceberg_maint._iceberg_maint_lease_rows(log, leases | map(attribute='key') | list) -%}
+    {%- for lease in leases -%}
+      {%- set rows = by_key.get(lease.key, []) -%}
+      {%- set own = rows | selectattr('claim_id', 'equalto', lease.claim_id) | list -%}
+      {%- set holder = dbt_iceberg_maint._iceberg_maint_lease_state(rows).holder -%}
+      {%- if own and holder is not none and holder.claim_id == lease.claim_id and holder.expires_ms == lease.expires_ms -%}
+        {%- do held.append(dict(lease, held=true)) -%}
+      {%- elif not own -%}
+        {#- It may become visible later: make sure it never holds. -#}
+        {%- do dbt_iceberg_maint._iceberg_maint_lease_append(lease, 'release', now_ms, now_ms) -%}
+      {%- endif -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {{ return(held) }}
+{% endmacro %}
+
+
+{#- End several leases at once: per lease log one INSERT of release rows (claim_leases' `release`:
+    the run's own leases, kept after their tables' last steps). -#}
+{% macro _iceberg_maint_lease_release_many(leases) %}
+  {%- set by_log = {} -%}
+  {%- for lease in leases if lease.enabled and lease.held -%}
+    {%- do by_log.setdefault(lease.log, []).append(lease) -%}
+  {%- endfor -%}
+  {%- set now_ms = dbt_iceberg_maint._iceberg_maint_lease_now_ms() -%}
+  {%- for log, own in by_log.items() -%}
+    {%- set values = [] -%}
+    {%- for lease in own -%}
+      {%- do values.append(dbt_iceberg_maint._iceberg_maint_lease_values_sql({'table_name': lease.key,
+            'event': 'release', 'claim_id': lease.claim_id, 'holder': lease.holder, 'path': lease.path,
+            'at_ms': now_ms, 'expires_ms': now_ms})) -%}
+    {%- endfor -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_lease_statement('insert into ' ~ log ~ ' values ' ~ values | join(', ')) -%}
+  {%- endfor -%}
 {% endmacro %}
 
 

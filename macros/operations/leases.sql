@@ -69,6 +69,69 @@
 {% endmacro %}
 
 
+{#- `dbt run-operation dbt_iceberg_maint.claim_leases --args '{tables: [...], release: [...]}'`:
+    the fleet engine's leases in batches. First ends `release` (leases an ICEBERG_MAINT_KEPT line of
+    this run handed over, kept after their tables' last steps: one INSERT of release rows per log),
+    then claims the leases of `tables` ('[catalog.]schema.table' names: one INSERT of claim rows
+    and one read per log, _iceberg_maint_lease_claim_many) and logs those it holds in an
+    ICEBERG_MAINT_KEPT line (debug level), for the tables' steps to take up
+    (execute_maintenance_steps' `leases`). A table another job holds is left out (its step claims
+    for itself and is skipped naming the holder). `checked` as execute_maintenance_steps takes it;
+    the logs it found are logged as checked. Nothing with leases disabled. Bad input changes
+    nothing. -#}
+{% macro claim_leases(tables=[], release=none, checked=none) %}
+  {{ return(adapter.dispatch('claim_leases', 'dbt_iceberg_maint')(tables=tables, release=release,
+      checked=checked)) }}
+{% endmacro %}
+
+{% macro default__claim_leases(tables=[], release=none, checked=none) %}
+  {{ exceptions.raise_compiler_error("dbt_iceberg_maint.claim_leases is not implemented for adapter '"
+      ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
+{% endmacro %}
+
+{% macro spark__claim_leases(tables=[], release=none, checked=none) %}
+  {%- set errors = dbt_iceberg_maint._iceberg_maint_lease_handover_errors(release,
+        'claim_leases: argument `release`') + dbt_iceberg_maint._iceberg_maint_checked_errors(checked)
+        | map('replace', 'execute_maintenance_steps:', 'claim_leases:') | list -%}
+  {%- set names = [] -%}
+  {%- if tables is string or tables is mapping or tables is not iterable -%}
+    {%- do errors.append('claim_leases: argument `tables` is ' ~ tojson(tables)
+          ~ '; expected a list of table names (schema.table or catalog.schema.table)') -%}
+  {%- else -%}
+    {%- for table in tables -%}
+      {%- set parts = table.split('.') if table is string else [] -%}
+      {%- set check = namespace(valid=parts | length in [2, 3]) -%}
+      {%- for part in parts if not dbt_iceberg_maint._iceberg_maint_is_identifier(part) -%}
+        {%- set check.valid = false -%}
+      {%- endfor -%}
+      {%- if not check.valid or table in names -%}
+        {%- do errors.append('claim_leases: argument `tables` contains ' ~ tojson(table) ~ '; expected distinct '
+              ~ 'table names (schema.table or catalog.schema.table) made of letters, digits and underscores') -%}
+      {%- else -%}
+        {%- do names.append(table) -%}
+      {%- endif -%}
+    {%- endfor -%}
+  {%- endif -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(errors) -%}
+  {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set checks = {'lease_logs': (checked or {}).get('lease_logs', []) | list, 'catalogs': []} -%}
+  {%- set released = [] -%}
+  {%- for lease in release or [] if dbt_iceberg_maint._iceberg_maint_lease_settings().enabled -%}
+    {%- do released.append(dict(lease, enabled=true, held=true)) -%}
+  {%- endfor -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_lease_release_many(released) -%}
+  {%- set kept = [] -%}
+  {%- for lease in dbt_iceberg_maint._iceberg_maint_lease_claim_many(names, 'claim_leases', checks) -%}
+    {%- do kept.append(dbt_iceberg_maint._iceberg_maint_lease_handover(lease)) -%}
+  {%- endfor -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_log_marker('kept', {'leases': kept}, info=false) -%}
+  {%- if checks.lease_logs -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_marker('checked', checks, info=false) -%}
+  {%- endif -%}
+  {{ return(kept) }}
+{% endmacro %}
+
+
 {#- End the current lease of `relation`'s table (a holder that still runs notices at its next
     renewal and skips its remaining steps). With `holder` (a run id), only a lease that run holds
     is ended: how a job gives back the lease a step Spark rejected left taken. Logs

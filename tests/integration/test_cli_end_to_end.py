@@ -133,11 +133,12 @@ def test_maintain_command_succeeds_with_json_output_and_report(
 def test_a_fleet_run_creates_its_lease_log_checks_its_catalog_and_takes_the_lease_once(
         built: DbtProject, spark: SparkSession) -> None:
     """The fleet engine (`--concurrency 1`) over a table's expiry and orphan removal, one step (one
-    dbt invocation) each, both behind the Nessie check: the namespace's lease log is created and the
-    catalog checked by the first step only; the second is told what the first found. The table's
-    lease is claimed (and its log read) by the first step and released by the second, which takes
-    up the lease the first kept: one claim and one release for the table (dbt.log holds every
-    statement the run sent)."""
+    dbt invocation) each, both behind the Nessie check: the namespace's lease log is created (by the
+    batch claim before the first step) and the catalog checked by the first step only; the second
+    is told what the first found. The table's lease is claimed and its log read once, by the batch
+    claim (claim_leases); both steps take it up and keep it, and the run releases it at its end:
+    one claim, one read and one release for the table (dbt.log holds every statement the run
+    sent)."""
     log = Path(built.env["DBT_LOG_PATH"]) / "dbt.log"
     start = log.stat().st_size if log.is_file() else 0
     result = cli(built, "maintain", "--select", "event_log", "--operation", "expire_snapshots", "--operation",
@@ -168,8 +169,7 @@ def test_a_fleet_run_creates_its_lease_log_checks_its_catalog_and_takes_the_leas
     spark.sql(f"refresh table {leases}")
     events = spark.sql(f"select event, claim_id, path from {leases} where table_name = 'event_log' "
                        f"and holder = '{json_document(result.stdout)['run_id']}' order by at_ms").collect()
-    assert [(e.event, e.path) for e in events] == [("claim", "execute_maintenance_steps"),
-                                                   ("release", "execute_maintenance_steps")]
+    assert [(e.event, e.path) for e in events] == [("claim", "claim_leases"), ("release", "claim_leases")]
     assert events[0].claim_id == events[1].claim_id
 
 

@@ -363,6 +363,75 @@ def test_steps_keep_their_lease_for_the_runs_next_step_which_takes_it_up(
     assert history(spark, built, "other-run") == []
 
 
+def test_leases_are_claimed_in_one_commit_taken_up_and_released_in_one(
+        spark: SparkSession, built: DbtProject) -> None:
+    """claim_leases (the fleet engine's batches): the leases of two tables claimed in one INSERT (one
+    commit, one sequence number for both rows) and one read, logged as kept; a table another run
+    holds is left out. The steps take them up without a claim of their own; one claim_leases with
+    `release` ends both in one INSERT. Bad input is refused, changing nothing."""
+    schema = built.schema
+    log = built.table("iceberg_maint_leases")
+    named = f"{schema}.iceberg_maint_leases"
+    tables = [f"{schema}.event_log", f"{schema}.events"]
+
+    def claim(run_id: str, expect_success: bool = True, **args: Any) -> DbtInvocation:
+        return built("run-operation", "dbt_iceberg_maint.claim_leases", "--args", json.dumps(args), run_id=run_id,
+                     expect_success=expect_success)
+
+    def rows(holder: str) -> list[tuple[str, str, int]]:
+        spark.sql(f"refresh table {log}")
+        return [(r.table_name, r.event, r.seq) for r in spark.sql(
+            f"select l.table_name, l.event, e.sequence_number as seq from {log} l join {log}.entries e "
+            f"on l._file = e.data_file.file_path where e.status < 2 and l.holder = '{holder}' "
+            "order by seq, l.table_name").collect()]
+
+    # Another run holds a third table's lease: the batch leaves it out.
+    other = f"{schema}.batch_held"
+    spark.sql(f"create table if not exists {built.table('batch_held')} (id bigint) using iceberg")
+    held = built("run-operation", "iceberg_maint_lease_contend", "--args",
+                 json.dumps({"table": other, "start_ms": 0, "release": False}), run_id="batch-other")
+    assert held.success and markers(held.log_messages, "ICEBERG_MAINT_CASE")[0]["held"]
+
+    claimed = claim("batch-run", tables=[*tables, other])
+    statements = sent(claimed)
+    assert sum(s.startswith(f"insert into {named} values ") for s in statements) == 1
+    assert sum(s.startswith("select l.table_name, l.event") for s in statements) == 1
+    [kept] = markers(claimed.log_messages, KEPT_MARKER)
+    assert sorted(lease["table"] for lease in kept["leases"]) == tables  # not the held one
+    claims = rows("batch-run")
+    assert sorted(t for t, _, _ in claims) == ["batch_held", "event_log", "events"]
+    assert len({seq for _, _, seq in claims}) == 1  # one commit
+
+    steps = [{"table": t, "operation": "expire_snapshots", "status": "planned", "reason": "due",
+              "sql": f"CALL system.expire_snapshots(table => '{t}', older_than => TIMESTAMP '2000-01-01 00:00:00', "
+                     "retain_last => 1)"} for t in tables]
+    ran = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                json.dumps({"steps": steps, "leases": kept["leases"], "keep_leases": True}), run_id="batch-run")
+    assert [r.status for r in parse_result_lines(ran.log_messages)] == ["success", "success"]
+    assert not [s for s in sent(ran) if s.startswith(f"insert into {named} ") or s.startswith("select l.table_name")]
+    [still] = markers(ran.log_messages, KEPT_MARKER)
+
+    released = claim("batch-run", tables=[], release=still["leases"])
+    assert sum(s.startswith(f"insert into {named} values ") for s in sent(released)) == 1
+    after = rows("batch-run")
+    ends = [(t, seq) for t, event, seq in after if event == "release"]
+    assert sorted(t for t, _ in ends) == ["event_log", "events"] and len({seq for _, seq in ends}) == 1
+    assert markers(released.log_messages, KEPT_MARKER) == [{"leases": []}]
+
+    before = current_snapshot(spark, built.table("event_log"))
+    for args, said in (({"tables": "x"}, 'argument `tables` is "x"'),
+                       ({"tables": ["event_log"]}, 'argument `tables` contains "event_log"'),
+                       ({"tables": [tables[0], tables[0]]}, f'argument `tables` contains "{tables[0]}"'),
+                       ({"tables": [], "release": [dict(still["leases"][0], holder="x")]},
+                        'argument `release` contains a lease of')):
+        refused = claim("batch-bad", expect_success=False, **args)
+        text = " ".join(refused.log_messages) + str(refused.exception)
+        assert f"claim_leases: {said}" in text, text
+        assert sent(refused) == []
+    assert rows("batch-bad") == [] and rows("batch-run") == after
+    assert current_snapshot(spark, built.table("event_log")) == before
+
+
 def test_a_bad_history_checked_is_refused_and_changes_nothing(spark: SparkSession, built: DbtProject) -> None:
     table = f"{built.schema}.event_log"
     before = current_snapshot(spark, built.table("event_log"))

@@ -195,12 +195,16 @@ def test_budget_leaves_the_rest_as_backlog_and_a_resumed_run_finishes_on_two_wor
     assert sorted(history(thrift_sql, cut.run_id)) == sorted(
         (r.table, r.operation, "skipped" if r.status == "backlog" else r.status, r.reason) for r in cut.outcomes)
     assert all((r.reason or "").startswith("backlog: not started, the budget of ") for r in backlog)
-    # The gate table's lease, kept for its expiry, which the closed window left unstarted, was given
-    # back at the run's end (other jobs need not wait for its TTL).
-    gate_log = thrift_sql.rows(f"select event, path from {LAKE}.iceberg_maint_leases where table_name = 'gate' "
-                               f"and holder = '{cut.run_id}' order by at_ms")
-    assert [tuple(row) for row in gate_log] == [("claim", "execute_maintenance_steps"), ("break", "break_lease")], \
-        gate_log
+    # The leases the run claimed in one batch with the gate table's (the gate's kept for its expiry,
+    # the others for steps the closed window left unstarted) were released at the run's end, each
+    # claimed once (other jobs need not wait for their TTL).
+    batch_log = thrift_sql.rows(f"select table_name, event, path from {LAKE}.iceberg_maint_leases "
+                                f"where holder = '{cut.run_id}' order by at_ms, table_name")
+    claimed = [row[0] for row in batch_log if row[1] == "claim"]
+    assert "gate" in claimed, batch_log
+    assert sorted(claimed) == sorted(set(claimed)) and len(claimed) > 1, batch_log
+    assert sorted(row[0] for row in batch_log if row[1] == "release") == sorted(claimed), batch_log
+    assert {row[2] for row in batch_log} == {"claim_leases"}, batch_log
     # iceberg_healthy's max_backlog_operations fails on a table the budget left untouched...
     assert backlog_test(lake) == ("fail", f"{LAKE}.t0: the last maintenance run ({cut.run_id}) left 2 operation(s) "
                                           "as backlog (expire_snapshots, rewrite_data_files), more than 0")
@@ -345,8 +349,10 @@ def test_steps_spark_rejects_are_decided_and_give_their_lease_back(lake: Path, c
     assert (compaction.kind, compaction.metrics["probe"]["metrics"]["failed_data_files_count"] > 0) == (
         "not_iceberg_conflict", True), report.to_json()
     assert "deterministic: re-run once with failed commits tolerated" in (compaction.reason or "")
-    # 2 steps, the re-run, 2 give-backs, and the history rows of the two steps no macro finished.
-    assert len(compaction.calls) == 2 and report.invocations == 6
+    # 2 steps, each after a batch claim of the table's lease (the first step's lease was given back
+    # when it failed), the re-run, 2 give-backs, and the history rows of the two steps no macro
+    # finished.
+    assert len(compaction.calls) == 2 and report.invocations == 8
     # Their rows say failed; the re-run (through maintain(), failed commits tolerated) has its own,
     # as it ran: its CALL returned, with the files it failed to rewrite in its output.
     rows = thrift_sql.rows(f"select path, operation, status, get_json_object(output, '$.failed_data_files_count') "
@@ -360,8 +366,7 @@ def test_steps_spark_rejects_are_decided_and_give_their_lease_back(lake: Path, c
     assert report.exit_code == 1 and state(thrift_sql, BRITTLE) == before
     log = thrift_sql.rows(f"select event, holder, path from {LAKE}.iceberg_maint_leases "
                           f"where table_name = '{BRITTLE}' order by at_ms")
-    assert log[-2:] == [("claim", report.run_id, "execute_maintenance_steps"),
-                        ("break", report.run_id, "break_lease")], log
+    assert log[-2:] == [("claim", report.run_id, "claim_leases"), ("break", report.run_id, "break_lease")], log
     listed = CliRunner().invoke(main, ["leases", "--schema", LAKE, "--output", "json", "--project-dir", str(lake),
                                        "--profiles-dir", str(lake)])
     assert listed.exit_code == 0, listed.output

@@ -170,3 +170,14 @@ def test_a_steps_arguments_hand_over_the_tables_kept_lease_and_ask_to_keep_it() 
     assert (args["leases"], args["keep_leases"]) == ([lease], True)
     plain = json.loads(step_args(step, None, [])[3])
     assert "leases" not in plain and "keep_leases" not in plain
+
+
+def test_a_batch_claims_arguments_name_the_tables_the_leases_to_release_and_the_logs_checked() -> None:
+    from dbt_iceberg_maint.maintenance.leases import claim_args
+
+    lease = {"table": "a.t", "claim_id": "c1", "holder": "run-1"}
+    args = claim_args(["a.u", "a.v"], [lease], {"lease_logs": {"a.iceberg_maint_leases"}, "catalogs": {""}})
+    assert args[:3] == ["run-operation", "dbt_iceberg_maint.claim_leases", "--args"]
+    assert json.loads(args[3]) == {"tables": ["a.u", "a.v"], "release": [lease],
+                                   "checked": {"lease_logs": ["a.iceberg_maint_leases"]}}
+    assert json.loads(claim_args([])[3]) == {"tables": []}
