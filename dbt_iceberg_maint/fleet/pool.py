@@ -1,6 +1,7 @@
 """The fleet engine's pool: the steps' shared schedule and the loop each worker runs, taking the
 next step (scheduler.py decides which), running it and settling its outcome, until nothing is
-left to start or the budget closed."""
+left to start or the budget closed; and the tables' leases, claimed in batches (claim_leases)
+and handed from step to step (docs/leases.md), so that a step sends no lease statement of its own."""
 
 from __future__ import annotations
 
