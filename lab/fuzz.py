@@ -294,6 +294,15 @@ def _step(operation: str) -> st.SearchStrategy[dict[str, Any]]:
     return st.builds(step, table, tail, mutation)
 
 
+# A planned step and a lease of it as an ICEBERG_MAINT_KEPT line would hand it over, held by a run
+# that is not the fuzz invocation's (the corpus below).
+HANDED_STEP = {"table": "fuzz.target", "operation": "expire_snapshots", "status": "planned", "reason": "due",
+               "sql": "CALL system.expire_snapshots(table => 'fuzz.target')"}
+HANDED_LEASE = {"table": "fuzz.target", "log": "fuzz.iceberg_maint_leases", "key": "target", "claim_id": "c1",
+                "holder": "another-run", "path": "execute_maintenance_steps", "ttl_ms": 60000,
+                "renewed_ms": 1, "expires_ms": 4102444800000}
+
+
 def _steps_case() -> st.SearchStrategy[dict[str, Any]]:
     """execute_maintenance_steps, the macro that runs a logged plan's SQL as given: steps whose CALLs
     carry fuzzed arguments, and its other arguments. Checked, never executed (torture_fuzz.sql)."""
@@ -392,6 +401,11 @@ EXPLICIT: tuple[dict[str, Any], ...] = (
     {"kind": "policy", "policy": {"compaction": {"options": {"delete-ratio-threshold": "0.3') or ('1'='1"}}}},
     {"kind": "policy", "policy": {"compaction": {"options": {"delete-ratio-threshold": 5}}}},
     {"kind": "steps", "kwargs": {"steps": 1298, "settled": True}},
+    # Handed-over leases (issue 57): another run's, and one naming another log, either of which
+    # accepted would let the steps skip the claim.
+    *({"kind": "steps", "kwargs": {"steps": [HANDED_STEP], "leases": [{**HANDED_LEASE, **change}],
+                                   "keep_leases": True}}
+      for change in ({}, {"log": "other.iceberg_maint_leases"})),
     # partial_progress: a near miss of `auto` and thresholds that are no positive number.
     {"kind": "policy", "policy": {"compaction": {"partial_progress": "AUTO", "partial_progress_above_mb": True}}},
     {"kind": "policy", "policy": {"compaction": {"partial_progress": "auto", "partial_progress_above_mb": "10 GB"}}},
@@ -567,8 +581,13 @@ def sql_problems(case: Mapping[str, Any], outcome: Mapping[str, Any], places: Ma
 
 
 def step_problems(case: Mapping[str, Any]) -> list[str]:
-    """An accepted replay: each planned step's CALL runs the step's own procedure on its own table."""
+    """An accepted replay: each planned step's CALL runs the step's own procedure on its own table,
+    and no lease was handed over (none can be this invocation's own: its run id is its invocation
+    id, which no case knows, so an accepted lease would skip the claim on another run's word)."""
     problems = []
+    leases = (case.get("kwargs") or {}).get("leases")
+    if isinstance(leases, list) and leases:
+        problems.append(f"steps took up {len(leases)} handed-over lease(s) this run never kept")
     for step in (case.get("kwargs") or {}).get("steps") or []:
         if step.get("status") != "planned":
             continue

@@ -86,7 +86,8 @@ def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[s
     `history_checked`: an earlier invocation of the run found the history table ready; `checked`:
     what earlier invocations of the run checked once (results.checked_facts), not checked again;
     `lease`: the table's lease the run's previous step on it kept (results.kept_leases), taken up
-    instead of claimed; `keep_lease`: the table has steps left, so its lease stays held for them."""
+    instead of claimed; `keep_lease`: the lease stays held after the step (for the table's next step,
+    or released with the pool's next batch: pool.py)."""
     args: dict[str, Any] = {"steps": [step.plan_step()]}
     if lease is not None:
         args["leases"] = [dict(lease)]

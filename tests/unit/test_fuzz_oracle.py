@@ -181,3 +181,13 @@ def test_a_new_twin_is_found_with_its_parameters(tmp_path: Path) -> None:
     cases = fuzz.plan_cases(3, 1, {"compaction": {"where": None}}, twins=twins, variables=["new_var"])
     assert {c.get("twin") for c in cases if c["kind"] == "twin"} >= {"get_new_thing_sql"}
     assert any("new_var" in c["vars"] for c in cases if c["kind"] == "var")
+
+
+def test_an_accepted_handed_over_lease_is_a_defect() -> None:
+    """No fuzzed lease can be the fuzz invocation's own: accepting one would skip the claim."""
+    step = fuzz.HANDED_STEP
+    case = {"kind": "steps", "kwargs": {"steps": [step], "leases": [fuzz.HANDED_LEASE]}}
+    accepted = {"errors": [], "sql": [step["sql"]]}
+    assert fuzz.judge(case, accepted).startswith("DEFECT: steps took up 1 handed-over lease(s)")
+    assert fuzz.judge(case, {"errors": ["execute_maintenance_steps: argument `leases` contains ..."]}) == "refused"
+    assert fuzz.judge({"kind": "steps", "kwargs": {"steps": [step], "leases": []}}, accepted) == "accepted"
