@@ -84,7 +84,8 @@ def health_command(tables: tuple[str, ...], warehouse: str | None, catalog_prope
 @click.option("--shard", default=None, help="'K/N': only the K-th of N disjoint shards of the selection.")
 @click.option("--operation", "operations", multiple=True,
               type=click.Choice(MAINTENANCE_OPERATIONS))
-@click.option("--parse", "parse", is_flag=True, help="Run `dbt parse` even when target/manifest.json exists.")
+@click.option("--parse", "parse", is_flag=True,
+              help="Run `dbt parse` even when target/manifest.json exists (always done with --vars).")
 @click.option("--vars", "vars_yaml", default=None,
               help="dbt --vars (YAML) the maintenance job would pass: dbt_iceberg_maint_enabled: false "
                    "switches everything off, as it does for maintain().")
@@ -112,7 +113,7 @@ def plan_command(warehouse: str | None, catalog_properties: tuple[str, ...], cat
         fail("; ".join(errors), EXIT_USAGE)
     shard_ = Shard.parse(shard) if shard else None
     catalog = open_metadata_catalog(warehouse, catalog_properties, catalog_name, project_dir, profiles_dir, target)
-    manifest = project.load_manifest(project_dir, profiles_dir, target, parse)
+    manifest = project.load_manifest(project_dir, profiles_dir, target, parse, vars_yaml=vars_yaml)
     targets = project.iceberg_models(manifest, list(select) or None, shard_)
     found = None
     if catalog_patterns:

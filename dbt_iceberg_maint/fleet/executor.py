@@ -193,7 +193,8 @@ def _plan(where: _Project, inputs: _Inputs, select: Sequence[str] | None, includ
     from dbt_iceberg_maint.metadata import project
     from dbt_iceberg_maint.metadata.catalog import open_catalog
 
-    manifest = project.load_manifest(where.project, where.profiles, where.target, env=where.env)
+    manifest = project.load_manifest(where.project, where.profiles, where.target, env=where.env,
+                                     vars_yaml=where.vars_yaml)
     targets = project.iceberg_models(manifest, list(select) if select else None, inputs.shard)
     metadata = open_catalog(where.config)
     coverage = None

@@ -49,14 +49,17 @@ def target_dir(project_dir: Path, env: Mapping[str, str] | None = None) -> Path:
 
 
 def load_manifest(project_dir: Path, profiles_dir: Path | None, target: str | None, parse: bool = False,
-                  env: Mapping[str, str] | None = None) -> dict[str, Any]:
+                  env: Mapping[str, str] | None = None, vars_yaml: str | None = None) -> dict[str, Any]:
     """target/manifest.json, running `dbt parse` first when it is missing (or asked). The target
-    folder is dbt's: DBT_TARGET_PATH when set (in `env` or the process), else `target`."""
+    folder is dbt's: DBT_TARGET_PATH when set (in `env` or the process), else `target`. With
+    `vars_yaml` (dbt's --vars) the project is always parsed with them: vars can enable models and
+    set their configs, and the manifest on disk may come from a run with other vars."""
     path = target_dir(project_dir, env) / "manifest.json"
-    if parse or not path.is_file():
+    if parse or vars_yaml is not None or not path.is_file():
         from dbt_iceberg_maint.runtime.invoke import invoke_dbt
 
-        args = ["parse", "--quiet"] + (["--target", target] if target else [])
+        args = (["parse", "--quiet"] + (["--target", target] if target else [])
+                + (["--vars", vars_yaml] if vars_yaml is not None else []))
         invocation = invoke_dbt(args, project_dir=project_dir, profiles_dir=profiles_dir, env=env)
         if not invocation.success:
             raise UsageError(f"dbt parse failed in {project_dir}: {invocation.exception}")

@@ -6,7 +6,10 @@ test hands it.
 The test writes `cmd-<n>.json` ({"args": [...], "start_ms": epoch ms or null, "run_id": ...})
 into `--state`; the worker waits until start_ms (so several workers start together), runs dbt
 in-process (dbt-spark `session` reuses this process's SparkSession) with that run id, and writes
-`result-<n>.json` (success, marker lines, every statement with its start and end). `ready` is
+`result-<n>.json` (success, marker lines, every statement with its start and end). A job with
+`fleet` ({"select": [...], "operations": [...], "dbt_args": [...]}) instead runs the fleet engine
+(run_fleet at concurrency 1: its steps' dbt invocations in this process, planned from the
+catalog's metadata through pyiceberg) and its result holds the engine's report. `ready` is
 written once the session is up and the project parsed (with `--vars`: a job with the same vars
 starts without parsing again); `stop` ends the loop.
 """
@@ -18,8 +21,10 @@ import json
 import time
 from pathlib import Path
 
+from dbt_iceberg_maint.fleet import run_fleet
 from dbt_iceberg_maint.maintenance.leases import RUN_ID_ENV
-from dbt_iceberg_maint.runtime.invoke import invoke_dbt
+from dbt_iceberg_maint.metadata.catalog import CatalogConfig
+from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, invoke_dbt
 from dbt_iceberg_maint.runtime.spark import resolve_iceberg_runtime, start_session
 from lab.postgres import JDBC_JAR
 
@@ -57,12 +62,19 @@ def main() -> None:
         job = json.loads(command.read_text())
         if job.get("start_ms"):
             time.sleep(max(0.0, job["start_ms"] / 1000 - time.time()))
-        invocation = invoke_dbt(job["args"], env={RUN_ID_ENV: job["run_id"]})
+        if job.get("fleet"):
+            fleet = job["fleet"]
+            report = run_fleet(fleet["select"], fleet["operations"], force=True, project_dir=INTEGRATION_PROJECT,
+                               dbt_args=fleet["dbt_args"], env={RUN_ID_ENV: job["run_id"]},
+                               catalog=CatalogConfig("local", properties).check())
+            result = {"success": report.exit_code == 0, "exception": None, "report": report.to_dict()}
+        else:
+            invocation = invoke_dbt(job["args"], env={RUN_ID_ENV: job["run_id"]})
+            result = {"success": invocation.success, "exception": invocation.exception,
+                      "messages": [m for m in invocation.log_messages if m.startswith(MARKER_PREFIXES)],
+                      "queries": invocation.sql_statements}
         # Written whole, then renamed: the test reads a result as soon as its name exists.
-        (state / f"result-{number}.json.tmp").write_text(json.dumps({
-            "success": invocation.success, "exception": invocation.exception,
-            "messages": [m for m in invocation.log_messages if m.startswith(MARKER_PREFIXES)],
-            "queries": invocation.sql_statements}))
+        (state / f"result-{number}.json.tmp").write_text(json.dumps(result))
         (state / f"result-{number}.json.tmp").rename(state / f"result-{number}.json")
         number += 1
 

@@ -2,7 +2,7 @@
 (docs/leases.md). The metastore commits under its table locks, not a compare-and-swap on a row,
 so the module runs again there (`CATALOGS`; the repeat is in the lab tier).
 
-Three worker processes (tests/integration/lease_worker.py), each its own Spark driver and dbt,
+Four worker processes (tests/integration/lease_worker.py), each its own Spark driver and dbt,
 and this test's own session share one Iceberg catalog as the session's `local` catalog; on the
 metastore two of the workers reach it as Spark's session catalog instead (SparkSessionCatalog,
 two-part names, the `session_hive` target), so contenders and jobs race across both namings:
@@ -11,9 +11,10 @@ two-part names, the `session_hive` target), so contenders and jobs race across b
   driver until then): exactly one holds it, the others skip naming it; the holder is killed with
   SIGKILL while it holds the lease: a maintain() finds it held (and its run does not fail) until
   its TTL has passed, then takes it;
-- the two surviving workers and this process run three maintenance jobs on overlapping tables
-  at once (iceberg_maintenance, post-hook maintain()s, the Python maintain): every table is
-  maintained, no two CALLs on one table overlap in time (dbt's statement events), so an
+- the three surviving workers and this process run four maintenance jobs on overlapping tables
+  at once (two fleet jobs: iceberg_maintenance and the fleet engine, then post-hook maintain()s
+  and the Python maintain): every table is maintained, no two CALLs on one table overlap in time
+  (dbt's statement events; the engine's report times each CALL from them), so an
   expire_snapshots can never run beside a rewrite (apache/iceberg#17202);
 - `dbt-iceberg-maint leases` lists a lease and `--break` ends it.
 """
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 CATALOGS = ("postgres", "hive_metastore")
 
-WORKERS = 3
+WORKERS = 4
 TTL_MINUTES = 0.4  # the contenders' leases: 24 s (a cold JVM's first lease takes up to ~12 s here)
 CONTENDER_VARS = json.dumps({"dbt_iceberg_maint_lease_minutes": TTL_MINUTES})
 OPERATIONS = ["rewrite_data_files", "expire_snapshots"]  # the pair of apache/iceberg#17202
@@ -67,10 +68,11 @@ class Worker:
     process: subprocess.Popen[bytes]
     jobs: int = 0
 
-    def submit(self, args: list[str], run_id: str, start_ms: int | None = None) -> int:
+    def submit(self, args: list[str], run_id: str, start_ms: int | None = None,
+               fleet: dict[str, Any] | None = None) -> int:
         number = self.jobs
         (self.state / f"cmd-{number}.json.tmp").write_text(json.dumps(
-            {"args": args, "run_id": run_id, "start_ms": start_ms}))
+            {"args": args, "run_id": run_id, "start_ms": start_ms, "fleet": fleet}))
         (self.state / f"cmd-{number}.json.tmp").rename(self.state / f"cmd-{number}.json")
         self.jobs += 1
         return number
@@ -244,8 +246,10 @@ def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: La
     # Jobs that start at one instant on a PostgreSQL catalog: the history table exists beforehand
     # (a lost race to create it would fail a job: docs/history.md).
     assert lake.dbt("run-operation", "dbt_iceberg_maint.create_history_table").success
-    assert len(workers) >= 2
+    assert len(workers) >= 3
     start_ms = int(time.time() * 1000) + 4000
+    engine = workers[2].submit([], run_id="fleet-engine", start_ms=start_ms, fleet={
+        "select": [TABLES[0], TABLES[1], TABLES[3]], "operations": OPERATIONS, "dbt_args": ["--vars", scenario]})
     fleet = workers[0].submit(["run-operation", "dbt_iceberg_maint.iceberg_maintenance", "--args", json.dumps(
         {"select": TABLES[:3], "operations": OPERATIONS, "force": True}), "--vars", scenario], run_id="fleet-a",
         start_ms=start_ms)
@@ -266,18 +270,24 @@ def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: La
             "python_maintain": {"success": report.exit_code == 0,
                                 "messages": [m for i in invocations for m in i.log_messages],
                                 "queries": [list(q) for i in invocations for q in i.sql_statements]}}
-    assert all(job["success"] for job in jobs.values()), {name: job.get("exception") for name, job in jobs.items()}
+    engine_job = workers[2].result(engine)
+    assert all(job["success"] for job in (*jobs.values(), engine_job)), (
+        {name: job.get("exception") for name, job in jobs.items()}, engine_job.get("report"))
 
-    results = {name: parse_result_lines(job["messages"]) for name, job in jobs.items()}
+    results = {name: [(r.table, r.operation, r.status, r.reason) for r in parse_result_lines(job["messages"])]
+               for name, job in jobs.items()}
+    engine_steps = engine_job["report"]["results"]
+    results["fleet_engine"] = [(r["table"], r["operation"], r["status"], r["reason"]) for r in engine_steps]
     done: dict[tuple[str, str], list[str]] = {}
     for name, records in results.items():
-        for record in records:
-            if record.status == "success":
-                done.setdefault((record.table.rsplit(".", 1)[-1], record.operation), []).append(name)
+        for table, operation, status, reason in records:
+            if status == "success":
+                done.setdefault((table.rsplit(".", 1)[-1], operation), []).append(name)
             else:
-                assert record.status == "skipped" and (record.reason or "").startswith("lease held by "), record
+                assert status == "skipped" and (reason or "").startswith("lease held by "), (name, table, reason)
     assert set(done) == {(table, operation) for table in TABLES for operation in OPERATIONS}
-    assert any(r.status == "skipped" for records in results.values() for r in records)  # they did collide
+    assert any(r[2] == "skipped" for records in results.values() for r in records)  # they did collide
+    assert any(r[2] == "success" for r in results["fleet_engine"]), engine_steps  # it was not only skipped
 
     calls: dict[str, list[tuple[int, int, str]]] = {}
     for name, job in jobs.items():
@@ -286,6 +296,12 @@ def test_overlapping_jobs_maintain_every_table_and_never_overlap_on_one(lake: La
                 assert ended is not None, (name, sql)
                 table = sql.split("table => '", 1)[1].split("'", 1)[0].rsplit(".", 1)[-1]
                 calls.setdefault(table, []).append((started, ended, name))
+    for step in engine_steps:  # the engine's report: each CALL's span, from its invocation's statements
+        assert len(step["calls"]) == (step["status"] == "success"), step
+        for call in step["calls"]:
+            assert call["ended_ms"] is not None, step
+            calls.setdefault(step["table"].rsplit(".", 1)[-1], []).append(
+                (call["started_ms"], call["ended_ms"], "fleet_engine"))
     for table, spans in calls.items():
         spans.sort()
         for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):

@@ -103,15 +103,17 @@ def test_plan_reads_the_project_and_emits_args(lake: Path, dbt_project: DbtProje
     emitted = runner.invoke(main, [*args[:-2], "--emit-args"], env=dbt_project.env)
     assert json.loads(emitted.output)["select"] == sorted(
         {p["model"].rsplit(".", 1)[-1] for p in plan if p["status"] == "dry_run"})
-    # The var kill switch, as maintain() honours it; a bad --as-of is a usage error.
-    off = runner.invoke(main, [*args, "--vars", "{dbt_iceberg_maint_enabled: false}"],
-                        env=dbt_project.env)
+    # The var kill switch, as maintain() honours it; a bad --as-of is a usage error. The project is
+    # parsed with the vars: lease_scenario enables models the manifest on disk does not have.
+    off_vars = "{dbt_iceberg_maint_enabled: false, lease_scenario: true}"
+    off = runner.invoke(main, [*args, "--vars", off_vars], env=dbt_project.env)
     assert off.exit_code == 0, off.output
     assert {(p["status"], p["reason"]) for p in json.loads(off.output)} == {
         ("skipped", "maintenance disabled by var dbt_iceberg_maint_enabled: false")}
+    assert {"lease_t1", "lease_t4"} <= {p["model"].rsplit(".", 1)[-1] for p in json.loads(off.output)}
+    assert not any(p["model"].endswith(".lease_t1") for p in plan)  # not without the var
     # Nothing due: no `{"select": []}` for a job that would select nothing; stderr says why.
-    idle = runner.invoke(main, [*args[:-2], "--emit-args", "--vars", "{dbt_iceberg_maint_enabled: false}"],
-                         env=dbt_project.env)
+    idle = runner.invoke(main, [*args[:-2], "--emit-args", "--vars", off_vars], env=dbt_project.env)
     assert (idle.exit_code, idle.stdout) == (0, ""), idle.output
     assert "no model or source has due work (0 operation(s) due on 0 table(s);" in idle.stderr, idle.stderr
     bad = runner.invoke(main, [*args, "--as-of", "yesterday"], env=dbt_project.env)
