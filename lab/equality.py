@@ -52,6 +52,9 @@ def macro_side(run: Callable[..., DbtInvocation], cases: Sequence[Mapping[str, A
     for payload in protocol.marker_payloads(invocation.log_messages, "ICEBERG_MAINT_GATE"):
         line = json.loads(payload)
         plan[(line["table"], "gate:" + json.dumps(line["check"], sort_keys=True))] = (line["reason"],)
+    # The first tier read for all cases in one statement (iceberg_maintenance) equals each read alone.
+    summaries = [json.loads(p) for p in protocol.marker_payloads(invocation.log_messages, "ICEBERG_MAINT_SUMMARIES")]
+    assert len(summaries) == 1 and summaries[0]["many"] == summaries[0]["single"], summaries
     for result in parse_result_lines(invocation.log_messages):
         if result.operation == "table_health":
             health[result.table] = dict(result.metrics)

@@ -26,8 +26,9 @@
     when it read none): maintain() and iceberg_maintenance record it as the snapshot each
     operation was checked at; `health`: the summary figures the plan read (none when it read
     none), the history's health before. exists: whether the table exists, when the caller knows (none:
-    ask the catalog). -#}
-{% macro _iceberg_maint_plan_table(relation, operations, force, policy, as_of, required=true, exists=none) %}
+    ask the catalog). known: what _iceberg_maint_plan_prefetch read for it ({properties, summary}). -#}
+{% macro _iceberg_maint_plan_table(relation, operations, force, policy, as_of, required=true, exists=none,
+    known=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
   {%- set requested = dbt_iceberg_maint._iceberg_maint_requested_operations(operations) -%}
   {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('get_maintenance_plan', 'as_of', as_of) -%}
@@ -52,10 +53,9 @@
   {#- Is it Iceberg? A model's file_format says so without a statement (dbt built the table with it);
       a source, a model without file_format or a relation named directly costs the table's
       properties, which the plan then reuses. -#}
-  {%- set file_format = ((node.config or {}).get('file_format') or '') | lower
-        if node is not none and node.resource_type == 'model' else '' -%}
-  {%- set properties = none -%}
-  {%- if facts.exists and not file_format -%}
+  {%- set file_format = dbt_iceberg_maint._iceberg_maint_node_file_format(node) -%}
+  {%- set properties = (known or {}).get('properties') -%}
+  {%- if facts.exists and not file_format and properties is none -%}
     {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(
           dbt_iceberg_maint._iceberg_maint_qualified_name(relation)) -%}
   {%- endif -%}
@@ -65,11 +65,51 @@
   {%- endif -%}
   {%- if facts.exists and not facts.table_format -%}
     {%- do facts.update(dbt_iceberg_maint._iceberg_maint_plan_facts(relation, requested, resolved, force,
-          instant.value, properties)) -%}
+          instant.value, properties, (known or {}).get('summary'))) -%}
   {%- endif -%}
   {{ return({'steps': dbt_iceberg_maint._iceberg_maint_plan_steps(table, requested, resolved, facts, force,
       instant.value), 'snapshot_id': facts.get('snapshot_id'), 'health': facts.get('health'),
       'table_format': facts.get('table_format')}) }}
+{% endmacro %}
+
+
+{#- The file_format a model was built with ('' for a source, a model without one, or no node). -#}
+{% macro _iceberg_maint_node_file_format(node) %}
+  {{ return(((node.config or {}).get('file_format') or '') | lower
+      if node is not none and node.resource_type == 'model' else '') }}
+{% endmacro %}
+
+
+{#- iceberg_maintenance's first tier for many tables at once: for each table that exists (its
+    schema's listing said so) and is to be planned, its properties, read as its plan would read
+    them, then the summaries of those whose plan reads one, in one statement per 25 tables
+    (_iceberg_maint_summary_figures_many) instead of one per table. Each entry gets `known`
+    ({properties, summary}) for _iceberg_maint_plan_table, which decides from them exactly as it
+    would from its own reads (the same macros decide what to read). A table's reads follow its
+    START marker, as its planning's do, so a failing SHOW TBLPROPERTIES names its table. -#}
+{% macro _iceberg_maint_plan_prefetch(tables, requested, force, as_of) %}
+  {%- if force or not var('dbt_iceberg_maint_enabled', true) -%}{{ return(none) }}{%- endif -%}
+  {%- set instant = dbt_iceberg_maint._iceberg_maint_parse_instant('iceberg_maintenance', 'as_of', as_of).value -%}
+  {%- set requests = [] -%}
+  {%- for entry in tables if entry.get('exists') and entry.policy.enabled -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_marker('start', {'table': entry.table, 'operation': none},
+          info=false) -%}
+    {%- set file_format = dbt_iceberg_maint._iceberg_maint_node_file_format(entry.node) -%}
+    {%- set properties = dbt_iceberg_maint._iceberg_maint_table_properties(entry.table) if not file_format
+          or dbt_iceberg_maint._iceberg_maint_plan_needs_properties(requested, entry.policy, force) else none -%}
+    {%- if dbt_iceberg_maint._iceberg_maint_non_iceberg_format(file_format, properties or {}) is none -%}
+      {%- set first = dbt_iceberg_maint._iceberg_maint_plan_first_tier(requested, entry.policy, force, instant,
+            properties) -%}
+      {%- do entry.update({'known': {'properties': properties}}) -%}
+      {%- if first.reads_summary -%}
+        {%- do requests.append({'entry': entry, 'table': entry.table, 'properties': properties,
+              'as_of': first.as_of_text, 'table_bytes': first.sized, 'lineage_of': first.recorded.values() | list}) -%}
+      {%- endif -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for figures in dbt_iceberg_maint._iceberg_maint_summary_figures_many(requests) -%}
+    {%- do requests[loop.index0].entry.known.update({'summary': figures}) -%}
+  {%- endfor -%}
 {% endmacro %}
 
 
@@ -81,6 +121,48 @@
   {%- if file_format -%}{{ return(none if file_format == 'iceberg' else file_format) }}{%- endif -%}
   {{ return(none if ((properties.get('format') or '') | lower).startswith('iceberg')
       else (properties.get('provider') or properties.get('format') or 'no Iceberg metadata')) }}
+{% endmacro %}
+
+
+{#- Whether the plan reads the table's properties (gc.enabled, the intervals' and the checks'
+    records, the statistics' snapshots) for `requested` under `resolved`. Pure. -#}
+{% macro _iceberg_maint_plan_needs_properties(requested, resolved, force) %}
+  {%- set section_of = dbt_iceberg_maint._iceberg_maint_policy_section -%}
+  {%- set needs = namespace(value=requested | select('in', ['expire_snapshots', 'remove_orphan_files',
+        'compute_table_stats', 'compute_partition_stats']) | list | length > 0) -%}
+  {%- for operation in requested -%}
+    {%- if resolved[section_of(operation)].interval_hours
+          or (not force and dbt_iceberg_maint._iceberg_maint_skipped_when_unchanged(operation, resolved)) -%}
+      {%- set needs.value = true -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(needs.value) }}
+{% endmacro %}
+
+
+{#- What the plan decides from the properties alone, and what its first tier then reads: `checked`
+    (hours since each operation's check), `deciding` (the operations whose due decision must be made
+    now: requested, enabled, outside their interval), `as_of_text`, `sized` (the table's size decides
+    `partial_progress: auto`, forced or not), `recorded` (the checks recorded for operations only new
+    data can change: the summary's one scan also reads the lineage that tells whether anything was
+    written since), `reads_summary`. Pure: iceberg_maintenance asks it for many tables before it
+    reads their summaries in one statement (_iceberg_maint_plan_prefetch). -#}
+{% macro _iceberg_maint_plan_first_tier(requested, resolved, force, as_of, properties) %}
+  {%- set checked = dbt_iceberg_maint._iceberg_maint_checked_hours_ago(properties or {}) -%}
+  {%- set deciding = [] -%}
+  {%- for operation in requested -%}
+    {%- set section = resolved[dbt_iceberg_maint._iceberg_maint_policy_section(operation)] -%}
+    {%- if section.enabled and (force or dbt_iceberg_maint._iceberg_maint_interval_reason(section,
+          checked.get(operation)) is none) -%}
+      {%- do deciding.append(operation) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return({'checked': checked, 'deciding': deciding,
+      'as_of_text': as_of.strftime('%Y-%m-%d %H:%M:%S.%f') if as_of is not none else none,
+      'sized': 'rewrite_data_files' in deciding and resolved.compaction.partial_progress == 'auto',
+      'recorded': dbt_iceberg_maint._iceberg_maint_recorded_checks([] if force else deciding, resolved,
+          properties or {}),
+      'reads_summary': not force and (deciding | reject('equalto', 'remove_orphan_files') | list | length > 0)}) }}
 {% endmacro %}
 
 
@@ -103,31 +185,16 @@
     - the snapshot list when a cost gate is set.
     Forced, it reads no figures, only the cold scope for the compaction's `where` and, under
     `partial_progress: auto`, the table's size (the summary's total-files-size).
-    known_properties: the table's properties when the caller has read them already. -#}
-{% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of, known_properties=none) %}
+    known_properties, known_summary: the table's properties and first tier when the caller has read
+    them already (_iceberg_maint_plan_prefetch). -#}
+{% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of, known_properties=none,
+    known_summary=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
-  {%- set section_of = dbt_iceberg_maint._iceberg_maint_policy_section -%}
-  {%- set needs_properties = namespace(value=requested | select('in', ['expire_snapshots', 'remove_orphan_files',
-        'compute_table_stats', 'compute_partition_stats']) | list | length > 0) -%}
-  {%- for operation in requested -%}
-    {%- if resolved[section_of(operation)].interval_hours
-          or (not force and dbt_iceberg_maint._iceberg_maint_skipped_when_unchanged(operation, resolved)) -%}
-      {%- set needs_properties.value = true -%}
-    {%- endif -%}
-  {%- endfor -%}
   {%- set properties = known_properties if known_properties is not none
-        else dbt_iceberg_maint._iceberg_maint_table_properties(table) if needs_properties.value else none -%}
-  {%- set checked = dbt_iceberg_maint._iceberg_maint_checked_hours_ago(properties or {}) -%}
-  {#- Operations whose due decision must be made now: requested, enabled, outside their interval. -#}
-  {%- set deciding = [] -%}
-  {%- for operation in requested -%}
-    {%- set section = resolved[section_of(operation)] -%}
-    {%- if section.enabled and (force or dbt_iceberg_maint._iceberg_maint_interval_reason(section,
-          checked.get(operation)) is none) -%}
-      {%- do deciding.append(operation) -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {%- set as_of_text = as_of.strftime('%Y-%m-%d %H:%M:%S.%f') if as_of is not none else none -%}
+        else dbt_iceberg_maint._iceberg_maint_table_properties(table)
+          if dbt_iceberg_maint._iceberg_maint_plan_needs_properties(requested, resolved, force) else none -%}
+  {%- set first = dbt_iceberg_maint._iceberg_maint_plan_first_tier(requested, resolved, force, as_of, properties) -%}
+  {%- set checked, deciding, as_of_text = first.checked, first.deciding, first.as_of_text -%}
   {#- A table never swept for orphans: its age, since one younger than the window cannot hold a
       file old enough to remove (the first builds' post-hooks skip the listing). -#}
   {%- set table_age = dbt_iceberg_maint._iceberg_maint_table_age_hours(table)
@@ -135,16 +202,12 @@
           and resolved.remove_orphan_files.location is none else none -%}
   {%- set compaction = resolved.compaction -%}
   {%- set health = none -%}
-  {#- The table's size decides `partial_progress: auto`, forced or not. -#}
-  {%- set sized = 'rewrite_data_files' in deciding and compaction.partial_progress == 'auto' -%}
-  {#- The checks recorded for operations only new data can change: the summary's one scan also
-      reads the lineage that tells whether anything was written since. -#}
-  {%- set recorded = dbt_iceberg_maint._iceberg_maint_recorded_checks([] if force else deciding, resolved,
-        properties or {}) -%}
+  {%- set sized, recorded = first.sized, first.recorded -%}
   {%- set lineage = none -%}
-  {%- if not force and deciding | reject('equalto', 'remove_orphan_files') | list -%}
-    {%- set health = dbt_iceberg_maint._iceberg_maint_summary_figures(table, as_of_text, table_bytes=sized,
-          properties=properties, lineage_of=recorded.values() | list) -%}
+  {%- if first.reads_summary -%}
+    {%- set health = known_summary if known_summary is not none
+          else dbt_iceberg_maint._iceberg_maint_summary_figures(table, as_of_text, table_bytes=sized,
+            properties=properties, lineage_of=recorded.values() | list) -%}
     {%- set lineage = health.pop('lineage', none) -%}
   {%- endif -%}
   {%- set table_bytes = (health.pop('table_bytes') if health is not none else
@@ -240,29 +303,93 @@
     job, about half its time. -#}
 {% macro _iceberg_maint_summary_figures(table, as_of=none, rewrite_age=false, table_bytes=false, properties=none,
     lineage_of=none) %}
+  {%- set snapshot_id = dbt_iceberg_maint._iceberg_maint_current_snapshot_id(table, properties) -%}
+  {%- set given = ('s.snapshot_id in (' ~ lineage_of | map('int') | join(', ') ~ ')') if lineage_of else 'false' -%}
+  {%- set row = run_query(dbt_iceberg_maint._iceberg_maint_summary_select(table ~ '.snapshots s',
+        ('s.snapshot_id = ' ~ snapshot_id) if snapshot_id is not none else 'false', given, as_of, rewrite_age,
+        table_bytes, true if lineage_of else false)).rows[0] -%}
+  {{ return(dbt_iceberg_maint._iceberg_maint_summary_parse(row, snapshot_id, rewrite_age, table_bytes, lineage_of)) }}
+{% endmacro %}
+
+
+{#- _iceberg_maint_summary_figures for many tables, in one statement per `chunk` of them: their
+    snapshots metadata tables (read from the metadata files) in one UNION ALL, aggregated once,
+    grouped by table, so Spark runs one job for them all: iceberg_maintenance's plan sends one
+    statement for 25 tables' first tier instead of one per table (docs/health-and-plans.md). On a
+    local session 25 cost about 22 ms a table, one alone 60 ms; much larger unions cost more a
+    table again (Spark's analysis of the plan grows faster than the plan).
+    requests: [{table, properties, as_of, table_bytes, lineage_of}] as _iceberg_maint_summary_figures
+    takes them (one as_of for all); returns their figures in order. -#}
+{% macro _iceberg_maint_summary_figures_many(requests, chunk=25) %}
+  {%- set figures = [] -%}
+  {%- for batch in requests | batch(chunk) -%}
+    {%- set current = [] -%}
+    {%- set branches = [] -%}
+    {%- for request in batch -%}
+      {%- set snapshot_id = dbt_iceberg_maint._iceberg_maint_current_snapshot_id(request.table, request.properties) -%}
+      {%- do current.append(snapshot_id) -%}
+      {%- do branches.append('select ' ~ loop.index0 ~ ' as request_index, '
+            ~ (('snapshot_id = ' ~ snapshot_id) if snapshot_id is not none else 'false') ~ ' as is_current, '
+            ~ (('snapshot_id in (' ~ request.lineage_of | map('int') | join(', ') ~ ')') if request.lineage_of
+               else 'false') ~ ' as given, snapshot_id, parent_id, operation, committed_at, summary from '
+            ~ request.table ~ '.snapshots') -%}
+    {%- endfor -%}
+    {%- set rows = {} -%}
+    {%- if batch -%}
+      {%- set sql = dbt_iceberg_maint._iceberg_maint_summary_select('(' ~ branches | join(' union all ') ~ ') s',
+            's.is_current', 's.given', batch[0].as_of, false, true, true, grouped=true) -%}
+      {%- for row in run_query(sql).rows -%}{%- do rows.update({row['request_index'] | int: row}) -%}{%- endfor -%}
+    {%- endif -%}
+    {%- for request in batch -%}
+      {#- A table without snapshots has no row in the grouped result. -#}
+      {%- set row = rows.get(loop.index0) or {'snapshots': 0, 'oldest_snapshot_age_hours': none, 'data_files': none,
+            'delete_files': none, 'table_bytes': none, 'lineage': none} -%}
+      {%- do figures.append(dbt_iceberg_maint._iceberg_maint_summary_parse(row, current[loop.index0], false,
+            request.table_bytes, request.lineage_of)) -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {{ return(figures) }}
+{% endmacro %}
+
+
+{#- The table's current snapshot id, none without one: Iceberg's Spark table names it in its
+    `current-snapshot-id` property ('none' without one), read from `properties` when the caller
+    has them, else with one SHOW TBLPROPERTIES (a driver-side command). -#}
+{% macro _iceberg_maint_current_snapshot_id(table, properties=none) %}
   {%- set current = (properties or {}).get('current-snapshot-id') -%}
   {%- if current is none -%}
     {%- set rows = run_query("show tblproperties " ~ table ~ " ('current-snapshot-id')").rows -%}
     {%- set current = (rows[0][1] | string) if rows else '' -%}
   {%- endif -%}
-  {%- set snapshot_id = current | int if current is string and current.isdigit() else none -%}
-  {%- set is_current = ('s.snapshot_id = ' ~ snapshot_id) if snapshot_id is not none else 'false' -%}
+  {{ return(current | int if current is string and current.isdigit() else none) }}
+{% endmacro %}
+
+
+{#- The first tier's query (see _iceberg_maint_summary_figures) over `source`, snapshots as `s`;
+    is_current, given: boolean SQL for the current snapshot and the lineage's given ones; lineage:
+    whether to read it; grouped: per request_index (_iceberg_maint_summary_figures_many). Pure. -#}
+{% macro _iceberg_maint_summary_select(source, is_current, given, as_of=none, rewrite_age=false, table_bytes=false,
+    lineage=false, grouped=false) %}
   {#- As text ('id:parent:operation,...'): complex values reach dbt differently per connection method. -#}
-  {%- set lineage_sql = (", concat_ws(',', collect_list(if(s.operation = 'replace' or " ~ is_current
-        ~ " or s.snapshot_id in (" ~ lineage_of | map('int') | join(', ') ~ "), concat_ws(':', "
-        ~ "cast(s.snapshot_id as string), coalesce(cast(s.parent_id as string), ''), s.operation), null))) as lineage")
-        if lineage_of else '' -%}
+  {%- set lineage_sql = (", concat_ws(',', collect_list(if(s.operation = 'replace' or " ~ is_current ~ " or " ~ given
+        ~ ", concat_ws(':', cast(s.snapshot_id as string), coalesce(cast(s.parent_id as string), ''), s.operation), "
+        ~ "null))) as lineage") if lineage else '' -%}
   {%- set reference = 'current_timestamp()' if as_of is none else "timestamp '" ~ as_of ~ "+00:00'" -%}
   {%- set rewrite_sql = (", (unix_micros(" ~ reference ~ ") - unix_micros(max(if(s.operation = 'replace' and "
         ~ "cast(s.summary['deleted-data-files'] as bigint) > 0, s.committed_at, null)))) / 3600000000.0 "
         ~ "as hours_since_rewrite_data_files") if rewrite_age else '' -%}
-  {%- set row = run_query("select count(*) as snapshots, (unix_micros(" ~ reference
+  {{ return("select " ~ ("s.request_index, " if grouped else "") ~ "count(*) as snapshots, (unix_micros(" ~ reference
         ~ ") - unix_micros(min(s.committed_at))) / 3600000000.0 as oldest_snapshot_age_hours, "
         ~ "max(if(" ~ is_current ~ ", cast(s.summary['total-data-files'] as bigint), null)) as data_files, "
         ~ "max(if(" ~ is_current ~ ", cast(s.summary['total-delete-files'] as bigint), null)) as delete_files"
         ~ ((", max(if(" ~ is_current ~ ", cast(s.summary['total-files-size'] as bigint), null)) as table_bytes")
            if table_bytes else "")
-        ~ rewrite_sql ~ lineage_sql ~ " from " ~ table ~ ".snapshots s").rows[0] -%}
+        ~ rewrite_sql ~ lineage_sql ~ " from " ~ source ~ (" group by s.request_index" if grouped else "")) }}
+{% endmacro %}
+
+
+{#- The figures of one _iceberg_maint_summary_select row, the ones asked for. Pure. -#}
+{% macro _iceberg_maint_summary_parse(row, snapshot_id, rewrite_age=false, table_bytes=false, lineage_of=none) %}
   {%- set snapshots = row['snapshots'] | int -%}
   {%- set age = row['oldest_snapshot_age_hours'] -%}
   {%- set figures = {'snapshots': snapshots, 'oldest_snapshot_age_hours': none if age is none else ((age | float) | round(3)),

@@ -59,7 +59,7 @@
   {%- for node in nodes -%}
     {%- set relation = dbt_iceberg_maint._iceberg_maint_node_relation(node) -%}
     {%- set label = dbt_iceberg_maint._iceberg_maint_node_label(node) -%}
-    {%- do tables.append({'model': label,
+    {%- do tables.append({'model': label, 'node': node,
                           'table': dbt_iceberg_maint._iceberg_maint_qualified_name(relation), 'relation': relation,
                           'policy': dbt_iceberg_maint._iceberg_maint_resolved_policy(
                               dbt_iceberg_maint._iceberg_maint_model_policy(node)),
@@ -84,6 +84,7 @@
     {%- set names = dbt_iceberg_maint._iceberg_maint_schema_tables(group[0][1].catalog, group[0][1].schema) -%}
     {%- for entry, parts in group -%}{%- do entry.update({'exists': (parts.identifier | lower) in names}) -%}{%- endfor -%}
   {%- endfor -%}
+  {%- do dbt_iceberg_maint._iceberg_maint_plan_prefetch(tables, requested, force, as_of) -%}
   {%- set steps = [] -%}
   {%- for entry in tables -%}
     {%- do dbt_iceberg_maint._iceberg_maint_log_marker('start', {'table': entry.table, 'operation': none},
@@ -91,7 +92,7 @@
     {#- A model named in `select` must have its table; one picked by tag or by default may not be
         built yet (skipped). -#}
     {%- set plan = dbt_iceberg_maint._iceberg_maint_plan_table(entry.relation, requested, force, none, as_of,
-          entry.required, entry.get('exists')) -%}
+          entry.required, entry.get('exists'), entry.get('known')) -%}
     {%- do entry.update({'snapshot_id': plan.snapshot_id, 'health': plan.health}) -%}
     {%- do steps.extend(plan.steps) -%}
   {%- endfor -%}

@@ -13,6 +13,7 @@ import pytest
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
 from dbt_iceberg_maint.maintenance.run import MaintenancePlan, run_maintenance
 from dbt_iceberg_maint.runtime.invoke import INTEGRATION_PROJECT, DbtInvocation, invoke_dbt
+from lab.equality import normalise_reason
 from tests.expect import first
 
 if TYPE_CHECKING:
@@ -185,6 +186,35 @@ def test_a_failing_operation_does_not_stop_the_following_ones(spark: SparkSessio
     log = " ".join(invocation.log_messages) + (invocation.exception or "")
     assert "4 operation(s): 2 success, 0 skipped, 0 dry_run, 2 failed" in log
     assert "2 operation(s) failed" in log
+
+
+def test_one_statement_reads_the_summaries_of_a_schemas_tables_and_each_plan_is_its_own(
+        spark: SparkSession, built: DbtProject) -> None:
+    """iceberg_maintenance reads the snapshot summaries of the tables it plans in one statement (a
+    UNION ALL of their snapshots tables) and decides for each table what maintain() decides for it
+    alone, from that table's own summary query."""
+    # Judged two days ahead (as_of), so that the expiries are due and the figures fixed.
+    as_of = (datetime.now(timezone.utc) + timedelta(hours=48)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    invocation, results = maintenance(built, dry_run=True, as_of=as_of)
+    assert {"dry_run", "skipped"} <= {r.status for r in results}, results
+
+    sent = [e.msg.lower() for e in invocation.events if e.name == "SQLQuery"]
+    summaries = [s for s in sent if "count(*) as snapshots" in s]
+    assert len(summaries) == 1, summaries
+    read = sorted(set(re.findall(r"from ([\w.]+)\.snapshots\b", summaries[0])))
+    # Every table whose policy is enabled (event_log, events; user_summary's is not).
+    enabled = {r.table.lower() for r in results if not (r.reason or "").startswith("maintenance disabled")}
+    assert read == sorted(enabled) and len(read) == 2, (read, results)
+    for table in read:
+        operations = [r.operation for r in results if r.table.lower() == table]
+        alone = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(
+            {"relation": table, "operations": operations, "dry_run": True, "as_of": as_of}))
+        own = [e.msg.lower() for e in alone.events if e.name == "SQLQuery"]
+        assert sum("count(*) as snapshots" in s for s in own) == 1 and " union all " not in " ".join(own), own
+        expected = [(r.operation, r.status, normalise_reason(r.reason), r.sql)
+                    for r in parse_result_lines(alone.log_messages)]
+        assert [(r.operation, r.status, normalise_reason(r.reason), r.sql)
+                for r in results if r.table.lower() == table] == expected, table
 
 
 def test_kill_switch_var_skips_everything(spark: SparkSession, built: DbtProject) -> None:
