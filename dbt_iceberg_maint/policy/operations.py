@@ -78,11 +78,13 @@ def _position_deletes_sql(table: s.TableRef, section: Mapping[str, Any], context
 # ---- expire_snapshots ----
 
 def _expire_errors(section: Mapping[str, Any]) -> list[str]:
-    """An absolute older_than wins over older_than_hours (which has a default)."""
+    """An absolute older_than wins over older_than_hours (which has a default); retain_metadata_files
+    is the policy's own (the expiry's recorded checks set it: `_iceberg_maint_metadata_retention`)."""
     return checks.expire_snapshots_errors(
         section["older_than_hours"] if section["older_than"] is None else None, section["retain_last"],
         section["max_concurrent_deletes"], section["stream_results"], None, section["clean_expired_metadata"],
-        section["older_than"])
+        section["older_than"]) + checks.positive_number("expire_snapshots", "retain_metadata_files",
+                                                       section["retain_metadata_files"], integer=True)
 
 
 def _expire_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:
@@ -183,7 +185,7 @@ OPERATIONS: Mapping[str, Operation] = {op.name: op for op in (
         _position_deletes_errors, _position_deletes_due, _position_deletes_sql),
     Operation("expire_snapshots", "expire_snapshots", {
         "enabled": True, "older_than_hours": 168, "older_than": None, "retain_last": 5, "clean_expired_metadata": None,
-        "max_concurrent_deletes": None, "stream_results": None, "interval_hours": None},
+        "max_concurrent_deletes": None, "stream_results": None, "retain_metadata_files": None, "interval_hours": None},
         _expire_errors, _expire_due, _expire_sql),
     Operation("remove_orphan_files", "remove_orphan_files", {
         "enabled": True, "older_than_hours": 72, "location": None, "max_concurrent_deletes": None,

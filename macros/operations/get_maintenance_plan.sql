@@ -521,7 +521,8 @@
     a forced run (force neither reads nor writes the intervals), a failure, or a skip that decided
     nothing (a kill switch, disabled, within its interval, the cost gate): those operations are
     checked again next time. The skip reasons that decide nothing are matched by their first words,
-    which _iceberg_maint_plan_steps writes. -#}
+    which _iceberg_maint_plan_steps writes. An expiry that ran adds the policy's metadata-file
+    retention (_iceberg_maint_metadata_retention) to the same ALTER TABLE. -#}
 {% macro _iceberg_maint_record_checks(table, resolved, steps, results, snapshot_id=none) %}
   {#- Not recorded either: an orphan sweep skipped on a young table (the next run asks its age again). -#}
   {%- set undecided = ['maintenance disabled by', 'table does not exist', 'disabled by meta.', 'last checked ',
@@ -556,6 +557,14 @@
     {%- if computed is not none -%}
       {%- do recorded.append(dbt_iceberg_maint._iceberg_maint_string_literal(
             dbt_iceberg_maint._iceberg_maint_statistics_snapshot_property(step.operation)) ~ " = '" ~ computed ~ "'") -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {#- An expiry that ran also sets the policy's metadata-file retention, in the same commit. -#}
+  {%- for step in steps -%}
+    {%- if step.operation == 'expire_snapshots' and results[loop.index0].status == 'success' -%}
+      {%- for key, value in dbt_iceberg_maint._iceberg_maint_metadata_retention(resolved.expire_snapshots).items() -%}
+        {%- do recorded.append(dbt_iceberg_maint._iceberg_maint_string_literal(key) ~ " = '" ~ value ~ "'") -%}
+      {%- endfor -%}
     {%- endif -%}
   {%- endfor -%}
   {%- if recorded -%}

@@ -143,16 +143,29 @@
 {% macro _iceberg_maint_expire_snapshots_defaults() %}
   {{ return({'enabled': true, 'older_than_hours': 168, 'older_than': none, 'retain_last': 5,
              'clean_expired_metadata': none, 'max_concurrent_deletes': none, 'stream_results': none,
-             'interval_hours': none}) }}
+             'retain_metadata_files': none, 'interval_hours': none}) }}
 {% endmacro %}
 
-{#- An absolute older_than in the policy wins over older_than_hours (which has a default). -#}
+{#- An absolute older_than in the policy wins over older_than_hours (which has a default).
+    retain_metadata_files is the policy's own (no procedure argument): _iceberg_maint_metadata_retention. -#}
 {% macro _iceberg_maint_expire_snapshots_policy_errors(section) %}
   {{ return(dbt_iceberg_maint._iceberg_maint_expire_snapshots_errors(
       older_than_hours=section.older_than_hours if section.older_than is none else none,
       retain_last=section.retain_last, max_concurrent_deletes=section.max_concurrent_deletes,
       stream_results=section.stream_results, clean_expired_metadata=section.clean_expired_metadata,
-      older_than=section.older_than)) }}
+      older_than=section.older_than)
+      + dbt_iceberg_maint._iceberg_maint_check_positive_number('expire_snapshots', 'retain_metadata_files',
+          section.retain_metadata_files, integer=true)) }}
+{% endmacro %}
+
+{#- Pure: the table properties an expiry that ran sets when the policy's `retain_metadata_files` is N:
+    Iceberg then keeps the N newest previous metadata files and deletes older ones at each commit
+    (this one first), which expire_snapshots never deletes. A reader needs N commits between finding
+    a metadata file and reading it to miss one. {} when unset. -#}
+{% macro _iceberg_maint_metadata_retention(section) %}
+  {%- if section.get('retain_metadata_files') is none -%}{{ return({}) }}{%- endif -%}
+  {{ return({'write.metadata.delete-after-commit.enabled': 'true',
+      'write.metadata.previous-versions-max': section.retain_metadata_files | string}) }}
 {% endmacro %}
 
 {#- Due when more than retain_last snapshots exist and the oldest is past the cut-off:

@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -739,3 +740,57 @@ def test_maintenance_is_a_fixed_point_on_a_table_nothing_wrote_to(spark: SparkSe
     assert [(r.operation, r.status) for r in third] == [
         ("rewrite_data_files", "success"), ("rewrite_manifests", "success")], third
     assert sorted(r[0] for r in spark.sql(f"select id from {table}").collect()) == [0, 1, 2, 3, 9]
+
+
+def metadata_files_on_disk(spark: SparkSession, table: str) -> set[str]:
+    """Every metadata.json in the table's metadata folder (the current file's)."""
+    newest = f"select file from {table}.metadata_log_entries order by timestamp desc limit 1"
+    current = spark.sql(newest).collect()[0][0]
+    folder = Path(re.sub(r"^file:(//)?", "", current)).parent
+    return {p.name for p in folder.glob("*.metadata.json")}
+
+
+def test_retain_metadata_files_has_an_expiry_delete_the_older_metadata_files(
+    spark: SparkSession, built: DbtProject
+) -> None:
+    """expire_snapshots never deletes a metadata.json; with `retain_metadata_files: 2` the expiry's
+    recorded checks set Iceberg's delete-after-commit and previous-versions-max, so that commit
+    leaves the current file and the 2 previous ones, and later commits keep it so."""
+    table = built.table("metadata_retention")
+    spark.sql(f"create table {table} (id bigint) using iceberg")
+    for batch in range(6):
+        spark.sql(f"insert into {table} values ({batch})")
+    assert len(metadata_files_on_disk(spark, table)) == 7
+    rows = spark.sql(f"select count(*), sum(id) from {table}").collect()
+
+    def expire(retain: int | None) -> MaintenanceResult:
+        section: dict[str, object] = {"older_than_hours": 0, "retain_last": 1}
+        if retain is not None:
+            section["retain_metadata_files"] = retain
+        invocation = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(
+            {"relation": f"{built.schema}.metadata_retention", "operations": ["expire_snapshots"],
+             "policy": {"expire_snapshots": section}}))
+        [result] = parse_result_lines(invocation.log_messages)
+        assert (result.operation, result.status) == ("expire_snapshots", "success"), result.reason
+        return result
+
+    # Unset (the default): the table's properties are left alone and every metadata file stays.
+    expire(None)
+    properties = dict(spark.sql(f"show tblproperties {table}").collect())
+    assert "write.metadata.previous-versions-max" not in properties
+    assert "write.metadata.delete-after-commit.enabled" not in properties
+    assert len(metadata_files_on_disk(spark, table)) == 8
+
+    spark.sql(f"insert into {table} values (6)")
+    expire(2)
+    properties = dict(spark.sql(f"show tblproperties {table}").collect())
+    assert properties["write.metadata.previous-versions-max"] == "2"
+    assert properties["write.metadata.delete-after-commit.enabled"] == "true"
+    logged = {Path(r[0]).name for r in spark.sql(f"select file from {table}.metadata_log_entries").collect()}
+    assert len(logged) == 3
+    assert metadata_files_on_disk(spark, table) == logged
+
+    spark.sql(f"insert into {table} values (7)")
+    assert len(metadata_files_on_disk(spark, table)) == 3
+    assert spark.sql(f"select count(*), sum(id) from {table}").collect() == [
+        (rows[0][0] + 2, rows[0][1] + 6 + 7)]

@@ -912,6 +912,7 @@ def test_policy_merge_and_compaction_options(rendered: dict[str, dict[str, Any]]
         "clean_expired_metadata": None,
         "max_concurrent_deletes": None,
         "stream_results": None,
+        "retain_metadata_files": None,
         "interval_hours": None,
     }
     assert policy["rewrite_manifests"] == {"enabled": True, "min_manifests": 5, "use_caching": None,
