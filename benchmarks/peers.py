@@ -8,7 +8,10 @@ directory, catalog file included, is then copied aside: the restore point. Table
 Iceberg metadata are absolute, so each tool gets a fresh copy restored at the same path.
 
 The work, the same for both: compaction of every table, then snapshot expiry keeping only the
-newest snapshot (older than 0 h); no manifest rewrite, no orphan removal.
+newest snapshot (older than 0 h); no manifest rewrite, no orphan removal. With --metadata-files N
+each tool also runs once more from the same state with the metadata-file retention added: ours
+`expire_snapshots: {retain_metadata_files: N}`, theirs its config's `metadata` block
+(`previous_versions_max: N`, `delete_after_commit: true`) and the `apply-properties` operation.
   ours:   `dbt-iceberg-maint maintain --include-catalog 'lake.*' --concurrency N --output json` in a
           dbt project that declares none of the tables (so the fleet engine takes them from the
           catalog with the var `dbt_iceberg_maint_catalog_policy`), its profile the `session`
@@ -58,9 +61,19 @@ CONCURRENCY = (1,)  # maintain's default concurrency is 1 too
 CATALOG_FILE = "iceberg_catalog.db"
 PEER_CATALOG_LINK = "catalog.db"  # what zamboni's --local-warehouse opens
 # Compaction of every table (from 2 small files), expiry keeping the newest snapshot only.
-POLICY = ("{compaction: {min_input_files: 2}, expire_snapshots: {older_than_hours: 0, retain_last: 1}, "
+POLICY = ("{compaction: {min_input_files: 2}, expire_snapshots: {older_than_hours: 0, retain_last: 1%s}, "
           "rewrite_manifests: false, remove_orphan_files: false}")
 PEER_OPERATIONS = "compact,expire"
+PEER_RETENTION_OPERATION = "apply-properties"
+
+
+def policy(metadata_files: int | None = None) -> str:
+    """Our catalog policy; with `metadata_files`, the expiry's metadata-file retention too."""
+    return POLICY % ("" if metadata_files is None else f", retain_metadata_files: {metadata_files}")
+
+
+def peer_operations(metadata_files: int | None = None) -> str:
+    return PEER_OPERATIONS if metadata_files is None else f"{PEER_OPERATIONS},{PEER_RETENTION_OPERATION}"
 
 
 class PeerUnavailable(RuntimeError):
@@ -188,16 +201,16 @@ def lake_figures(warehouse: Path, tables: int) -> dict[str, Any]:
 
 # ---- ours ---------------------------------------------------------------------------------------
 
-def our_project(work: Path, warehouse: Path) -> tuple[Path, dict[str, str]]:
+def our_project(work: Path, warehouse: Path, metadata_files: int | None = None) -> tuple[Path, dict[str, str]]:
     """A dbt project declaring none of the lake's tables, its profile the integration project's
     `session` target (docs/getting-started.md), and the environment `dbt-iceberg-maint env` prints."""
     import yaml  # type: ignore[import-untyped]
 
-    project = work / "project"
+    project = work / ("project" if metadata_files is None else f"project-metadata-{metadata_files}")
     (project / "models").mkdir(parents=True)
     (project / "dbt_project.yml").write_text(
         f"name: peers\nversion: '1.0'\nconfig-version: 2\nprofile: peers\n"
-        f"vars:\n  dbt_iceberg_maint_catalog_policy: {POLICY}\n")
+        f"vars:\n  dbt_iceberg_maint_catalog_policy: {policy(metadata_files)}\n")
     session = yaml.safe_load((harness.REPO / "integration_tests" / "profiles.yml").read_text())[
         "iceberg_maint_integration_tests"]["outputs"]["session"]
     output = {"type": "spark", "method": "session", "host": "NA", "schema": NAMESPACE, "threads": 1,
@@ -220,14 +233,14 @@ def _cli() -> Path:
 
 
 def run_ours(project: Path, env: Mapping[str, str], concurrency: int, work: Path) -> dict[str, Any]:
-    report_path = work / f"ours-{concurrency}.json"
+    report_path = work / f"ours-{project.name}-{concurrency}.json"
     command = [str(_cli()), "maintain", "--include-catalog", f"{NAMESPACE}.*", "--concurrency", str(concurrency),
                "--output", "json", "--report", str(report_path), "--project-dir", str(project),
                "--profiles-dir", str(project)]
     began = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=_env(env), cwd=project, check=False)
     wall = time.perf_counter() - began
-    (work / f"ours-{concurrency}.stderr").write_text(done.stderr)
+    (work / f"ours-{project.name}-{concurrency}.stderr").write_text(done.stderr)
     report = json.loads(report_path.read_text()) if report_path.is_file() else None
     return {"command": " ".join(["dbt-iceberg-maint", *command[1:]]).replace(str(project), "PROJECT"),
             "exit_code": done.returncode, "wall_s": round(wall, 2),
@@ -267,9 +280,9 @@ def our_time(report: Mapping[str, Any], wall: float) -> dict[str, Any]:
 
 # ---- theirs -------------------------------------------------------------------------------------
 
-def peer_table_config(zamboni: Path, warehouse: Path, work: Path) -> Path:
+def peer_table_config(zamboni: Path, warehouse: Path, work: Path, metadata_files: int | None = None) -> Path:
     """zamboni's own starter config of the lake, edited to the same work as ours."""
-    config = work / "table-config.json"
+    config = work / ("table-config.json" if metadata_files is None else f"table-config-metadata-{metadata_files}.json")
     with peer_catalog(warehouse):
         subprocess.run([str(zamboni), "table-config", "generate", "--local-warehouse", str(warehouse), "--db",
                         "local", "--namespace", NAMESPACE, "-o", str(config), "--force"], capture_output=True,
@@ -282,6 +295,8 @@ def peer_table_config(zamboni: Path, warehouse: Path, work: Path) -> Path:
     retention["expire_snapshots"].update(enabled=True, max_snapshot_age_days=0, min_snapshots_to_keep=1)
     for section in ("remove_orphan_files", "remove_dangling_deletes", "rewrite_manifests"):
         retention[section]["enabled"] = False
+    if metadata_files is not None:
+        retention["metadata"].update(previous_versions_max=metadata_files, delete_after_commit=True)
     config.write_text(json.dumps(document, indent=2) + "\n")
     subprocess.run([str(zamboni), "validate-config", str(config)], capture_output=True, text=True, check=True)
     return config
@@ -301,16 +316,17 @@ def peer_catalog(warehouse: Path) -> Iterator[None]:
         raise RuntimeError("zamboni left its commits in a WAL beside the link, not in the catalog file")
 
 
-def run_theirs(zamboni: Path, config: Path, warehouse: Path, work: Path) -> dict[str, Any]:
+def run_theirs(zamboni: Path, config: Path, warehouse: Path, work: Path, operations: str = PEER_OPERATIONS
+               ) -> dict[str, Any]:
     summary = work / "zamboni-run.jsonl"
     summary.unlink(missing_ok=True)
     command = [str(zamboni), "maintenance", "--table-config", str(config), "--local-warehouse", str(warehouse),
-               "--db", "local", "--operations", PEER_OPERATIONS, "--yes", "--json", str(summary)]
+               "--db", "local", "--operations", operations, "--yes", "--json", str(summary)]
     with peer_catalog(warehouse):
         began = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, cwd=work, check=False)
         wall = time.perf_counter() - began
-    (work / "zamboni.stdout").write_text(done.stdout + done.stderr)
+    (work / f"zamboni-{config.stem}.stdout").write_text(done.stdout + done.stderr)
     run = json.loads(summary.read_text().splitlines()[-1]) if summary.is_file() and summary.read_text() else {}
     outcomes = run.get("outcomes", [])
     by_operation: dict[str, dict[str, Any]] = {}
@@ -328,39 +344,48 @@ def run_theirs(zamboni: Path, config: Path, warehouse: Path, work: Path) -> dict
 
 def run(tables: int, appends: int, concurrency: Sequence[int], quick: bool,
         partial: Callable[[dict[str, Any]], object] | None = None, venv: Path = PEER_VENV,
-        keep: bool = False) -> dict[str, Any]:
-    """The benchmark; `keep`: leave the work folder (each tool's lake as it left it, the logs)."""
+        keep: bool = False, metadata_files: int | None = None) -> dict[str, Any]:
+    """The benchmark; `keep`: leave the work folder (each tool's lake as it left it, the logs);
+    `metadata_files`: each tool also runs with that metadata-file retention added."""
     start = harness.run_start()
     zamboni = peer_command(venv)  # before anything else: without the peer there is no comparison
     work = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     warehouse, point = work / "warehouse", work / "restore-point"
-    figures: dict[str, Any] = {"tables": tables, "appends": appends, "policy": POLICY,
+    works: list[int | None] = [None] if metadata_files is None else [None, metadata_files]
+    figures: dict[str, Any] = {"tables": tables, "appends": appends, "policy": policy(),
                                "peer_operations": PEER_OPERATIONS, "peer_versions": peer_versions(venv), "runs": []}
+    if metadata_files is not None:
+        figures.update(policy_metadata_files=policy(metadata_files),
+                       peer_operations_metadata_files=peer_operations(metadata_files))
     try:
         with harness.LoadSampler() as load:
             began = time.perf_counter()
             spark_job("build", warehouse, tables, appends)
             figures["build_s"] = round(time.perf_counter() - began, 1)
             shutil.copytree(warehouse, point, symlinks=True)
-            project, env = our_project(work, warehouse)
-            config = peer_table_config(zamboni, warehouse, work)
             figures["before"] = lake_figures(warehouse, tables)
             figures["rows_before"] = original = spark_job("checksum", warehouse, tables)
-            plan: list[tuple[str, int | None, Callable[[], dict[str, Any]]]] = [
-                ("dbt-iceberg-maint", n, functools.partial(run_ours, project, env, n, work)) for n in concurrency]
-            plan.append((PEER, None, functools.partial(run_theirs, zamboni, config, warehouse, work)))
-            for tool, workers, measure in plan:
+            plan: list[tuple[str, int | None, int | None, Callable[[], dict[str, Any]]]] = []
+            for kept in works:
+                project, env = our_project(work, warehouse, kept)
+                config = peer_table_config(zamboni, warehouse, work, kept)
+                plan += [("dbt-iceberg-maint", n, kept, functools.partial(run_ours, project, env, n, work))
+                         for n in concurrency]
+                plan.append((PEER, None, kept, functools.partial(run_theirs, zamboni, config, warehouse, work,
+                                                                 peer_operations(kept))))
+            for tool, workers, kept, measure in plan:
                 restore(point, warehouse)
                 if lake_figures(warehouse, tables) != figures["before"]:
                     raise RuntimeError("the restored lake differs from the restore point")
-                measured = {"tool": tool, "concurrency": workers, **measure()}
+                measured = {"tool": tool, "concurrency": workers, "metadata_files": kept, **measure()}
                 measured["after"] = lake_figures(warehouse, tables)
                 measured["rows_after"] = rows = spark_job("checksum", warehouse, tables)
                 measured["rows_equal"] = rows == original
                 if keep:
-                    shutil.copytree(warehouse, work / f"after-{tool}-{workers}", symlinks=True)
+                    shutil.copytree(warehouse, work / f"after-{tool}-{workers}-{kept}", symlinks=True)
                 figures["runs"].append(measured)
-                print(f"  {tool}{'' if workers is None else f' --concurrency {workers}'}: {measured['wall_s']} s, "
+                print(f"  {tool}{'' if workers is None else f' --concurrency {workers}'}"
+                      f"{'' if kept is None else f' (metadata files {kept})'}: {measured['wall_s']} s, "
                       f"exit {measured['exit_code']}, data files {measured['after']['data_files']}, snapshots "
                       f"{measured['after']['snapshots']}, bytes {measured['after']['bytes_on_disk']}, "
                       f"rows equal {measured['rows_equal']}", flush=True)
@@ -376,15 +401,18 @@ def run(tables: int, appends: int, concurrency: Sequence[int], quick: bool,
 
 def contract_variants(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """peers.json's `variants` (docs/benchmarks-peers.md): one flat record per tool run."""
-    return [{"tool": r["tool"], "concurrency": r["concurrency"], "ok": r["exit_code"] == 0, "wall_s": r["wall_s"],
+    return [{"tool": r["tool"], "concurrency": r["concurrency"], "metadata_files": r.get("metadata_files"),
+             "ok": r["exit_code"] == 0, "wall_s": r["wall_s"],
              "data_files_after": r["after"]["data_files"], "snapshots_after": r["after"]["snapshots"],
              "bytes_on_disk_after": r["after"]["bytes_on_disk"], "files_on_disk_after": r["after"]["files_on_disk"],
              "unreferenced_data_files_after": r["after"]["unreferenced_data_files_on_disk"],
              "rows_equal": r["rows_equal"]} for r in runs]
 
 
-def ratio(runs: Sequence[Mapping[str, Any]]) -> float | None:
-    """Our wall time over theirs (ours at concurrency 1, else our first run)."""
+def ratio(runs: Sequence[Mapping[str, Any]], with_metadata_files: bool = False) -> float | None:
+    """Our wall time over theirs (ours at concurrency 1, else our first run), on the issue's work or,
+    `with_metadata_files`, on the work with the metadata-file retention."""
+    runs = [r for r in runs if (r.get("metadata_files") is not None) == with_metadata_files]
     ours = [r for r in runs if r["tool"] != PEER]
     theirs = [r for r in runs if r["tool"] == PEER]
     if not ours or not theirs:
@@ -397,13 +425,16 @@ def results(figures: Mapping[str, Any], quick: bool, complete: bool, start: harn
             load: harness.LoadSampler) -> dict[str, Any]:
     provenance = harness.provenance(start, load)
     return {"benchmark": NAME, "complete": complete, "quick": quick, "variants": contract_variants(figures["runs"]),
-            "ratio_ours_over_theirs": ratio(figures["runs"]), **figures, **provenance,
+            "ratio_ours_over_theirs": ratio(figures["runs"]),
+            "ratio_with_metadata_files": ratio(figures["runs"], with_metadata_files=True), **figures, **provenance,
             "versions": {**provenance["versions"], **{f"peer:{k}": v for k, v in figures["peer_versions"].items()}}}
 
 
 def plot(figures: Mapping[str, Any], path: Path) -> None:
     fig, axes = harness.pyplot().subplots(1, 3, figsize=(11, 4))
-    names = [v["tool"] + ("" if v["concurrency"] is None else f" -c{v['concurrency']}") for v in figures["variants"]]
+    names = [("theirs" if v["tool"] == PEER else f"ours -c{v['concurrency']}")
+             + ("" if v.get("metadata_files") is None else f" +meta {v['metadata_files']}")
+             for v in figures["variants"]]
     before = figures["before"]
     panels = (("wall time (s)", [v["wall_s"] for v in figures["variants"]], None),
               ("data files on disk", [r["after"]["data_files_on_disk"] for r in figures["runs"]],
@@ -411,7 +442,7 @@ def plot(figures: Mapping[str, Any], path: Path) -> None:
               ("bytes on disk (KiB)", [r["after"]["bytes_on_disk"] / 1024 for r in figures["runs"]],
                before["bytes_on_disk"] / 1024))
     for ax, (label, values, was) in zip(axes, panels, strict=True):
-        ax.bar(names, values, color=["tab:blue" if n.startswith("dbt") else "tab:orange" for n in names])
+        ax.bar(names, values, color=["tab:blue" if v["tool"] != PEER else "tab:orange" for v in figures["variants"]])
         if was is not None:
             ax.axhline(was, color="grey", linestyle="--", label="before")
             ax.legend()
@@ -428,7 +459,8 @@ def summary(figures: Mapping[str, Any]) -> None:
           f"{before['data_files']} data files, {before['snapshots']} snapshots, {before['bytes_on_disk']} bytes")
     for r in figures["runs"]:
         after = r["after"]
-        print(f"  {r['tool']:18} c={r['concurrency']!s:4} {r['wall_s']:8.1f} s  exit {r['exit_code']}  "
+        print(f"  {r['tool']:18} c={r['concurrency']!s:4} metadata files {r.get('metadata_files')!s:4} "
+              f"{r['wall_s']:8.1f} s  exit {r['exit_code']}  "
               f"data files {after['data_files']:4}  snapshots {after['snapshots']:4}  on disk "
               f"{after['data_files_on_disk']} data files ({after['unreferenced_data_files_on_disk']} unreferenced), "
               f"{after['files_on_disk']} files, {after['bytes_on_disk']} bytes  rows equal {r['rows_equal']}")
@@ -439,7 +471,8 @@ def summary(figures: Mapping[str, Any]) -> None:
             for name, op in t["operations"].items():
                 print(f"    {name:22} {op['steps']:3} steps {op['step_s']:8.1f} s, CALLs {op['call_s']:7.1f} s, "
                       f"{op['statements']} statements")
-    print(f"ours / theirs: {figures['ratio_ours_over_theirs']}x")
+    print(f"ours / theirs: {figures['ratio_ours_over_theirs']}x; with the metadata-file retention: "
+          f"{figures.get('ratio_with_metadata_files')}x")
 
 
 def main() -> None:
@@ -448,14 +481,18 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=None, help=f"appends per table (default {FULL_SHAPE[1]})")
     parser.add_argument("--concurrency", default=None,
                         help="our maintain's --concurrency values, comma separated (default 1, its default)")
+    parser.add_argument("--metadata-files", type=int, default=None,
+                        help="also run each tool with this metadata-file retention (previous metadata files kept)")
     parser.add_argument("--keep-work", action="store_true",
                         help="leave the work folder: each tool's lake as it left it, the logs")
     args = parser.parse_args()
     tables = harness.count(parser, "tables", args.tables, FULL_SHAPE[0], QUICK_SHAPE[0], args)
     appends = harness.count(parser, "appends", args.appends, FULL_SHAPE[1], QUICK_SHAPE[1], args, least=2)
     concurrency = tuple(int(c) for c in args.concurrency.split(",")) if args.concurrency else CONCURRENCY
+    if args.metadata_files is not None and args.metadata_files < 1:
+        parser.error(f"argument --metadata-files: {args.metadata_files} is not allowed; expected a whole number >= 1")
     try:
-        figures = run(tables, appends, concurrency, args.quick, keep=args.keep_work,
+        figures = run(tables, appends, concurrency, args.quick, keep=args.keep_work, metadata_files=args.metadata_files,
                       partial=lambda so_far: harness.write_results(f"{NAME}.partial", so_far, args.results))
     except PeerUnavailable as exc:
         parser.exit(1, f"error: {exc}\n")

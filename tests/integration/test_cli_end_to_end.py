@@ -173,6 +173,31 @@ def test_a_fleet_run_creates_its_lease_log_checks_its_catalog_and_takes_the_leas
     assert events[0].claim_id == events[1].claim_id
 
 
+def test_a_fleet_expiry_sets_the_catalog_policys_metadata_file_retention(
+        built: DbtProject, spark: SparkSession, warehouse: Path) -> None:
+    """`retain_metadata_files` through the fleet engine: a catalog-only table's expiry records its
+    check with Iceberg's delete-after-commit and previous-versions-max, so that commit leaves its
+    metadata folder the current metadata.json and one previous."""
+    table = built.table("cli_retention")
+    spark.sql(f"create table {table} (id bigint) using iceberg")
+    for i in range(4):
+        spark.sql(f"insert into {table} values ({i})")
+    metadata = warehouse.resolve() / built.schema / "cli_retention" / "metadata"
+    assert len(list(metadata.glob("*.metadata.json"))) == 5
+    policy = ("{dbt_iceberg_maint_catalog_policy: {expire_snapshots: {older_than_hours: 0, retain_last: 1, "
+              "retain_metadata_files: 1}, compaction: false, remove_orphan_files: false, rewrite_manifests: false}}")
+    result = cli(built, "maintain", "--select", "event_log", "--operation", "expire_snapshots", "--include-catalog",
+                 f"{built.schema}.cli_retention", "--concurrency", "1", "--output", "json", "--vars", policy, *PROJECT)
+    assert result.exit_code == 0, result.output
+    steps = {r["table"]: r for r in json_document(result.stdout)["results"]}
+    assert steps[f"{built.schema}.cli_retention"]["status"] == "success", steps
+    properties = dict(spark.sql(f"show tblproperties {table}").collect())
+    assert properties["write.metadata.previous-versions-max"] == "1", properties
+    assert properties["write.metadata.delete-after-commit.enabled"] == "true", properties
+    assert len(list(metadata.glob("*.metadata.json"))) == 2
+    assert spark.sql(f"select sum(id) from {table}").collect()[0][0] == 6
+
+
 def test_maintain_command_exits_1_when_an_operation_fails(built: DbtProject, spark: SparkSession) -> None:
     table = built.table("event_log")
     spark.sql(f"alter table {table} set tblproperties ('gc.enabled' = 'false')")
