@@ -160,8 +160,8 @@
 
 {#- Pure: the table properties an expiry that ran sets when the policy's `retain_metadata_files` is N:
     Iceberg then keeps the N newest previous metadata files and deletes older ones at each commit
-    (this one first), which expire_snapshots never deletes. A reader needs N commits between finding
-    a metadata file and reading it to miss one. {} when unset. -#}
+    (this one first), which expire_snapshots never deletes. A reader misses the metadata file it
+    found only if more than N commits come before it reads it. {} when unset. -#}
 {% macro _iceberg_maint_metadata_retention(section) %}
   {%- if section.get('retain_metadata_files') is none -%}{{ return({}) }}{%- endif -%}
   {{ return({'write.metadata.delete-after-commit.enabled': 'true',
