@@ -1,6 +1,9 @@
 {#- Turn a model's `meta.iceberg_maint` policy into the Iceberg table properties it declares.
     isolation_level -> write.{delete,update,merge}.isolation-level
     commit_retry    -> commit.retry.{num-retries,min-wait-ms,max-wait-ms,total-timeout-ms}
+    expire_snapshots.retain_metadata_files -> write.metadata.{delete-after-commit.enabled,
+                       previous-versions-max}, what each expiry that ran sets too (a value the
+                       maintenance policy checks refuse declares nothing here)
     properties      -> as given (values as strings)
     Invalid input raises one compiler error listing every problem. -#}
 {% macro declared_table_properties(policy) %}
@@ -88,6 +91,12 @@
           ~ retry_keys.keys() | list | join(', ')) -%}
   {%- endif -%}
 
+  {#- Set by the expiry as well: declared here, `properties` cannot set them otherwise unnoticed. -#}
+  {%- set expiry = policy.get('expire_snapshots') -%}
+  {%- set kept = expiry.get('retain_metadata_files') if expiry is mapping else none -%}
+  {%- set retention = dbt_iceberg_maint._iceberg_maint_metadata_retention({'retain_metadata_files': kept})
+        if kept is integer and kept is not boolean and kept > 0 else {} -%}
+
   {%- set free = policy.get('properties') -%}
   {%- if free is none -%}
   {%- elif free is mapping -%}
@@ -102,6 +111,9 @@
       {%- elif key_text in props and props[key_text] != dbt_iceberg_maint._iceberg_maint_property_value(value) -%}
         {%- do errors.append("properties." ~ key_text ~ " = " ~ tojson(value) ~ " contradicts '" ~ props[key_text]
               ~ "' declared by isolation_level/commit_retry; declare it once") -%}
+      {%- elif key_text in retention and retention[key_text] != dbt_iceberg_maint._iceberg_maint_property_value(value) -%}
+        {%- do errors.append("properties." ~ key_text ~ " = " ~ tojson(value) ~ " contradicts '" ~ retention[key_text]
+              ~ "' that expire_snapshots.retain_metadata_files sets; declare it once") -%}
       {%- else -%}
         {%- do props.update({key_text: dbt_iceberg_maint._iceberg_maint_property_value(value)}) -%}
       {%- endif -%}
@@ -110,5 +122,6 @@
     {%- do errors.append("properties = " ~ tojson(free)
           ~ " is not allowed; expected a mapping of property name to value") -%}
   {%- endif -%}
+  {%- do props.update(retention) -%}
   {{ return([props, errors]) }}
 {% endmacro %}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
+from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -133,3 +134,37 @@ def test_table_without_a_declared_policy_is_skipped(spark: SparkSession, dbt_pro
     assert result.status == "skipped"
     assert result.reason == "no isolation_level, commit_retry or properties declared"
     assert metadata_versions(spark, users) == versions
+
+
+def test_the_expirys_metadata_file_retention_is_reconciled_and_a_contradiction_refused(
+        spark: SparkSession, dbt_project: DbtProject) -> None:
+    """`expire_snapshots.retain_metadata_files` declares the two properties each expiry sets:
+    apply_table_properties reconciles them (that ALTER deletes the metadata files beyond them), and
+    a `properties` entry giving one another value fails naming both, changing nothing."""
+    table = dbt_project.table("props_retention")
+    spark.sql(f"create table {table} (id bigint) using iceberg")
+    for i in range(5):
+        spark.sql(f"insert into {table} values ({i})")
+    relation = f"{dbt_project.schema}.props_retention"
+
+    def apply(policy: dict[str, object], expect_success: bool = True) -> DbtInvocation:
+        return dbt_project("run-operation", "dbt_iceberg_maint.apply_table_properties", "--args",
+                           json.dumps({"relation": relation, "policy": policy}), expect_success=expect_success)
+
+    before = (tblproperties(spark, table), metadata_versions(spark, table))
+    refused = apply({"expire_snapshots": {"retain_metadata_files": 2},
+                     "properties": {"write.metadata.previous-versions-max": 9}}, expect_success=False)
+    text = " ".join([str(refused.exception), *refused.log_messages])
+    assert ("properties.write.metadata.previous-versions-max = 9 contradicts '2' that "
+            "expire_snapshots.retain_metadata_files sets; declare it once") in text
+    assert (tblproperties(spark, table), metadata_versions(spark, table)) == before
+
+    [result] = property_results(apply({"expire_snapshots": {"retain_metadata_files": 2}}).log_messages)
+    assert result.status == "success"
+    assert result.metrics["changed"] == {
+        "write.metadata.delete-after-commit.enabled": {"from": None, "to": "true"},
+        "write.metadata.previous-versions-max": {"from": None, "to": "2"},
+    }
+    # The log keeps the current metadata file and 2 previous ones; the older files are gone.
+    assert metadata_versions(spark, table) == 3
+    assert spark.sql(f"select count(*), sum(id) from {table}").collect()[0] == (5, 10)

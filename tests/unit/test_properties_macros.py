@@ -124,6 +124,15 @@ ERROR_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
             "commit_retry.num_retries = 0 is not allowed; expected a positive integer",
         ],
     ),
+    "retention_contradicted": (
+        {"expire_snapshots": {"retain_metadata_files": 5},
+         "properties": {"write.metadata.previous-versions-max": 50,
+                        "write.metadata.delete-after-commit.enabled": True}},
+        [
+            "properties.write.metadata.previous-versions-max = 50 contradicts '5' that "
+            "expire_snapshots.retain_metadata_files sets; declare it once"
+        ],
+    ),
     "valid": ({"isolation_level": "snapshot", "commit_retry": {"num_retries": 10}}, []),
 }
 
@@ -168,6 +177,15 @@ DECLARED_CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
         },
     ),
     "nothing": ({"compaction": {"min_input_files": 2}}, {}),
+    # The expiry's metadata-file retention, declared as apply_table_properties() reconciles it.
+    "retention": (
+        {"expire_snapshots": {"older_than_hours": 24, "retain_metadata_files": 3},
+         "properties": {"write.metadata.previous-versions-max": "3"}},
+        {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "3"},
+    ),
+    # A value the maintenance policy checks refuse, or expiry switched off as a whole, declares nothing.
+    "retention_refused": ({"expire_snapshots": {"retain_metadata_files": 0}}, {}),
+    "retention_without_expiry": ({"expire_snapshots": False}, {}),
 }
 
 SQL_CASES: dict[str, tuple[dict[str, str], dict[str, str], str]] = {
