@@ -91,7 +91,7 @@
           ~ retry_keys.keys() | list | join(', ')) -%}
   {%- endif -%}
 
-  {#- Set by the expiry as well: declared here, `properties` cannot set them otherwise unnoticed. -#}
+  {#- Each expiry that ran sets these too: declared here, a `properties` entry that contradicts them is refused. -#}
   {%- set expiry = policy.get('expire_snapshots') -%}
   {%- set kept = expiry.get('retain_metadata_files') if expiry is mapping else none -%}
   {%- set retention = dbt_iceberg_maint._iceberg_maint_metadata_retention({'retain_metadata_files': kept})

@@ -187,7 +187,7 @@ def test_a_fleet_expiry_sets_the_catalog_policys_metadata_file_retention(
     policy = ("{dbt_iceberg_maint_catalog_policy: {expire_snapshots: {older_than_hours: 0, retain_last: 1, "
               "retain_metadata_files: 1}, compaction: false, remove_orphan_files: false, rewrite_manifests: false}}")
     result = cli(built, "maintain", "--select", "event_log", "--operation", "expire_snapshots", "--include-catalog",
-                 f"{built.schema}.cli_retention", "--concurrency", "1", "--output", "json", "--vars", policy, *PROJECT)
+                 f"{built.schema}.cli_retention", "--concurrency", "1", "--output", "json", *PROJECT, "--vars", policy)
     assert result.exit_code == 0, result.output
     steps = {r["table"]: r for r in json_document(result.stdout)["results"]}
     assert steps[f"{built.schema}.cli_retention"]["status"] == "success", steps
