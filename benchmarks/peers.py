@@ -471,8 +471,9 @@ def summary(figures: Mapping[str, Any]) -> None:
             for name, op in t["operations"].items():
                 print(f"    {name:22} {op['steps']:3} steps {op['step_s']:8.1f} s, CALLs {op['call_s']:7.1f} s, "
                       f"{op['statements']} statements")
-    print(f"ours / theirs: {figures['ratio_ours_over_theirs']}x; with the metadata-file retention: "
-          f"{figures.get('ratio_with_metadata_files')}x")
+    retained = figures.get("ratio_with_metadata_files")
+    print(f"ours / theirs: {figures['ratio_ours_over_theirs']}x"
+          + ("" if retained is None else f"; with the metadata-file retention: {retained}x"))
 
 
 def main() -> None:
