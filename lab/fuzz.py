@@ -370,6 +370,11 @@ EXPLICIT: tuple[dict[str, Any], ...] = (
     {"kind": "twin", "twin": "get_table_health_sql", "kwargs": {"relation": "fuzz.target; drop table fuzz.target",
                                                                 "target_file_size_bytes": 1000}},
     {"kind": "policy", "policy": {"remove_orphan_files": {"older_than_hours": 2**63}}},
+    # Past a Java int, previous-versions-max would fail the ALTER after the expiry ran.
+    {"kind": "policy", "operations": ["expire_snapshots"],
+     "policy": {"expire_snapshots": {"older_than_hours": 0, "retain_last": 1, "retain_metadata_files": 2**31}}},
+    # ... and commit.retry.num-retries past it would fail every commit after apply_table_properties.
+    {"kind": "policy", "policy": {"commit_retry": {"num_retries": 2**31}}},
     {"kind": "policy", "policy": {"properties": {"write.target-file-size-bytes": "1'); drop table fuzz.target; --"}}},
     {"kind": "policy", "policy": {"properties": {"k') , ('gc.enabled": "false"}}},
     {"kind": "policy", "policy": {"compaction": {"where": "1=1) or (1=1"}, "isolation_level": "snapshot"}},

@@ -248,7 +248,22 @@ def alter_problems(sql: str, table: str | None) -> list[str]:
         if not properties or not all(isinstance(p.this, exp.Literal) and isinstance(p.args.get("value"), exp.Literal)
                                      for p in properties):
             problems.append(f"an ALTER that is not literal keys set to literal values: {statement.sql(DIALECT)[:200]}")
+            continue
+        for prop in properties:
+            if prop.this.name in INT_PROPERTIES and not _java_int(prop.args["value"].name):
+                problems.append(f"{prop.this.name} = {prop.args['value'].name!r} is not a Java int, which Iceberg "
+                                "parses it as when it commits")
     return problems
+
+
+# Table properties Iceberg parses as a Java int when it commits: past its range, that commit
+# fails (previous-versions-max) or every later one does (commit.retry.num-retries).
+INT_PROPERTIES = frozenset({"write.metadata.previous-versions-max", "commit.retry.num-retries",
+                            "commit.retry.min-wait-ms", "commit.retry.max-wait-ms", "commit.retry.total-timeout-ms"})
+
+
+def _java_int(text: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+", text)) and -2**31 <= int(text) < 2**31
 
 
 def call_problems(sql: str, procedure: str | None = None, table_location: str | None = None,

@@ -83,8 +83,21 @@ def _expire_errors(section: Mapping[str, Any]) -> list[str]:
     return checks.expire_snapshots_errors(
         section["older_than_hours"] if section["older_than"] is None else None, section["retain_last"],
         section["max_concurrent_deletes"], section["stream_results"], None, section["clean_expired_metadata"],
-        section["older_than"]) + checks.positive_number("expire_snapshots", "retain_metadata_files",
-                                                       section["retain_metadata_files"], integer=True)
+        section["older_than"]) + retain_metadata_files_errors(section["retain_metadata_files"])
+
+
+# Iceberg reads write.metadata.previous-versions-max as a Java int.
+MAX_RETAINED_METADATA_FILES = 2**31 - 1
+
+
+def retain_metadata_files_errors(value: Any) -> list[str]:
+    """`_iceberg_maint_retain_metadata_files_errors`: a larger value would fail the ALTER TABLE
+    after the expiry had run."""
+    errors = checks.positive_number("expire_snapshots", "retain_metadata_files", value, integer=True)
+    if not errors and value is not None and value > MAX_RETAINED_METADATA_FILES:
+        errors.append(f"expire_snapshots: argument `retain_metadata_files` is {value}; it must be at most "
+                      f"{MAX_RETAINED_METADATA_FILES} (Iceberg reads write.metadata.previous-versions-max as an int)")
+    return errors
 
 
 def _expire_due(section: Mapping[str, Any], health: Mapping[str, Any]) -> Decision:

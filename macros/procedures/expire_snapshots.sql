@@ -154,8 +154,19 @@
       retain_last=section.retain_last, max_concurrent_deletes=section.max_concurrent_deletes,
       stream_results=section.stream_results, clean_expired_metadata=section.clean_expired_metadata,
       older_than=section.older_than)
-      + dbt_iceberg_maint._iceberg_maint_check_positive_number('expire_snapshots', 'retain_metadata_files',
-          section.retain_metadata_files, integer=true)) }}
+      + dbt_iceberg_maint._iceberg_maint_retain_metadata_files_errors(section.retain_metadata_files)) }}
+{% endmacro %}
+
+{#- Iceberg reads write.metadata.previous-versions-max as a Java int: a larger value would fail
+    the ALTER TABLE after the expiry had run. Twin: policy/operations.py retain_metadata_files_errors. -#}
+{% macro _iceberg_maint_retain_metadata_files_errors(value) %}
+  {%- set errors = dbt_iceberg_maint._iceberg_maint_check_positive_number('expire_snapshots', 'retain_metadata_files',
+        value, integer=true) -%}
+  {%- if not errors and value is not none and value > 2147483647 -%}
+    {%- do errors.append("expire_snapshots: argument `retain_metadata_files` is " ~ value
+          ~ "; it must be at most 2147483647 (Iceberg reads write.metadata.previous-versions-max as an int)") -%}
+  {%- endif -%}
+  {{ return(errors) }}
 {% endmacro %}
 
 {#- Pure: the table properties an expiry that ran sets when the policy's `retain_metadata_files` is N:

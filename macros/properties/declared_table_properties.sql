@@ -82,6 +82,10 @@
       {%- elif value is boolean or value is not integer or value <= 0 -%}
         {%- do errors.append("commit_retry." ~ key ~ " = " ~ tojson(value)
               ~ " is not allowed; expected a positive integer") -%}
+      {%- elif value > 2147483647 -%}
+        {#- Iceberg parses these as a Java int at every commit: a larger one would fail them all. -#}
+        {%- do errors.append("commit_retry." ~ key ~ " = " ~ tojson(value)
+              ~ " is not allowed; expected at most 2147483647 (Iceberg reads it as an int)") -%}
       {%- else -%}
         {%- do props.update({retry_keys[key]: value | string}) -%}
       {%- endif -%}
@@ -95,7 +99,7 @@
   {%- set expiry = policy.get('expire_snapshots') -%}
   {%- set kept = expiry.get('retain_metadata_files') if expiry is mapping else none -%}
   {%- set retention = dbt_iceberg_maint._iceberg_maint_metadata_retention({'retain_metadata_files': kept})
-        if kept is integer and kept is not boolean and kept > 0 else {} -%}
+        if not dbt_iceberg_maint._iceberg_maint_retain_metadata_files_errors(kept) else {} -%}
 
   {%- set free = policy.get('properties') -%}
   {%- if free is none -%}

@@ -90,6 +90,14 @@ def test_predicates_queries_and_alters() -> None:
     assert alter_problems("alter table fuzz.target set tblproperties ('k' = 'v\\'); --')", "local.fuzz.target") == []
     assert alter_problems("alter table fuzz.target set tblproperties ('k' = 'v'); drop table x", "fuzz.target")
     assert alter_problems("alter table fuzz.other set tblproperties ('k' = 'v')", "fuzz.target")
+    # Properties Iceberg parses as a Java int at commit: within its range, and a whole number.
+    assert alter_problems("alter table fuzz.target set tblproperties ('write.metadata.previous-versions-max' = "
+                          "'2147483647', 'commit.retry.num-retries' = '10')", "fuzz.target") == []
+    assert alter_problems("alter table fuzz.target set tblproperties ('commit.retry.num-retries' = '2147483648')",
+                          "fuzz.target") == ["commit.retry.num-retries = '2147483648' is not a Java int, which "
+                                             "Iceberg parses it as when it commits"]
+    assert alter_problems("alter table fuzz.target set tblproperties ('write.metadata.previous-versions-max' = "
+                          "'2.5')", "fuzz.target")
     assert lexical_problems("a /* b */") == ["a comment outside the literals"]
 
 

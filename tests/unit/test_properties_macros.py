@@ -94,6 +94,11 @@ ERROR_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
         {"commit_retry": {"total_timeout_ms": "60000"}},
         ['commit_retry.total_timeout_ms = "60000" is not allowed; expected a positive integer'],
     ),
+    "retry_beyond_an_int": (
+        {"commit_retry": {"num_retries": 2**31}},
+        ["commit_retry.num_retries = 2147483648 is not allowed; expected at most 2147483647 (Iceberg reads it as "
+         "an int)"],
+    ),
     "retry_not_mapping": (
         {"commit_retry": 10},
         [
@@ -185,6 +190,7 @@ DECLARED_CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
     ),
     # A value the maintenance policy checks refuse, or expiry switched off as a whole, declares nothing.
     "retention_refused": ({"expire_snapshots": {"retain_metadata_files": 0}}, {}),
+    "retention_beyond_an_int": ({"expire_snapshots": {"retain_metadata_files": 2**31}}, {}),
     "retention_without_expiry": ({"expire_snapshots": False}, {}),
 }
 
