@@ -779,8 +779,12 @@
     steps only log their result line); returns the result records. Each table's planned steps
     run under its lease (macros/internal/lease.sql), taken before its first planned step,
     extended before the others, released after its last: when another job holds it, they are
-    skipped with the reason `lease held by ...`. A step Spark rejects stops the macro with the
-    lease taken: it expires after its TTL, or the same run id (a replay) takes it again.
+    skipped with the reason `lease held by ...`. With several tables to run, a table's lease is
+    claimed together with the next tables' (up to 8, _iceberg_maint_lease_claim_many: one INSERT
+    and one read per lease log), and each is taken up by its table's first step; a table the batch
+    did not get claims on its own. A step Spark rejects stops the macro with its lease and those of
+    its batch's tables still to run taken: they expire after their TTL, or the same run id (a
+    replay of the remaining steps) takes them again.
     `path`: who runs the steps (maintain, iceberg_maintenance, execute_maintenance_steps).
     History (macros/internal/history.sql): a row per executed, skipped or failed step (none in a
     dry run), sent before and after each CALL and at the end; `tables` ({table: {node, health}})
@@ -798,6 +802,11 @@
   {%- for step in steps if step.status == 'planned' -%}{%- do last_planned.update({step.table: loop.index0}) -%}{%- endfor -%}
   {%- set planned_index = namespace(i=-1) -%}
   {%- set leases = {} -%}
+  {%- set planned_tables = [] -%}
+  {%- for step in steps if step.status == 'planned' and step.table not in planned_tables -%}
+    {%- do planned_tables.append(step.table) -%}
+  {%- endfor -%}
+  {%- set claims = namespace(tried=[]) -%}  {#- the tables a batch claim has tried -#}
   {%- set handed_by_table = {} -%}
   {%- if handed and dbt_iceberg_maint._iceberg_maint_lease_settings().enabled -%}
     {%- for lease in handed -%}
@@ -839,7 +848,23 @@
         {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_resume(
               handed_by_table.pop(step.table), path, checks)}) -%}
       {%- else -%}
-        {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_acquire(step.table, path, checks)}) -%}
+        {%- set upcoming = [] -%}
+        {%- for table in planned_tables[planned_tables.index(step.table):] if table not in claims.tried
+              and table not in leases and table not in handed_by_table -%}
+          {%- do upcoming.append(table) -%}
+        {%- endfor -%}
+        {%- if upcoming | length > 1 -%}
+          {%- set claims.tried = claims.tried + upcoming[:8] -%}
+          {%- for lease in dbt_iceberg_maint._iceberg_maint_lease_claim_many(upcoming[:8], path, checks) -%}
+            {%- do handed_by_table.update({lease.table: lease}) -%}
+          {%- endfor -%}
+        {%- endif -%}
+        {%- if step.table in handed_by_table -%}
+          {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_resume(
+                handed_by_table.pop(step.table), path, checks)}) -%}
+        {%- else -%}
+          {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_acquire(step.table, path, checks)}) -%}
+        {%- endif -%}
       {%- endif -%}
     {%- endif -%}
     {%- set holder = none -%}

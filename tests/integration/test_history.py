@@ -432,6 +432,54 @@ def test_leases_are_claimed_in_one_commit_taken_up_and_released_in_one(
     assert current_snapshot(spark, built.table("event_log")) == before
 
 
+def test_one_invocations_tables_claim_their_leases_in_one_commit(
+        spark: SparkSession, built: DbtProject) -> None:
+    """Steps of several tables in one invocation (iceberg_maintenance's plan, a whole plan through
+    execute_maintenance_steps): their leases are claimed in one INSERT (one commit) and one read,
+    each taken up by its table's first step and released after its last. A table another run holds
+    is left out of the batch, claims on its own and is skipped, naming the holder."""
+    schema = built.schema
+    log = built.table("iceberg_maint_leases")
+    named = f"{schema}.iceberg_maint_leases"
+    held_table = f"{schema}.batch_steps_held"
+    spark.sql(f"create table if not exists {built.table('batch_steps_held')} (id bigint) using iceberg")
+    held = built("run-operation", "iceberg_maint_lease_contend", "--args",
+                 json.dumps({"table": held_table, "start_ms": 0, "release": False}), run_id="steps-other")
+    assert held.success and markers(held.log_messages, "ICEBERG_MAINT_CASE")[0]["held"]
+
+    tables = [f"{schema}.event_log", held_table, f"{schema}.events"]
+    steps = [{"table": t, "operation": "expire_snapshots", "status": "planned", "reason": "due",
+              "sql": f"CALL system.expire_snapshots(table => '{t}', older_than => TIMESTAMP '2000-01-01 00:00:00', "
+                     "retain_last => 1)"} for t in tables for _ in range(2)]
+    ran = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
+                json.dumps({"steps": steps}), run_id="steps-batch")
+    results = parse_result_lines(ran.log_messages)
+    assert [(r.table, r.status) for r in results] == [
+        (tables[0], "success"), (tables[0], "success"), (held_table, "skipped"), (held_table, "skipped"),
+        (tables[2], "success"), (tables[2], "success")]
+    assert all((r.reason or "").startswith("lease held by steps-other ") for r in results if r.status == "skipped")
+
+    statements = sent(ran)
+    appends = [s for s in statements if s.startswith(f"insert into {named} values ")]
+    reads = [s for s in statements if s.startswith("select l.table_name, l.event")]
+    # The batch's claim (three rows), event_log's release, the held table's own claim, events' release.
+    assert [(s.count("'claim'"), s.count("'release'")) for s in appends] == [(3, 0), (0, 1), (1, 0), (0, 1)], appends
+    assert len(reads) == 2
+
+    spark.sql(f"refresh table {log}")
+    rows = [(r.table_name, r.event, r.seq) for r in spark.sql(
+        f"select l.table_name, l.event, e.sequence_number as seq from {log} l join {log}.entries e "
+        "on l._file = e.data_file.file_path where e.status < 2 and l.holder = 'steps-batch' "
+        "order by seq, l.table_name").collect()]
+    claims = [(t, seq) for t, event, seq in rows if event == "claim"]
+    releases = [(t, seq) for t, event, seq in rows if event == "release"]
+    assert sorted(t for t, _ in claims) == ["batch_steps_held", "batch_steps_held", "event_log", "events"]
+    assert len({seq for t, seq in claims if t != "batch_steps_held"}) == 1  # one commit for the batch
+    assert sorted(t for t, _ in releases) == ["event_log", "events"]
+    assert [r["lease_holder"] for r in history(spark, built, "steps-batch") if r["status"] == "success"] == [
+        "steps-batch"] * 4
+
+
 def test_a_bad_history_checked_is_refused_and_changes_nothing(spark: SparkSession, built: DbtProject) -> None:
     # The history table exists (as the module's earlier tests leave it), so that "no row" is read, not
     # a missing table, when this test runs alone.
