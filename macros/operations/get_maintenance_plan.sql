@@ -83,7 +83,8 @@
 {#- iceberg_maintenance's first tier for many tables at once: for each table that exists (its
     schema's listing said so) and is to be planned, its properties, read as its plan would read
     them, then the summaries of those whose plan reads one, in one statement per 25 tables
-    (_iceberg_maint_summary_figures_many) instead of one per table. Each entry gets `known`
+    (_iceberg_maint_summary_figures_many) instead of one per table, and likewise the data
+    manifests of those whose plan still decides rewrite_manifests. Each entry gets `known`
     ({properties, summary}) for _iceberg_maint_plan_table, which decides from them exactly as it
     would from its own reads (the same macros decide what to read). A table's reads follow its
     START marker, as its planning's do, so a failing SHOW TBLPROPERTIES names its table. -#}
@@ -103,12 +104,26 @@
       {%- do entry.update({'known': {'properties': properties}}) -%}
       {%- if first.reads_summary -%}
         {%- do requests.append({'entry': entry, 'table': entry.table, 'properties': properties,
-              'as_of': first.as_of_text, 'table_bytes': first.sized, 'lineage_of': first.recorded.values() | list}) -%}
+              'as_of': first.as_of_text, 'table_bytes': first.sized, 'lineage_of': first.recorded.values() | list,
+              'deciding': first.deciding, 'recorded': first.recorded}) -%}
       {%- endif -%}
     {%- endif -%}
   {%- endfor -%}
   {%- for figures in dbt_iceberg_maint._iceberg_maint_summary_figures_many(requests) -%}
     {%- do requests[loop.index0].entry.known.update({'summary': figures}) -%}
+  {%- endfor -%}
+  {#- The second tier's data manifests likewise, for the tables whose plan still decides
+      rewrite_manifests after its summary (nothing skipped it as unchanged since its check). -#}
+  {%- set counting = [] -%}
+  {%- for request in requests if 'rewrite_manifests' in request.deciding -%}
+    {%- set summary = request.entry.known.summary -%}
+    {%- if 'rewrite_manifests' not in dbt_iceberg_maint._iceberg_maint_unchanged_operations(request.recorded,
+          summary.snapshot_id, summary.get('lineage') or {}) -%}
+      {%- do counting.append(request) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for count in dbt_iceberg_maint._iceberg_maint_data_manifests_many(counting | map(attribute='table') | list) -%}
+    {%- do counting[loop.index0].entry.known.summary.update({'data_manifests': count}) -%}
   {%- endfor -%}
 {% endmacro %}
 
@@ -186,7 +201,7 @@
     Forced, it reads no figures, only the cold scope for the compaction's `where` and, under
     `partial_progress: auto`, the table's size (the summary's total-files-size).
     known_properties, known_summary: the table's properties and first tier when the caller has read
-    them already (_iceberg_maint_plan_prefetch). -#}
+    them already (_iceberg_maint_plan_prefetch; its summary may hold the data manifests too). -#}
 {% macro _iceberg_maint_plan_facts(relation, requested, resolved, force, as_of, known_properties=none,
     known_summary=none) %}
   {%- set table = dbt_iceberg_maint._iceberg_maint_qualified_name(relation) -%}
@@ -240,7 +255,8 @@
         manifests are read then only. -#}
     {%- set deletes = delete_files != 0 -%}
     {%- do health.update(dbt_iceberg_maint._iceberg_maint_deep_figures(table,
-          threshold if compacting and scope is none else none, 'rewrite_manifests' in deciding,
+          threshold if compacting and scope is none else none,
+          'rewrite_manifests' in deciding and 'data_manifests' not in health,
           'rewrite_position_delete_files' in deciding and delete_files is none,
           deletion_vectors='rewrite_position_delete_files' in deciding and deletes,
           delete_ratio=compacting and not force and scope is none and deletes)) -%}
@@ -349,6 +365,29 @@
     {%- endfor -%}
   {%- endfor -%}
   {{ return(figures) }}
+{% endmacro %}
+
+
+{#- The data manifests (manifests with content 0, the current snapshot's) of many tables, in one
+    statement per `chunk` of them: their manifests metadata tables (read from the manifest lists)
+    in one UNION ALL, counted per table, as _iceberg_maint_summary_figures_many reads summaries.
+    Returns the counts in the tables' order. -#}
+{% macro _iceberg_maint_data_manifests_many(tables, chunk=25) %}
+  {%- set counts = [] -%}
+  {%- for batch in tables | batch(chunk) -%}
+    {%- set branches = [] -%}
+    {%- for table in batch -%}
+      {%- do branches.append('select ' ~ loop.index0 ~ ' as request_index from ' ~ table ~ '.manifests where content = 0') -%}
+    {%- endfor -%}
+    {%- set rows = {} -%}
+    {%- for row in run_query('select m.request_index, count(*) as data_manifests from (' ~ branches | join(' union all ')
+          ~ ') m group by m.request_index').rows -%}
+      {%- do rows.update({row['request_index'] | int: row['data_manifests'] | int}) -%}
+    {%- endfor -%}
+    {#- A table without data manifests has no row. -#}
+    {%- for table in batch -%}{%- do counts.append(rows.get(loop.index0, 0)) -%}{%- endfor -%}
+  {%- endfor -%}
+  {{ return(counts) }}
 {% endmacro %}
 
 

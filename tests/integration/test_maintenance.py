@@ -192,8 +192,25 @@ def test_a_failing_operation_does_not_stop_the_following_ones(spark: SparkSessio
 def test_one_statement_reads_the_summaries_of_a_schemas_tables_and_each_plan_is_its_own(
         spark: SparkSession, built: DbtProject) -> None:
     """iceberg_maintenance reads the snapshot summaries of the tables it plans in one statement (a
-    UNION ALL of their snapshots tables) and decides for each table what maintain() decides for it
-    alone, from that table's own summary query."""
+    UNION ALL of their snapshots tables), then their data manifests likewise, and decides for each
+    table what maintain() decides for it alone, from that table's own queries."""
+    # Without the manifests' recorded checks (earlier tests may have left them; put back after),
+    # both tables' plans decide rewrite_manifests from their data manifests.
+    checked = "dbt-iceberg-maint.checked-snapshot.rewrite_manifests"
+    recorded = {}
+    for name in ("event_log", "events"):
+        rows = spark.sql(f"show tblproperties {built.table(name)} ('{checked}')").collect()
+        recorded[name] = rows[0][1] if rows and rows[0][1].isdigit() else None
+        spark.sql(f"alter table {built.table(name)} unset tblproperties if exists ('{checked}')")
+    try:
+        plans_match_their_own(built)
+    finally:
+        for name, value in recorded.items():
+            if value is not None:
+                spark.sql(f"alter table {built.table(name)} set tblproperties ('{checked}' = '{value}')")
+
+
+def plans_match_their_own(built: DbtProject) -> None:
     # Judged two days ahead (as_of), so that the expiries are due and the figures fixed.
     as_of = (datetime.now(timezone.utc) + timedelta(hours=48)).strftime("%Y-%m-%dT%H:%M:%SZ")
     invocation, results = maintenance(built, dry_run=True, as_of=as_of)
@@ -206,12 +223,16 @@ def test_one_statement_reads_the_summaries_of_a_schemas_tables_and_each_plan_is_
     # Every table whose policy is enabled (event_log, events; user_summary's is not).
     enabled = {r.table.lower() for r in results if not (r.reason or "").startswith("maintenance disabled")}
     assert read == sorted(enabled) and len(read) == 2, (read, results)
+    # The tables' data manifests (rewrite_manifests is decided for both) likewise, in one statement.
+    counted = [s for s in sent if "as data_manifests" in s]
+    assert len(counted) == 1 and sorted(set(re.findall(r"from ([\w.]+)\.manifests\b", counted[0]))) == read, counted
     for table in read:
         operations = [r.operation for r in results if r.table.lower() == table]
         alone = built("run-operation", "dbt_iceberg_maint.maintain", "--args", json.dumps(
             {"relation": table, "operations": operations, "dry_run": True, "as_of": as_of}))
         own = [e.msg.lower() for e in alone.events if e.name == "SQLQuery"]
         assert sum("count(*) as snapshots" in s for s in own) == 1 and " union all " not in " ".join(own), own
+        assert sum("as data_manifests" in s for s in own) == 1, own
         expected = [(r.operation, r.status, normalise_reason(r.reason), r.sql)
                     for r in parse_result_lines(alone.log_messages)]
         assert [(r.operation, r.status, normalise_reason(r.reason), r.sql)
