@@ -883,20 +883,20 @@
       {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
       {%- if step.table in leases -%}
         {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_renew(leases[step.table])}) -%}
-      {%- elif step.table in handed_by_table -%}
-        {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_resume(
-              handed_by_table.pop(step.table), path, checks)}) -%}
       {%- else -%}
-        {%- set upcoming = [] -%}
-        {%- for table in planned_tables[planned_tables.index(step.table):] if table not in claims.tried
-              and table not in leases and table not in handed_by_table -%}
-          {%- do upcoming.append(table) -%}
-        {%- endfor -%}
-        {%- if upcoming | length > 1 -%}
-          {%- set claims.tried = claims.tried + upcoming[:8] -%}
-          {%- for lease in dbt_iceberg_maint._iceberg_maint_lease_claim_many(upcoming[:8], path, checks) -%}
-            {%- do handed_by_table.update({lease.table: lease}) -%}
+        {%- if step.table not in handed_by_table -%}
+          {#- Not handed over: claimed with the next tables to run that have no lease yet. -#}
+          {%- set upcoming = [] -%}
+          {%- for table in planned_tables[planned_tables.index(step.table):] if table not in claims.tried
+                and table not in leases and table not in handed_by_table -%}
+            {%- do upcoming.append(table) -%}
           {%- endfor -%}
+          {%- if upcoming | length > 1 -%}
+            {%- set claims.tried = claims.tried + upcoming[:8] -%}
+            {%- for lease in dbt_iceberg_maint._iceberg_maint_lease_claim_many(upcoming[:8], path, checks) -%}
+              {%- do handed_by_table.update({lease.table: lease}) -%}
+            {%- endfor -%}
+          {%- endif -%}
         {%- endif -%}
         {%- if step.table in handed_by_table -%}
           {%- do leases.update({step.table: dbt_iceberg_maint._iceberg_maint_lease_resume(
