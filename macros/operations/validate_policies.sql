@@ -45,7 +45,10 @@
           dbt_iceberg_maint._iceberg_maint_resolved_policy(raw_policy))) -%}
   {%- endif -%}
   {%- if raw_policy is mapping -%}
-    {%- do errors.extend(dbt_iceberg_maint.table_properties_policy_errors(raw_policy)) -%}
+    {#- Both check retain_metadata_files: its error once. -#}
+    {%- for error in dbt_iceberg_maint.table_properties_policy_errors(raw_policy) if error not in errors -%}
+      {%- do errors.append(error) -%}
+    {%- endfor -%}
   {%- endif -%}
   {{ return(errors) }}
 {% endmacro %}

@@ -95,11 +95,14 @@
           ~ retry_keys.keys() | list | join(', ')) -%}
   {%- endif -%}
 
-  {#- Each expiry that ran sets these too: declared here, a `properties` entry that contradicts them is refused. -#}
+  {#- Each expiry that ran sets these too: declared here, a `properties` entry that contradicts them
+      is refused, and so is a value the expiry itself would refuse. -#}
   {%- set expiry = policy.get('expire_snapshots') -%}
   {%- set kept = expiry.get('retain_metadata_files') if expiry is mapping else none -%}
-  {%- set retention = dbt_iceberg_maint._iceberg_maint_metadata_retention({'retain_metadata_files': kept})
-        if not dbt_iceberg_maint._iceberg_maint_retain_metadata_files_errors(kept) else {} -%}
+  {%- set kept_errors = dbt_iceberg_maint._iceberg_maint_retain_metadata_files_errors(kept) -%}
+  {%- do errors.extend(kept_errors) -%}
+  {%- set retention = {} if kept_errors
+        else dbt_iceberg_maint._iceberg_maint_metadata_retention({'retain_metadata_files': kept}) -%}
 
   {%- set free = policy.get('properties') -%}
   {%- if free is none -%}

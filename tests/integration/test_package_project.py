@@ -25,6 +25,8 @@ from tests.integration.test_first_try import dbt
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from dbt_iceberg_maint.runtime.invoke import DbtInvocation
+
 pytestmark = pytest.mark.integration
 
 SCHEMA = "package_shop"
@@ -132,6 +134,15 @@ def write_root(root: Path, policy: str = POLICY) -> None:
     (root / "dbt_project.yml").write_text(ROOT.format(policy=policy))
 
 
+def run_with_policy(root: Path, policy: str) -> DbtInvocation:
+    """`dbt run` with `policy` in the root project, which must fail; the policy is put back after."""
+    write_root(root, policy)
+    try:
+        return dbt(root, "run", expect_success=False)
+    finally:
+        write_root(root)
+
+
 @pytest.fixture(scope="module")
 def project(spark: SparkSession, warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("package_project")
@@ -203,15 +214,16 @@ def test_a_package_builds_twice_and_is_maintained(spark: SparkSession, project: 
 def test_a_policy_mistake_stops_the_run_before_any_model(spark: SparkSession, project: Path) -> None:
     dbt(project, "build", "--select", "shop_orders_daily+")
     before = spark.sql(f"select snapshot_id from {SCHEMA}.shop_orders_daily.refs where name = 'main'").first()[0]
-    write_root(project, POLICY.replace("compaction:", "compation:"))
-    try:
-        failed = dbt(project, "run", expect_success=False)
-    finally:
-        write_root(project)
+    failed = run_with_policy(project, POLICY.replace("compaction:", "compation:"))
     text = failed.exception or ""
     # Each mistake once, as maintain() words it, with the models that inherit it.
     assert text.count("has unknown key `compation`") == 1, text
     assert "found before any model ran" in text and "(3 node(s): " in text, text
     assert not [m for m in failed.log_messages if "START sql" in m and "shop_orders_daily" in m]
+    # A mistake both maintain() and apply_table_properties() check is listed once, with its models once each.
+    text = run_with_policy(project, POLICY.replace("retain_last: 5}", "retain_last: 5, retain_metadata_files: 0}")
+                           ).exception or ""
+    assert text.count("argument `retain_metadata_files` is 0; it must be greater than 0 (3 node(s): ") == 1, text
+    assert "1 mistake(s) in meta.iceberg_maint" in text, text
     after = spark.sql(f"select snapshot_id from {SCHEMA}.shop_orders_daily.refs where name = 'main'").first()[0]
     assert after == before

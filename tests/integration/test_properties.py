@@ -122,6 +122,23 @@ def test_invalid_policy_fails_and_changes_nothing(spark: SparkSession, dbt_proje
     assert "commit_retry.num_retries = -1 is not allowed; expected a positive integer" in text
     assert (tblproperties(spark, events), metadata_versions(spark, events)) == before
     assert property_results(failed.log_messages) == []
+    # Past a Java int, which Iceberg parses both properties as at every commit (set, every later
+    # commit of the table would fail): refused before any statement.
+    for policy, said in (
+            ({"commit_retry": {"num_retries": 2**31}},
+             "commit_retry.num_retries = 2147483648 is not allowed; expected at most 2147483647"),
+            ({"expire_snapshots": {"retain_metadata_files": 2**31}},
+             "expire_snapshots: argument `retain_metadata_files` is 2147483648; it must be at most 2147483647")):
+        refused = dbt_project(
+            "run-operation", "dbt_iceberg_maint.apply_table_properties", "--args",
+            json.dumps({"relation": f"{dbt_project.schema}.events", "policy": {"isolation_level": "snapshot",
+                                                                                **policy}}),
+            expect_success=False,
+        )
+        text = " ".join([str(refused.exception), *refused.log_messages])
+        assert not refused.success and said in text, text
+        assert (tblproperties(spark, events), metadata_versions(spark, events)) == before
+        assert property_results(refused.log_messages) == []
 
 
 def test_table_without_a_declared_policy_is_skipped(spark: SparkSession, dbt_project: DbtProject) -> None:

@@ -99,6 +99,16 @@ ERROR_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
         ["commit_retry.num_retries = 2147483648 is not allowed; expected at most 2147483647 (Iceberg reads it as "
          "an int)"],
     ),
+    # A retention the expiry would refuse is refused here too, with the same message.
+    "retention_refused": (
+        {"expire_snapshots": {"retain_metadata_files": 0}},
+        ["expire_snapshots: argument `retain_metadata_files` is 0; it must be greater than 0"],
+    ),
+    "retention_beyond_an_int": (
+        {"expire_snapshots": {"retain_metadata_files": 2**31}},
+        ["expire_snapshots: argument `retain_metadata_files` is 2147483648; it must be at most 2147483647 "
+         "(Iceberg reads write.metadata.previous-versions-max as an int)"],
+    ),
     "retry_not_mapping": (
         {"commit_retry": 10},
         [
@@ -188,9 +198,7 @@ DECLARED_CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
          "properties": {"write.metadata.previous-versions-max": "3"}},
         {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "3"},
     ),
-    # A value the maintenance policy checks refuse, or expiry switched off as a whole, declares nothing.
-    "retention_refused": ({"expire_snapshots": {"retain_metadata_files": 0}}, {}),
-    "retention_beyond_an_int": ({"expire_snapshots": {"retain_metadata_files": 2**31}}, {}),
+    # Expiry switched off as a whole declares nothing.
     "retention_without_expiry": ({"expire_snapshots": False}, {}),
 }
 
