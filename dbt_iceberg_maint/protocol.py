@@ -37,8 +37,12 @@ CHECKED_MARKER: Final = "ICEBERG_MAINT_CHECKED"
 # The leases an invocation asked to keep held after its steps (execute_maintenance_steps'
 # `keep_leases`; debug level): the fleet engine hands each to the table's next step (`leases`).
 KEPT_MARKER: Final = "ICEBERG_MAINT_KEPT"
+# A step's history row its invocation did not write (execute_maintenance_steps' `defer_history`;
+# debug level): the fleet engine writes the rows of many steps in one INSERT (claim_leases'
+# `history_rows`).
+HISTORY_ROWS_MARKER: Final = "ICEBERG_MAINT_HISTORY_ROWS"
 MARKERS: Final = (RESULT_MARKER, PLAN_MARKER, START_MARKER, SELECTION_MARKER, SNAPSHOTS_MARKER, LEASES_MARKER,
-                  HISTORY_MARKER, CHECKED_MARKER, KEPT_MARKER)
+                  HISTORY_MARKER, CHECKED_MARKER, KEPT_MARKER, HISTORY_ROWS_MARKER)
 
 # Result statuses (the contract's result channel).
 SUCCESS: Final = "success"
@@ -112,7 +116,8 @@ def as_dict() -> dict[str, object]:
     return {
         "markers": {"result": RESULT_MARKER, "plan": PLAN_MARKER, "start": START_MARKER,
                     "selection": SELECTION_MARKER, "snapshots": SNAPSHOTS_MARKER, "leases": LEASES_MARKER,
-                    "history": HISTORY_MARKER, "checked": CHECKED_MARKER, "kept": KEPT_MARKER},
+                    "history": HISTORY_MARKER, "checked": CHECKED_MARKER, "kept": KEPT_MARKER,
+                    "history_rows": HISTORY_ROWS_MARKER},
         "statuses": list(STATUSES),
         "step_statuses": list(STEP_STATUSES),
         "step_keys": list(STEP_KEYS),

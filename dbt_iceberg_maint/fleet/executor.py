@@ -291,7 +291,7 @@ def _summarise(where: _Project, inputs: _Inputs, plan: _Plan, pool: Pool, outcom
     return FleetReport(where.run_id, tuple(every), plan.ordered, inputs.concurrency, pool.workers[0].mode,
                        inputs.budget_s, inputs.timeout_s, plan.planning_s, execution_s, pool.invocations,
                        pool.statements, resumed_from=resumed_from, catalog=plan.coverage,
-                       history_problems=recording_problems(recorded))
+                       history_problems=tuple(dict.fromkeys([*pool.history_problems, *recording_problems(recorded)])))
 
 
 def run_fleet(

@@ -1,7 +1,9 @@
 """The fleet engine's pool: the steps' shared schedule and the loop each worker runs, taking the
 next step (scheduler.py decides which), running it and settling its outcome, until nothing is
 left to start or the budget closed; and the tables' leases, claimed in batches (claim_leases)
-and handed from step to step (docs/leases.md), so that a step sends no lease statement of its own."""
+and handed from step to step (docs/leases.md), so that a step sends no lease statement of its own.
+The steps' history rows go the same way: each step logs its row, and the next batch claim (or the
+run's end) writes the rows so far in one INSERT (docs/history.md)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,16 @@ from dbt_iceberg_maint.fleet.scheduler import Step, StepOutcome, TableWork
 from dbt_iceberg_maint.fleet.steps import after_failure, step_args, step_outcome
 from dbt_iceberg_maint.fleet.workers import Worker
 from dbt_iceberg_maint.maintenance.leases import claim_args
-from dbt_iceberg_maint.maintenance.results import CHECK_KINDS, checked_facts, history_written, kept_leases
-from dbt_iceberg_maint.maintenance.run import marker_messages
+from dbt_iceberg_maint.maintenance.results import (
+    CHECK_KINDS,
+    checked_facts,
+    deferred_history_rows,
+    history_problems,
+    history_written,
+    kept_leases,
+)
+from dbt_iceberg_maint.maintenance.run import error_text, marker_messages
+from dbt_iceberg_maint.protocol import HISTORY_MARKER, KEPT_MARKER, marker_payloads
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation
 
 # What the progress callback receives after every change: counts and the ETA in seconds.
@@ -119,8 +129,14 @@ class Pool:
         # claim, or at the run's end.
         self.finished: dict[str, Mapping[str, Any]] = {}
         # Off once a batch claim took no lease (leases disabled, or it failed): each step then
-        # claims its table's lease itself, and hands it over while the table has steps left.
+        # claims its table's lease itself, hands it over while the table has steps left, and
+        # writes its own history row.
         self.batching = True
+        # The history rows the steps deferred while batching: written by the next batch claim, or
+        # at the run's end (give_back_kept). A killed engine loses them, as it leaves its leases.
+        self.unwritten: list[Mapping[str, Any]] = []
+        # Why rows the pool wrote were not written (the history's checks, or the INSERT's failure).
+        self.history_problems: list[str] = []
         # Steps start once every worker is ready (dbt imported): a worker that is ready first would
         # otherwise take a short queue alone while the others still start.
         self.ready = threading.Barrier(len(self.workers))
@@ -163,19 +179,28 @@ class Pool:
                 return lease
             release = list(self.finished.values())
             self.finished.clear()
+            rows, self.unwritten = self.unwritten, []
+            history_checked = self.history_ready
         claimed: dict[str, dict[str, Any]] = {}
         invocation = None
+        settled = False
         try:
-            invocation = worker.run([*claim_args([table, *others], release, self.known_checks()), *self.dbt_args],
-                                    self.timeout_s).invocation
+            invocation = worker.run([*claim_args([table, *others], release, self.known_checks(), rows,
+                                                 history_checked), *self.dbt_args], self.timeout_s).invocation
             self.note_checks(invocation)
-            claimed = kept_leases(marker_messages(invocation)) if invocation and invocation.success else {}
+            messages = marker_messages(invocation) if invocation else ()
+            # Its KEPT line follows the release and the claim: they hold even if the history's INSERT,
+            # which comes last, failed.
+            settled = invocation is not None and (invocation.success
+                                                  or any(True for _ in marker_payloads(messages, KEPT_MARKER)))
+            claimed = kept_leases(messages) if settled else {}
         finally:
             # The claimed leases are kept before the reserved tables are free again.
             with state.cond:
                 self.invocations += 1
                 self.statements += len(invocation.sql_statements) if invocation else 0
-                if not (invocation and invocation.success):
+                self._note_rows_written(rows, invocation)
+                if not settled:
                     self.finished.update({lease["table"]: lease for lease in release})  # given back at the end
                 if not claimed:
                     self.batching = False
@@ -186,6 +211,17 @@ class Pool:
                 state.cond.notify_all()
         return claimed.get(table)
 
+    def _note_rows_written(self, rows: list[Mapping[str, Any]], invocation: DbtInvocation | None) -> None:
+        """After an invocation that was to write `rows` (under the lock): rows whose INSERT was not
+        sent (the invocation stopped before it) wait for the next one; the history's own problems
+        are reported."""
+        if not rows:
+            return
+        messages = marker_messages(invocation) if invocation else ()
+        self.history_problems.extend(p for p in history_problems(messages) if p not in self.history_problems)
+        if not any(True for _ in marker_payloads(messages, HISTORY_MARKER)):
+            self.unwritten[:0] = rows
+
     def keep(self, table: str, lease: Mapping[str, Any]) -> None:
         """A lease a step kept: for the table's next step, else released with the next batch."""
         with self.schedule.cond:
@@ -193,19 +229,32 @@ class Pool:
 
     def give_back_kept(self) -> None:
         """Release every lease still kept: those of finished tables and of steps that never started
-        (the budget closed, or the run stopped), so other jobs need not wait for their TTL. Best
-        effort: a lease not given back expires after its TTL, as a killed run's does."""
+        (the budget closed, or the run stopped), so other jobs need not wait for their TTL, and
+        write the history rows still deferred. Best effort: a lease not given back expires after
+        its TTL, as a killed run's does; rows not written are reported (history_problems)."""
         leases = [*self.kept.values(), *self.finished.values()]
+        rows, self.unwritten = self.unwritten, []
         self.kept.clear()
         self.finished.clear()
-        if not leases:
+        if not leases and not rows:
             return
+        released = None
         try:
-            released = self.workers[0].run([*claim_args([], leases), *self.dbt_args], None).invocation
-        except Exception:  # the run's own error, if any, is the one to report
+            released = self.workers[0].run([*claim_args([], leases, history_rows=rows,
+                                                        history_checked=self.history_ready), *self.dbt_args],
+                                           None).invocation
+        except Exception as exc:  # the run's own error, if any, is the one to raise
+            if rows:
+                self.history_problems.append(f"{len(rows)} history row(s) of this run's steps were not written: {exc}")
             return
         self.invocations += 1
         self.statements += len(released.sql_statements) if released else 0
+        self._note_rows_written(rows, released)
+        if self.unwritten:
+            self.history_problems.append(
+                f"{len(self.unwritten)} history row(s) of this run's steps were not written: "
+                f"{error_text(released) if released else 'its worker stopped'}")
+            self.unwritten = []
 
     def run(self) -> None:
         """Every worker takes steps until none is left to start: the one in-process worker on this
@@ -238,11 +287,17 @@ class Pool:
                 started = time.time()
                 record = self.records.get(step.table)
                 lease = self.lease_for(worker, step.table, others)
-                # Kept for the table's next step; with batches, after its last too (released with the next).
-                keep = self.batching or state.has_more(step.table)
+                # Kept for the table's next step; with batches, after its last too (released with the next),
+                # and its history row is written with the next batch too.
+                defer = self.batching
+                keep = defer or state.has_more(step.table)
                 ran = worker.run(step_args(step, record, self.dbt_args, self.history_ready, self.known_checks(),
-                                           lease, keep), timeout)
+                                           lease, keep, defer), timeout)
                 self.note_checks(ran.invocation)
+                if defer and ran.invocation is not None:
+                    rows = deferred_history_rows(marker_messages(ran.invocation))
+                    with state.cond:
+                        self.unwritten.extend(rows)
                 outcome = step_outcome(step, ran, started, time.time(), worker.index, timeout)
                 outcome, extra = after_failure(worker, step, outcome, record, self.run_id, self.dbt_args, timeout)
                 # A failed step's lease was given back (after_failure) or stays until its TTL.

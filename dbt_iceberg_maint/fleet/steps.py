@@ -81,18 +81,22 @@ def _plan_step(step: Step) -> Any:
 
 def step_args(step: Step, record: Mapping[str, Any] | None, dbt_args: Sequence[str],
               history_checked: bool = False, checked: Mapping[str, Iterable[str]] | None = None,
-              lease: Mapping[str, Any] | None = None, keep_lease: bool = False) -> list[str]:
+              lease: Mapping[str, Any] | None = None, keep_lease: bool = False,
+              defer_history: bool = False) -> list[str]:
     """One step through execute_maintenance_steps; with `record`, the check it settles is recorded;
     `history_checked`: an earlier invocation of the run found the history table ready; `checked`:
     what earlier invocations of the run checked once (results.checked_facts), not checked again;
     `lease`: the table's lease the run's previous step on it kept (results.kept_leases), taken up
     instead of claimed; `keep_lease`: the lease stays held after the step (for the table's next step,
-    or released with the pool's next batch: pool.py)."""
+    or released with the pool's next batch: pool.py); `defer_history`: the step's history row is
+    logged, not written (the pool writes it with its next batch)."""
     args: dict[str, Any] = {"steps": [step.plan_step()]}
     if lease is not None:
         args["leases"] = [dict(lease)]
     if keep_lease:
         args["keep_leases"] = True
+    if defer_history:
+        args["defer_history"] = True
     if record is not None:
         args["record"] = dict(record)
     if history_checked:

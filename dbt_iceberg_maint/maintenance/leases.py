@@ -34,16 +34,23 @@ def create_logs_args(namespaces: Iterable[str]) -> list[str]:
 
 
 def claim_args(tables: Sequence[str], release: Sequence[Mapping[str, Any]] = (),
-               checked: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+               checked: Mapping[str, Iterable[str]] | None = None,
+               history_rows: Sequence[Mapping[str, Any]] = (), history_checked: bool = False) -> list[str]:
     """The run-operation that ends `release` (the run's own leases, as ICEBERG_MAINT_KEPT lines
     handed them over) and claims the leases of `tables`, each log's rows in one commit; it logs the
-    leases it holds in an ICEBERG_MAINT_KEPT line (results.kept_leases)."""
+    leases it holds in an ICEBERG_MAINT_KEPT line (results.kept_leases). Last it writes
+    `history_rows` (the rows the run's steps deferred: results.deferred_history_rows) in one INSERT;
+    `history_checked`: an earlier invocation of the run found the history table ready."""
     args: dict[str, Any] = {"tables": list(tables)}
     if release:
         args["release"] = [dict(lease) for lease in release]
     known = {kind: sorted(names) for kind, names in (checked or {}).items() if names}
     if known.get("lease_logs"):
         args["checked"] = {"lease_logs": known["lease_logs"]}
+    if history_rows:
+        args["history_rows"] = [dict(row) for row in history_rows]
+        if history_checked:
+            args["history_checked"] = True
     return ["run-operation", "dbt_iceberg_maint.claim_leases", "--args", json.dumps(args)]
 
 

@@ -17,7 +17,14 @@ from typing import Any
 
 from dbt_iceberg_maint import protocol
 from dbt_iceberg_maint.errors import ResultLineError
-from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER, KEPT_MARKER, RESULT_MARKER, marker_payloads
+from dbt_iceberg_maint.protocol import (
+    CHECKED_MARKER,
+    HISTORY_MARKER,
+    HISTORY_ROWS_MARKER,
+    KEPT_MARKER,
+    RESULT_MARKER,
+    marker_payloads,
+)
 
 STATUSES = frozenset(protocol.STATUSES)
 OPERATIONS = frozenset(protocol.OPERATIONS)
@@ -140,6 +147,21 @@ def kept_leases(messages: Iterable[str] | str) -> dict[str, dict[str, Any]]:
         for lease in leases if isinstance(leases, list) else ():
             if isinstance(lease, dict) and isinstance(lease.get("table"), str):
                 found[lease["table"]] = lease
+    return found
+
+
+def deferred_history_rows(messages: Iterable[str] | str) -> list[dict[str, Any]]:
+    """The history rows `ICEBERG_MAINT_HISTORY_ROWS` lines logged instead of writing them
+    (execute_maintenance_steps' `defer_history`), in order, as claim_leases' `history_rows` takes
+    them. Anything unreadable is left out."""
+    found: list[dict[str, Any]] = []
+    for payload in marker_payloads(messages, HISTORY_ROWS_MARKER):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        rows = data.get("rows") if isinstance(data, dict) else None
+        found.extend(row for row in (rows if isinstance(rows, list) else ()) if isinstance(row, dict))
     return found
 
 

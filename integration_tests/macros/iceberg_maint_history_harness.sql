@@ -22,7 +22,12 @@
     {%- elif case.kind == 'execute' -%}
       {#- The step loop every path runs: what it returns, and (the test checks) what it sends. -#}
       {%- set value = dbt_iceberg_maint._iceberg_maint_execute_steps(kwargs.steps, kwargs.dry_run, progress=false,
-            path='maintain') -%}
+            path='maintain', defer_history=kwargs.get('defer_history', false)) -%}
+    {%- elif case.kind == 'given' -%}
+      {#- Rows handed back (claim_leases' history_rows): checked, converted, and their INSERT. -#}
+      {%- set given = dbt_iceberg_maint._iceberg_maint_history_rows_given('claim_leases', kwargs.rows) -%}
+      {%- set value = {'errors': given.errors, 'insert': dbt_iceberg_maint._iceberg_maint_history_insert_sql(
+            'analytics.iceberg_maint_history', given.rows) if given.rows else none} -%}
     {%- elif case.kind == 'relation' -%}
       {%- set value = dbt_iceberg_maint.history_relation() -%}
     {%- elif case.kind == 'streak_kinds' -%}

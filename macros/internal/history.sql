@@ -6,7 +6,9 @@
     keeps one writer per macro invocation (_iceberg_maint_history_open) and adds a row per step
     result; rows are sent in one INSERT per flush, and a writer flushes before and after every CALL
     and at the end, so a post-hook where nothing is due sends one INSERT, and a run stopped midway
-    (a CALL Spark rejects, a killed process) keeps the row of every step finished before.
+    (a CALL Spark rejects, a killed process) keeps the row of every step finished before. The
+    fleet engine's steps defer their rows to the engine instead, which writes many steps' rows in
+    one INSERT with its next lease claim (docs/history.md).
 
     Writing history never changes a maintained table (only its own table is written, without a
     lease) and must not fail maintenance. dbt's Jinja cannot catch a failed statement, so the
@@ -150,16 +152,80 @@
   {%- set settings = dbt_iceberg_maint._iceberg_maint_history_settings() -%}
   {{ return(dict(settings, enabled=settings.enabled and execute, path=path,
       run_id=dbt_iceberg_maint._iceberg_maint_run_id(), invocation_id=invocation_id | string,
-      pending=[], state={'ready': none, 'problem': none, 'written': 0, 'flushes': 0})) }}
+      deferred=false, pending=[], state={'ready': none, 'problem': none, 'written': 0, 'flushes': 0})) }}
 {% endmacro %}
 
 
 {#- Queue the row of one step result; the caller flushes after an executed step and before a CALL,
-    so a kill loses at most the row of the step it interrupts. -#}
+    so a kill loses at most the row of the step it interrupts. A deferred writer (the fleet
+    engine's steps: execute_maintenance_steps' `defer_history`) writes nothing: it logs the row at
+    once in an ICEBERG_MAINT_HISTORY_ROWS line, so a later step that stops the macro cannot lose
+    it, and the engine writes the rows of many steps in one INSERT (claim_leases' `history_rows`). -#}
 {% macro _iceberg_maint_history_add(history, row) %}
-  {%- if history.enabled -%}
+  {%- if history.enabled and history.deferred -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_log_marker('history_rows',
+          {'rows': [dbt_iceberg_maint._iceberg_maint_json_safe(row)]}, info=false) -%}
+  {%- elif history.enabled -%}
     {%- do history.pending.append(row) -%}
   {%- endif -%}
+{% endmacro %}
+
+
+{#- {'rows': [...], 'errors': [...]} for history rows handed back by the caller (what
+    ICEBERG_MAINT_HISTORY_ROWS lines logged): a list of mappings keyed by history columns, each
+    naming its table_name, operation and status, every value of its column's type or null
+    (timestamps as UTC text); the rows come back with their timestamps as datetimes. -#}
+{% macro _iceberg_maint_history_rows_given(owner, rows) %}
+  {%- if rows is none -%}{{ return({'rows': [], 'errors': []}) }}{%- endif -%}
+  {%- set problem = owner ~ ': argument `history_rows` ' -%}
+  {%- if rows is string or rows is mapping or rows is not iterable -%}
+    {{ return({'rows': [], 'errors': [problem ~ 'is ' ~ tojson(rows) ~ '; expected a list of history rows '
+        ~ '(mappings keyed by the history columns), as ICEBERG_MAINT_HISTORY_ROWS lines log them']}) }}
+  {%- endif -%}
+  {%- set columns = dbt_iceberg_maint._iceberg_maint_history_columns() -%}
+  {%- set names = columns | map(attribute=0) | list -%}
+  {%- set converted = [] -%}
+  {%- set errors = [] -%}
+  {%- for row in rows -%}
+    {%- set where = problem ~ 'row ' ~ loop.index -%}
+    {%- if row is not mapping -%}
+      {%- do errors.append(where ~ ' is ' ~ tojson(row) ~ '; expected a mapping keyed by the history columns') -%}
+    {%- else -%}
+      {%- set unknown = row.keys() | reject('in', names) | list -%}
+      {%- if unknown -%}
+        {%- do errors.append(where ~ ' has unknown column(s) ' ~ unknown | join(', ') ~ '; expected some of '
+              ~ names | join(', ')) -%}
+      {%- endif -%}
+      {%- set copy = {} -%}
+      {%- for name, type in columns -%}
+        {%- set value = row.get(name) -%}
+        {%- set required = name in ['table_name', 'operation', 'status'] -%}
+        {%- if value is none and not required -%}
+          {%- do copy.update({name: none}) -%}
+        {%- elif type == 'timestamp' -%}
+          {%- set parsed = dbt_iceberg_maint._iceberg_maint_parse_instant(owner, 'history_rows', value) -%}
+          {%- if parsed.errors -%}
+            {%- do errors.append(where ~ ' column ' ~ name ~ ' is ' ~ tojson(value) ~ "; expected a UTC time "
+                  ~ "'YYYY-MM-DD HH:MM:SS[.ffffff]' or null") -%}
+          {%- endif -%}
+          {%- do copy.update({name: parsed.value}) -%}
+        {%- elif type == 'bigint' -%}
+          {%- if value is not number or value is boolean or value != value | int -%}
+            {%- do errors.append(where ~ ' column ' ~ name ~ ' is ' ~ tojson(value)
+                  ~ '; expected a whole number or null') -%}
+          {%- endif -%}
+          {%- do copy.update({name: value}) -%}
+        {%- elif value is not string or (required and not value) -%}
+          {%- do errors.append(where ~ ' column ' ~ name ~ ' is ' ~ tojson(value) ~ '; expected '
+                ~ ('a non-empty string' if required else 'a string or null')) -%}
+        {%- else -%}
+          {%- do copy.update({name: value}) -%}
+        {%- endif -%}
+      {%- endfor -%}
+      {%- do converted.append(copy) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return({'rows': [] if errors else converted, 'errors': errors}) }}
 {% endmacro %}
 
 

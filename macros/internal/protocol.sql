@@ -6,7 +6,8 @@
       'markers': {'result': 'ICEBERG_MAINT_RESULT', 'plan': 'ICEBERG_MAINT_PLAN', 'start': 'ICEBERG_MAINT_START',
                   'selection': 'ICEBERG_MAINT_SELECTION', 'snapshots': 'ICEBERG_MAINT_SNAPSHOTS',
                   'leases': 'ICEBERG_MAINT_LEASES', 'history': 'ICEBERG_MAINT_HISTORY',
-                  'checked': 'ICEBERG_MAINT_CHECKED', 'kept': 'ICEBERG_MAINT_KEPT'},
+                  'checked': 'ICEBERG_MAINT_CHECKED', 'kept': 'ICEBERG_MAINT_KEPT',
+                  'history_rows': 'ICEBERG_MAINT_HISTORY_ROWS'},
       'statuses': ['success', 'skipped', 'failed', 'dry_run'],
       'step_statuses': ['planned', 'skipped', 'failed'],
       'step_keys': ['table', 'operation', 'status', 'reason', 'sql'],
@@ -26,7 +27,7 @@
 
 {#- The one way a machine-readable line is logged: `<MARKER> <json>`. `marker` is a key of the
     protocol's markers (result, plan, start, selection, snapshots, leases, history, checked,
-    kept);
+    kept, history_rows);
     info=false logs at debug level (in dbt.log and the structured events, not on the console). -#}
 {% macro _iceberg_maint_log_marker(marker, payload, info=true) %}
   {%- set markers = dbt_iceberg_maint._iceberg_maint_protocol().markers -%}

@@ -834,7 +834,7 @@
     resumed instead of claimed; `keep_leases`: the leases are not released after their tables'
     last steps but logged (ICEBERG_MAINT_KEPT, debug level) for the run's next invocation. -#}
 {% macro _iceberg_maint_execute_steps(steps, dry_run=false, progress=true, path='maintain', tables={},
-    history_checked=false, checked=none, handed=none, keep_leases=false) %}
+    history_checked=false, checked=none, handed=none, keep_leases=false, defer_history=false) %}
   {%- set total = steps | selectattr('status', 'equalto', 'planned') | list | length -%}
   {%- set counter = namespace(i=0) -%}
   {%- set last_planned = {} -%}
@@ -855,7 +855,7 @@
   {%- set results = [] -%}
   {#- A dry run writes no history at all: it neither changes nor decides anything. -#}
   {%- set history = dbt_iceberg_maint._iceberg_maint_history_open(path) -%}
-  {%- do history.update({'enabled': history.enabled and not dry_run}) -%}
+  {%- do history.update({'enabled': history.enabled and not dry_run, 'deferred': defer_history}) -%}
   {%- if history_checked -%}{%- do history.state.update({'ready': true}) -%}{%- endif -%}
   {#- What holds for the whole invocation is checked once: lease logs that exist, catalogs that are
       not Nessie catalogs (with what the caller's earlier invocations found, `checked`). -#}
@@ -971,22 +971,24 @@
     Nessie catalogs; the steps do not check them again. `keep_leases`: the leases the steps hold
     are not released after their tables' last steps but logged (ICEBERG_MAINT_KEPT, debug level);
     `leases`: what such a line of the same run handed over, taken up instead of claimed again (the
-    fleet engine runs a table's steps one invocation each under one lease). -#}
+    fleet engine runs a table's steps one invocation each under one lease). `defer_history`: the
+    steps' history rows are not written but logged (ICEBERG_MAINT_HISTORY_ROWS, debug level), for
+    the caller to write many steps' rows at once (claim_leases' `history_rows`). -#}
 {% macro execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
-      checked=none, leases=none, keep_leases=false) %}
+      checked=none, leases=none, keep_leases=false, defer_history=false) %}
   {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps, record=record,
       history_checked=history_checked, settled=settled, nodes=nodes, checked=checked, leases=leases,
-      keep_leases=keep_leases)) }}
+      keep_leases=keep_leases, defer_history=defer_history)) }}
 {% endmacro %}
 
 {% macro default__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
-      checked=none, leases=none, keep_leases=false) %}
+      checked=none, leases=none, keep_leases=false, defer_history=false) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.execute_maintenance_steps is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
 {% macro spark__execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
-      checked=none, leases=none, keep_leases=false) %}
+      checked=none, leases=none, keep_leases=false, defer_history=false) %}
   {%- set check_boolean = dbt_iceberg_maint._iceberg_maint_check_boolean -%}
   {%- do dbt_iceberg_maint._iceberg_maint_raise_if_errors(dbt_iceberg_maint._iceberg_maint_step_errors(steps)
         + dbt_iceberg_maint._iceberg_maint_record_errors(record)
@@ -995,12 +997,14 @@
         + dbt_iceberg_maint._iceberg_maint_settled_errors(steps, record, settled, nodes)
         + dbt_iceberg_maint._iceberg_maint_checked_errors(checked)
         + check_boolean('execute_maintenance_steps', 'keep_leases', keep_leases)
+        + check_boolean('execute_maintenance_steps', 'defer_history', defer_history)
         + dbt_iceberg_maint._iceberg_maint_handed_lease_errors(steps, leases)) -%}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set tables = {} -%}
   {%- for table, node in (nodes or {}).items() -%}{%- do tables.update({table: {'node': node}}) -%}{%- endfor -%}
   {%- set results = dbt_iceberg_maint._iceberg_maint_execute_steps(steps, path='execute_maintenance_steps',
-        tables=tables, history_checked=history_checked, checked=checked, handed=leases, keep_leases=keep_leases) -%}
+        tables=tables, history_checked=history_checked, checked=checked, handed=leases, keep_leases=keep_leases,
+        defer_history=defer_history) -%}
   {%- set failed = results | selectattr('status', 'equalto', 'failed') | list -%}
   {%- if failed and not settled -%}
     {{ exceptions.raise_compiler_error("execute_maintenance_steps: " ~ failed | length ~ " step(s) failed: "

@@ -77,22 +77,27 @@
     ICEBERG_MAINT_KEPT line (debug level), for the tables' steps to take up
     (execute_maintenance_steps' `leases`). A table another job holds is left out (its step claims
     for itself and is skipped naming the holder). `checked` as execute_maintenance_steps takes it;
-    the logs it found are logged as checked. Nothing with leases disabled. Bad input changes
-    nothing. -#}
-{% macro claim_leases(tables=[], release=none, checked=none) %}
+    the logs it found are logged as checked. Nothing with leases disabled. Last, it writes
+    `history_rows` (the history rows the run's steps deferred, as their ICEBERG_MAINT_HISTORY_ROWS
+    lines logged them) in one INSERT, without the history table's checks when `history_checked`
+    (as execute_maintenance_steps takes it). Bad input changes nothing. -#}
+{% macro claim_leases(tables=[], release=none, checked=none, history_rows=none, history_checked=false) %}
   {{ return(adapter.dispatch('claim_leases', 'dbt_iceberg_maint')(tables=tables, release=release,
-      checked=checked)) }}
+      checked=checked, history_rows=history_rows, history_checked=history_checked)) }}
 {% endmacro %}
 
-{% macro default__claim_leases(tables=[], release=none, checked=none) %}
+{% macro default__claim_leases(tables=[], release=none, checked=none, history_rows=none, history_checked=false) %}
   {{ exceptions.raise_compiler_error("dbt_iceberg_maint.claim_leases is not implemented for adapter '"
       ~ adapter.type() ~ "'; it supports Spark (dbt-spark) with Iceberg") }}
 {% endmacro %}
 
-{% macro spark__claim_leases(tables=[], release=none, checked=none) %}
+{% macro spark__claim_leases(tables=[], release=none, checked=none, history_rows=none, history_checked=false) %}
+  {%- set given = dbt_iceberg_maint._iceberg_maint_history_rows_given('claim_leases', history_rows) -%}
   {%- set errors = dbt_iceberg_maint._iceberg_maint_lease_handover_errors(release,
         'claim_leases: argument `release`') + dbt_iceberg_maint._iceberg_maint_checked_errors(checked)
-        | map('replace', 'execute_maintenance_steps:', 'claim_leases:') | list -%}
+        | map('replace', 'execute_maintenance_steps:', 'claim_leases:') | list
+        + given.errors + dbt_iceberg_maint._iceberg_maint_check_boolean('claim_leases', 'history_checked',
+          history_checked) -%}
   {%- set names = [] -%}
   {%- if tables is string or tables is mapping or tables is not iterable -%}
     {%- do errors.append('claim_leases: argument `tables` is ' ~ tojson(tables)
@@ -127,6 +132,13 @@
   {%- do dbt_iceberg_maint._iceberg_maint_log_marker('kept', {'leases': kept}, info=false) -%}
   {%- if checks.lease_logs -%}
     {%- do dbt_iceberg_maint._iceberg_maint_log_marker('checked', checks, info=false) -%}
+  {%- endif -%}
+  {#- Last: the leases are settled (and logged) whatever happens to the history's INSERT. -#}
+  {%- if given.rows -%}
+    {%- set history = dbt_iceberg_maint._iceberg_maint_history_open('claim_leases') -%}
+    {%- if history_checked -%}{%- do history.state.update({'ready': true}) -%}{%- endif -%}
+    {%- do history.pending.extend(given.rows) -%}
+    {%- do dbt_iceberg_maint._iceberg_maint_history_flush(history) -%}
   {%- endif -%}
   {{ return(kept) }}
 {% endmacro %}

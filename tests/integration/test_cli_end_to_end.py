@@ -171,6 +171,17 @@ def test_a_fleet_run_creates_its_lease_log_checks_its_catalog_and_takes_the_leas
                        f"and holder = '{json_document(result.stdout)['run_id']}' order by at_ms").collect()
     assert [(e.event, e.path) for e in events] == [("claim", "claim_leases"), ("release", "claim_leases")]
     assert events[0].claim_id == events[1].claim_id
+    # Each step logged its history row instead of writing it; the run wrote both in one INSERT, with
+    # the release at its end, each with the health read after its step.
+    assert count(f"insert into {built.schema}.iceberg_maint_history ") == 1
+    history = built.table("iceberg_maint_history")
+    spark.sql(f"refresh table {history}")
+    rows = spark.sql(f"select operation, status, path, health_after from {history} "
+                     f"where run_id = '{json_document(result.stdout)['run_id']}' order by started_at").collect()
+    assert [(r.operation, r.status, r.path) for r in rows] == [
+        ("expire_snapshots", "success", "execute_maintenance_steps"),
+        ("remove_orphan_files", "success", "execute_maintenance_steps")]
+    assert all(json.loads(r.health_after)["snapshot_id"] for r in rows)
 
 
 def test_a_fleet_expiry_sets_the_catalog_policys_metadata_file_retention(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dbt_iceberg_maint.maintenance.results import MaintenanceResult, parse_result_lines
-from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER, KEPT_MARKER
+from dbt_iceberg_maint.protocol import CHECKED_MARKER, HISTORY_MARKER, HISTORY_ROWS_MARKER, KEPT_MARKER
 from tests.expect import markers
 from tests.integration.test_maintenance import build_project, current_snapshot
 
@@ -367,8 +367,10 @@ def test_leases_are_claimed_in_one_commit_taken_up_and_released_in_one(
         spark: SparkSession, built: DbtProject) -> None:
     """claim_leases (the fleet engine's batches): the leases of two tables claimed in one INSERT (one
     commit, one sequence number for both rows) and one read, logged as kept; a table another run
-    holds is left out. The steps take them up without a claim of their own; one claim_leases with
-    `release` ends both in one INSERT. Bad input is refused, changing nothing."""
+    holds is left out. The steps take them up without a claim of their own and, deferring their
+    history (`defer_history`), log their rows instead of writing them; one claim_leases with
+    `release` and `history_rows` ends both leases in one INSERT and writes both rows in one more.
+    Bad input is refused, changing nothing."""
     schema = built.schema
     log = built.table("iceberg_maint_leases")
     named = f"{schema}.iceberg_maint_leases"
@@ -406,13 +408,27 @@ def test_leases_are_claimed_in_one_commit_taken_up_and_released_in_one(
               "sql": f"CALL system.expire_snapshots(table => '{t}', older_than => TIMESTAMP '2000-01-01 00:00:00', "
                      "retain_last => 1)"} for t in tables]
     ran = built("run-operation", "dbt_iceberg_maint.execute_maintenance_steps", "--args",
-                json.dumps({"steps": steps, "leases": kept["leases"], "keep_leases": True}), run_id="batch-run")
-    assert [r.status for r in parse_result_lines(ran.log_messages)] == ["success", "success"]
+                json.dumps({"steps": steps, "leases": kept["leases"], "keep_leases": True, "defer_history": True}),
+                run_id="batch-run")
+    results = parse_result_lines(ran.log_messages)
+    assert [r.status for r in results] == ["success", "success"]
     assert not [s for s in sent(ran) if s.startswith(f"insert into {named} ") or s.startswith("select l.table_name")]
     [still] = markers(ran.log_messages, KEPT_MARKER)
+    # No history statement at all: each step logged its row (with the health read after it).
+    assert history_statements(ran) == [] and history_markers(ran) == []
+    logged = [row for line in markers(ran.log_messages, HISTORY_ROWS_MARKER) for row in line["rows"]]
+    assert [(r["table_name"], r["status"]) for r in logged] == [(t, "success") for t in tables]
+    assert all(json.loads(r["health_after"])["snapshot_id"] for r in logged)
+    assert history(spark, built, "batch-run") == []
 
-    released = claim("batch-run", tables=[], release=still["leases"])
+    released = claim("batch-run", tables=[], release=still["leases"], history_rows=logged, history_checked=True)
     assert sum(s.startswith(f"insert into {named} values ") for s in sent(released)) == 1
+    assert len(inserts(released)) == 1 and len(history_statements(released)) == 1  # checked: no checks
+    assert [m["rows"] for m in history_markers(released)] == [2]
+    written = history(spark, built, "batch-run")
+    assert_rows_match(written, list(results), "execute_maintenance_steps")
+    assert [(w["invocation_id"], w["health_after"], w["lease_holder"]) for w in written] == [
+        (r["invocation_id"], r["health_after"], "batch-run") for r in logged]
     after = rows("batch-run")
     ends = [(t, seq) for t, event, seq in after if event == "release"]
     assert sorted(t for t, _ in ends) == ["event_log", "events"] and len({seq for _, seq in ends}) == 1
@@ -423,12 +439,15 @@ def test_leases_are_claimed_in_one_commit_taken_up_and_released_in_one(
                        ({"tables": ["event_log"]}, 'argument `tables` contains "event_log"'),
                        ({"tables": [tables[0], tables[0]]}, f'argument `tables` contains "{tables[0]}"'),
                        ({"tables": [], "release": [dict(still["leases"][0], holder="x")]},
-                        'argument `release` contains a lease of')):
+                        'argument `release` contains a lease of'),
+                       ({"tables": [tables[0]], "history_rows": [dict(logged[0], run_id="batch-bad", status="")]},
+                        "argument `history_rows` row 1 column status is \"\"; expected a non-empty string")):
         refused = claim("batch-bad", expect_success=False, **args)
         text = " ".join(refused.log_messages) + str(refused.exception)
         assert f"claim_leases: {said}" in text, text
         assert sent(refused) == []
     assert rows("batch-bad") == [] and rows("batch-run") == after
+    assert history(spark, built, "batch-bad") == [] and history(spark, built, "batch-run") == written
     assert current_snapshot(spark, built.table("event_log")) == before
 
 

@@ -170,6 +170,8 @@ def test_a_steps_arguments_hand_over_the_tables_kept_lease_and_ask_to_keep_it() 
     assert (args["leases"], args["keep_leases"]) == ([lease], True)
     plain = json.loads(step_args(step, None, [])[3])
     assert "leases" not in plain and "keep_leases" not in plain
+    assert json.loads(step_args(step, None, [], defer_history=True)[3])["defer_history"] is True
+    assert "defer_history" not in plain
 
 
 def test_a_batch_claims_arguments_name_the_tables_the_leases_to_release_and_the_logs_checked() -> None:
@@ -181,3 +183,21 @@ def test_a_batch_claims_arguments_name_the_tables_the_leases_to_release_and_the_
     assert json.loads(args[3]) == {"tables": ["a.u", "a.v"], "release": [lease],
                                    "checked": {"lease_logs": ["a.iceberg_maint_leases"]}}
     assert json.loads(claim_args([])[3]) == {"tables": []}
+
+
+def test_a_batch_claim_carries_the_deferred_history_rows_and_whether_the_table_was_checked() -> None:
+    """claim_leases' `history_rows` (what the steps' ICEBERG_MAINT_HISTORY_ROWS lines logged) and
+    `history_checked`, which says nothing without rows to write."""
+    from dbt_iceberg_maint.maintenance.leases import claim_args
+    from dbt_iceberg_maint.maintenance.results import deferred_history_rows
+
+    logged = ('ICEBERG_MAINT_HISTORY_ROWS {"rows": [{"table_name": "a.t", "operation": "expire_snapshots", '
+              '"status": "success", "started_at": "2026-12-05 09:00:00.120000+00:00"}]}',
+              "ICEBERG_MAINT_HISTORY_ROWS not json", 'ICEBERG_MAINT_HISTORY_ROWS {"rows": [7, {"table_name": "a.u"}]}',
+              'ICEBERG_MAINT_HISTORY {"table": "a.iceberg_maint_history", "written": true}')
+    rows = deferred_history_rows(logged)
+    assert rows == [{"table_name": "a.t", "operation": "expire_snapshots", "status": "success",
+                     "started_at": "2026-12-05 09:00:00.120000+00:00"}, {"table_name": "a.u"}]
+    args = json.loads(claim_args(["a.v"], history_rows=rows, history_checked=True)[3])
+    assert (args["history_rows"], args["history_checked"]) == (rows, True)
+    assert json.loads(claim_args(["a.v"], history_checked=True)[3]) == {"tables": ["a.v"]}

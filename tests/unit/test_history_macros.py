@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dbt_iceberg_maint.protocol import HISTORY_MARKER
+from dbt_iceberg_maint.protocol import HISTORY_MARKER, HISTORY_ROWS_MARKER
 from dbt_iceberg_maint.runtime.invoke import DbtInvocation, invoke_dbt
 from tests.expect import markers
 
@@ -160,6 +160,51 @@ def test_the_step_loop_sends_nothing_when_no_history_is_written(render_target: P
     assert [r["status"] for r in value] == statuses
     assert invocation.sql_statements == ()
     assert not markers(invocation.log_messages, HISTORY_MARKER)
+
+
+def test_a_deferred_step_loop_logs_each_row_and_sends_nothing(render_target: Path) -> None:
+    """execute_maintenance_steps' `defer_history` (the fleet engine's steps): every row is logged in
+    an ICEBERG_MAINT_HISTORY_ROWS line as its step ends, and no history statement is sent (a Thrift
+    target nobody listens on: any statement would fail the run)."""
+    invocation = invoke_dbt(["run-operation", "iceberg_maint_history_cases", "--args", json.dumps(
+        {"cases": [{"id": "execute", "kind": "execute", "kwargs": {"steps": [SKIPPED, FAILED], "dry_run": False,
+                                                                    "defer_history": True}}]}),
+        "--target-path", str(render_target), "--vars", "{dbt_iceberg_maint_run_id: run-x}"],
+        env={**ENV, "DBT_ICEBERG_MAINT_TARGET": "thrift", "DBT_ICEBERG_MAINT_THRIFT_PORT": "1"})
+    assert invocation.success, invocation.exception
+    assert invocation.sql_statements == ()
+    assert not markers(invocation.log_messages, HISTORY_MARKER)
+    logged = [row for line in markers(invocation.log_messages, HISTORY_ROWS_MARKER) for row in line["rows"]]
+    assert [(r["run_id"], r["table_name"], r["operation"], r["status"], r["reason"]) for r in logged] == [
+        ("run-x", "analytics.events", "expire_snapshots", "skipped", "not due"),
+        ("run-x", "analytics.events", "remove_orphan_files", "failed", "GC is disabled")]
+
+
+def test_rows_handed_back_make_the_insert_their_steps_would_have_sent(rendered: dict[str, Any],
+                                                                      render_target: Path) -> None:
+    """A row as ICEBERG_MAINT_HISTORY_ROWS logs it (JSON: its timestamps as text) comes back through
+    claim_leases' `history_rows` to the very INSERT its step would have sent; a row of any other
+    shape is refused naming the row and the column."""
+    logged = rendered["row"]["row"]
+    bad = [{**logged, "duration_ms": "1500"}, {**logged, "started_at": "yesterday"}, {**logged, "status": None},
+           {**logged, "colour": "red"}, "a row"]
+    invocation = render(render_target, cases=[{"id": "good", "kind": "given", "kwargs": {"rows": [logged]}},
+                                              {"id": "bad", "kind": "given", "kwargs": {"rows": bad}},
+                                              {"id": "shape", "kind": "given", "kwargs": {"rows": "rows"}}])
+    assert invocation.success, invocation.exception
+    value = {case["id"]: case["value"] for case in markers(invocation.log_messages, "ICEBERG_MAINT_CASE")}
+    one = rendered["row"]["insert"]
+    assert value["good"] == {"errors": [], "insert": one[:one.index("), (") + 1]}
+    owner = "claim_leases: argument `history_rows` "
+    assert value["bad"] == {"insert": None, "errors": [
+        owner + "row 1 column duration_ms is \"1500\"; expected a whole number or null",
+        owner + "row 2 column started_at is \"yesterday\"; expected a UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' or null",
+        owner + "row 3 column status is null; expected a non-empty string",
+        owner + "row 4 has unknown column(s) colour; expected some of " + ", ".join(
+            name for name, _type in rendered["row"]["columns"]),
+        owner + "row 5 is \"a row\"; expected a mapping keyed by the history columns"]}
+    assert value["shape"]["errors"] == [owner + "is \"rows\"; expected a list of history rows (mappings keyed by "
+                                        "the history columns), as ICEBERG_MAINT_HISTORY_ROWS lines log them"]
 
 
 
