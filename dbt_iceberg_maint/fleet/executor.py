@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,7 +82,7 @@ def plan_fleet(catalog: Any, targets: Sequence[Any], operations: Sequence[str] |
                       for p in plan)
         snapshot_id = figures.get("snapshot_id")
         record = None if force else {"policy": target.raw_policy, "snapshot_id": snapshot_id}
-        return TableWork(name, target.model, steps, figures, record)
+        return TableWork(name, target.model, steps, figures, record, target.ref.name)
 
     return reader.concurrently(list(targets), one, workers)
 
@@ -182,6 +182,7 @@ class _Plan:
     due: tuple[Step, ...]
     history_on: bool
     nodes: Mapping[str, str]  # table → its dbt node, for the history rows the engine records
+    catalog: Any  # the metadata catalog it was planned from (MetadataCatalog)
 
     @property
     def records(self) -> dict[str, Any]:
@@ -217,7 +218,7 @@ def _plan(where: _Project, inputs: _Inputs, select: Sequence[str] | None, includ
                  tuple(StepOutcome(s.table, s.operation, s.status, s.reason or None, s.sql)
                        for t in ordered for s in t.steps if s.status != "planned"),
                  tuple(s for t in ordered for s in t.due), history_on,
-                 {t.table: t.model for t in ordered if t.model and not t.model.startswith("catalog:")})
+                 {t.table: t.model for t in ordered if t.model and not t.model.startswith("catalog:")}, metadata)
 
 
 def _report_unrun(where: _Project, inputs: _Inputs, plan: _Plan, dry_run: bool,
@@ -251,7 +252,24 @@ def _start_pool(where: _Project, inputs: _Inputs, plan: _Plan, work_dir: Path, b
     # Workers that start together would race to create a namespace's lease log on its first lease.
     namespaces = {t.table.rsplit(".", 1)[0] for t in plan.ordered if t.due}
     prepare = create_logs_args(namespaces) if len(workers) > 1 and namespaces else None
-    return Pool(workers, schedule, plan.records, where.run_id, where.dbt_args, inputs.timeout_s, prepare)
+    return Pool(workers, schedule, plan.records, where.run_id, where.dbt_args, inputs.timeout_s, prepare,
+                _health_reader(plan))
+
+
+def _health_reader(plan: _Plan) -> Callable[[str], dict[str, Any] | None]:
+    """The health after a step, read from the table's metadata file (the pool completes the
+    deferred history rows with it); None when it cannot be read (the row then has none)."""
+    from dbt_iceberg_maint.metadata.health import step_health
+
+    names = {t.table: t.catalog_name or t.table for t in plan.ordered}
+
+    def read(table: str) -> dict[str, Any] | None:
+        try:
+            return step_health(plan.catalog.load(names.get(table, table)))
+        except Exception:  # an unreadable table: its row goes without the health, the step stands
+            return None
+
+    return read
 
 
 def _backlog(plan: _Plan, pool: Pool, budget_s: float | None) -> list[StepOutcome]:

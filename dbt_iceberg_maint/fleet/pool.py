@@ -2,11 +2,13 @@
 next step (scheduler.py decides which), running it and settling its outcome, until nothing is
 left to start or the budget closed; and the tables' leases, claimed in batches (claim_leases)
 and handed from step to step (docs/leases.md), so that a step sends no lease statement of its own.
-The steps' history rows go the same way: each step logs its row, and the next batch claim (or the
-run's end) writes the rows so far in one INSERT (docs/history.md)."""
+The steps' history rows go the same way: each step logs its row, the pool completes it with the
+health after the step read from the table's metadata file, and the next batch claim (or the run's
+end) writes the rows so far in one INSERT (docs/history.md)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -110,9 +112,10 @@ class Pool:
     error that stopped one of them, whether an invocation of the run found the history table ready."""
 
     def __init__(self, workers: Sequence[Worker], schedule: Schedule, records: Mapping[str, Any], run_id: str,
-                 dbt_args: Sequence[str], timeout_s: float | None, prepare: Sequence[str] | None) -> None:
+                 dbt_args: Sequence[str], timeout_s: float | None, prepare: Sequence[str] | None,
+                 health: Callable[[str], Mapping[str, Any] | None] | None = None) -> None:
         self.workers, self.schedule, self.records, self.run_id = list(workers), schedule, records, run_id
-        self.dbt_args, self.timeout_s, self.prepare = list(dbt_args), timeout_s, prepare
+        self.dbt_args, self.timeout_s, self.prepare, self.health = list(dbt_args), timeout_s, prepare, health
         self.invocations = 0
         self.statements = 0
         self.errors: list[BaseException] = []
@@ -137,6 +140,8 @@ class Pool:
         self.unwritten: list[Mapping[str, Any]] = []
         # Why rows the pool wrote were not written (the history's checks, or the INSERT's failure).
         self.history_problems: list[str] = []
+        # Each table's health after its last step this run: the health before its next one.
+        self.healths: dict[str, Mapping[str, Any]] = {}
         # Steps start once every worker is ready (dbt imported): a worker that is ready first would
         # otherwise take a short queue alone while the others still start.
         self.ready = threading.Barrier(len(self.workers))
@@ -222,6 +227,24 @@ class Pool:
         if not any(True for _ in marker_payloads(messages, HISTORY_MARKER)):
             self.unwritten[:0] = rows
 
+    def _completed(self, table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows a step deferred, an executed step's with the health after it (read now, while
+        the step's lease is still held) and before it (after the table's previous step)."""
+        done = []
+        for row in rows:
+            if row.get("status") == "success" and row.get("sql") and row.get("health_after") is None and self.health:
+                after = self.health(table)
+                before = self.healths.get(table)
+                if before is not None and row.get("health_before") is None:
+                    row = {**row, "health_before": json.dumps(before, sort_keys=True),
+                           "snapshot_id_before": before.get("snapshot_id")}
+                if after is not None:
+                    row = {**row, "health_after": json.dumps(after, sort_keys=True),
+                           "snapshot_id_after": after.get("snapshot_id")}
+                    self.healths[table] = after
+            done.append(row)
+        return done
+
     def keep(self, table: str, lease: Mapping[str, Any]) -> None:
         """A lease a step kept: for the table's next step, else released with the next batch."""
         with self.schedule.cond:
@@ -295,7 +318,7 @@ class Pool:
                                            lease, keep, defer), timeout)
                 self.note_checks(ran.invocation)
                 if defer and ran.invocation is not None:
-                    rows = deferred_history_rows(marker_messages(ran.invocation))
+                    rows = self._completed(step.table, deferred_history_rows(marker_messages(ran.invocation)))
                     with state.cond:
                         self.unwritten.extend(rows)
                 outcome = step_outcome(step, ran, started, time.time(), worker.index, timeout)

@@ -120,6 +120,8 @@ class TableWork:
     # execute_maintenance_steps' `record` ({policy, snapshot_id}): the checks its steps settle are
     # recorded as iceberg_maintenance records them. None: nothing recorded (a forced run).
     record: Mapping[str, Any] | None = None
+    # Its name in the metadata catalog (schema.table, without the Spark catalog `table` may name).
+    catalog_name: str | None = None
 
     @property
     def components(self) -> dict[str, float]:

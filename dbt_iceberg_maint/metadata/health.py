@@ -80,6 +80,20 @@ def health_figures(name: str, table: Table, target_override: int | None = None,
     return figures, entries
 
 
+def step_health(table: Table, at_ms: int | None = None) -> dict[str, Any]:
+    """The health a history row records after a step, from the table's metadata file: what the
+    macros' `_iceberg_maint_summary_figures` reads from Spark's snapshots table (the snapshots,
+    the oldest one's age, the current snapshot's id and file counts), in its keys."""
+    summary = read_summary(table)
+    oldest = summary.oldest_snapshot_ms
+    reference = now_ms() if at_ms is None else at_ms
+    empty = not summary.snapshots
+    return {"snapshots": len(summary.snapshots),
+            "oldest_snapshot_age_hours": None if oldest is None else round((reference - oldest) / 3600000.0, 3),
+            "snapshot_id": summary.snapshot_id, "data_files": 0 if empty else summary.data_files,
+            "delete_files": 0 if empty else summary.delete_files}
+
+
 def read_health(catalog: MetadataCatalog, names: Sequence[str] | None = None, workers: int = 8,
                 target_override: int | None = None) -> list[HealthRecord]:
     chosen = list(names) if names else catalog.list_tables()

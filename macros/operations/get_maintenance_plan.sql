@@ -920,7 +920,8 @@
       {%- set own = known[step.table] -%}
       {%- set before = own.health -%}
       {%- set after = none -%}
-      {%- if leased and record.status == 'success' -%}
+      {#- Deferred rows are completed by the caller, which reads the health after the step itself. -#}
+      {%- if leased and record.status == 'success' and not defer_history -%}
         {%- set after = dbt_iceberg_maint._iceberg_maint_history_health(history, step.table) -%}
         {%- do own.update({'health': after}) -%}
       {%- endif -%}
@@ -972,8 +973,10 @@
     are not released after their tables' last steps but logged (ICEBERG_MAINT_KEPT, debug level);
     `leases`: what such a line of the same run handed over, taken up instead of claimed again (the
     fleet engine runs a table's steps one invocation each under one lease). `defer_history`: the
-    steps' history rows are not written but logged (ICEBERG_MAINT_HISTORY_ROWS, debug level), for
-    the caller to write many steps' rows at once (claim_leases' `history_rows`). -#}
+    steps' history rows are not written but logged (ICEBERG_MAINT_HISTORY_ROWS, debug level),
+    without the health after an executed step, for the caller to complete (the fleet engine reads
+    that health from the table's metadata file) and to write many steps' rows at once
+    (claim_leases' `history_rows`). -#}
 {% macro execute_maintenance_steps(steps, record=none, history_checked=false, settled=false, nodes=none,
       checked=none, leases=none, keep_leases=false, defer_history=false) %}
   {{ return(adapter.dispatch('execute_maintenance_steps', 'dbt_iceberg_maint')(steps=steps, record=record,

@@ -171,17 +171,31 @@ def test_a_fleet_run_creates_its_lease_log_checks_its_catalog_and_takes_the_leas
                        f"and holder = '{json_document(result.stdout)['run_id']}' order by at_ms").collect()
     assert [(e.event, e.path) for e in events] == [("claim", "claim_leases"), ("release", "claim_leases")]
     assert events[0].claim_id == events[1].claim_id
-    # Each step logged its history row instead of writing it; the run wrote both in one INSERT, with
-    # the release at its end, each with the health read after its step.
+    # Each step logged its history row instead of writing it, and sent no health read: the engine
+    # read the health after it from the metadata file and wrote both rows in one INSERT, with the
+    # release at the run's end.
     assert count(f"insert into {built.schema}.iceberg_maint_history ") == 1
+    assert count("select count(*) as snapshots") == 0
     history = built.table("iceberg_maint_history")
     spark.sql(f"refresh table {history}")
-    rows = spark.sql(f"select operation, status, path, health_after from {history} "
-                     f"where run_id = '{json_document(result.stdout)['run_id']}' order by started_at").collect()
+    rows = spark.sql(f"select operation, status, path, health_before, health_after, snapshot_id_after "
+                     f"from {history} where run_id = '{json_document(result.stdout)['run_id']}' "
+                     "order by started_at").collect()
     assert [(r.operation, r.status, r.path) for r in rows] == [
         ("expire_snapshots", "success", "execute_maintenance_steps"),
         ("remove_orphan_files", "success", "execute_maintenance_steps")]
-    assert all(json.loads(r.health_after)["snapshot_id"] for r in rows)
+    first, second = (json.loads(r.health_after) for r in rows)
+    assert rows[1].health_before == rows[0].health_after and rows[1].snapshot_id_after == second["snapshot_id"]
+    # What Spark's snapshots table says of the table now (nothing wrote it since): the same figures.
+    table = built.table("event_log")
+    current = int(dict(spark.sql(f"show tblproperties {table}").collect())["current-snapshot-id"])
+    summaries = {r.snapshot_id: r.summary for r in spark.sql(f"select snapshot_id, summary from {table}.snapshots")
+                 .collect()}
+    assert {key: second[key] for key in ("snapshots", "snapshot_id", "data_files", "delete_files")} == {
+        "snapshots": len(summaries), "snapshot_id": current,
+        "data_files": int(summaries[current]["total-data-files"]),
+        "delete_files": int(summaries[current]["total-delete-files"])}
+    assert first["snapshot_id"] == second["snapshot_id"] and second["oldest_snapshot_age_hours"] >= 0
 
 
 def test_a_fleet_expiry_sets_the_catalog_policys_metadata_file_retention(
