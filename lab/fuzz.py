@@ -328,7 +328,7 @@ def _steps_case() -> st.SearchStrategy[dict[str, Any]]:
     kwargs = st.fixed_dictionaries({"steps": steps}, optional={
         "settled": st.one_of(st.booleans(), SCALARS), "record": record, "nodes": nodes,
         "history_checked": st.one_of(st.booleans(), SCALARS), "checked": checked, "leases": leases,
-        "keep_leases": st.one_of(st.booleans(), SCALARS)})
+        "keep_leases": st.one_of(st.booleans(), SCALARS), "defer_history": st.one_of(st.booleans(), SCALARS)})
     return st.fixed_dictionaries({"kind": st.just("steps"), "kwargs": kwargs})
 
 

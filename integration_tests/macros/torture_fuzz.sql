@@ -121,6 +121,7 @@
               kwargs.get('nodes'))
           + dbt_iceberg_maint._iceberg_maint_checked_errors(kwargs.get('checked'))
           + check_boolean('execute_maintenance_steps', 'keep_leases', kwargs.get('keep_leases', false))
+          + check_boolean('execute_maintenance_steps', 'defer_history', kwargs.get('defer_history', false))
           + dbt_iceberg_maint._iceberg_maint_handed_lease_errors(steps, kwargs.get('leases'))) -%}
     {%- if not outcome.errors -%}
       {%- do outcome.update({'sql': steps | selectattr('status', 'equalto', 'planned') | map(attribute='sql') | list,
